@@ -1,0 +1,9 @@
+"""Exceptions that carry a message meant for the person running the benchmark."""
+
+
+class DataError(ValueError):
+    """A data, artefact or result file is missing or malformed; the message names it."""
+
+
+class ToolArgumentError(ValueError):
+    """A web function was called with arguments it cannot use."""

@@ -1,0 +1,60 @@
+"""Where data and derived artefacts live.
+
+The official release keeps its data and prebuilt artefacts inside the package tree;
+any other data directory (synthetic data, a copy of the official files) keeps its
+derived artefacts beside the data, so nothing generated is ever written over
+official files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+PWAB_DIR = PACKAGE_DIR / "envs" / "pwab"
+OFFICIAL_DATA_DIR = PWAB_DIR / "data"
+OFFICIAL_INDEX_DIR = PWAB_DIR / "functions" / "search" / "indexes"
+OFFICIAL_CHECKPOINT = PWAB_DIR / "functions" / "recommender" / "checkpoint" / "pwab.pth"
+OFFICIAL_ITEM_MAP = PWAB_DIR / "functions" / "recommender" / "data" / "1000_ids.json"
+DEFAULT_SYNTHETIC_DIR = REPO_ROOT / "data" / "synthetic" / "small"
+
+SYNTHETIC_MANIFEST = "synthetic_manifest.json"
+
+
+@dataclass(frozen=True)
+class ArtifactPaths:
+    """Derived artefacts of one data directory (indexes, recommender, caches)."""
+
+    lucene_index: Path
+    bm25s_index: Path
+    checkpoint: Path
+    item_map: Path
+    cache_dir: Path
+
+    @classmethod
+    def for_data_dir(cls, data_dir: Path | str) -> "ArtifactPaths":
+        data_dir = Path(data_dir).resolve()
+        if data_dir == OFFICIAL_DATA_DIR.resolve():
+            return cls(
+                lucene_index=OFFICIAL_INDEX_DIR,
+                bm25s_index=PWAB_DIR / "functions" / "search" / "bm25s_index",
+                checkpoint=OFFICIAL_CHECKPOINT,
+                item_map=OFFICIAL_ITEM_MAP,
+                cache_dir=REPO_ROOT / "data" / "cache" / "official",
+            )
+        return cls(
+            lucene_index=data_dir / "indexes" / "lucene",
+            bm25s_index=data_dir / "indexes" / "bm25s",
+            checkpoint=data_dir / "recommender" / "pwab.pth",
+            item_map=data_dir / "recommender" / "1000_ids.json",
+            cache_dir=data_dir / "cache",
+        )
+
+
+def default_data_dir() -> Path:
+    """The official data when it has been placed, else the bundled synthetic default."""
+    if any(OFFICIAL_DATA_DIR.glob("user_instructions.json")):
+        return OFFICIAL_DATA_DIR
+    return DEFAULT_SYNTHETIC_DIR
