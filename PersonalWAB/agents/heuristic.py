@@ -1,0 +1,146 @@
+"""An offline agent that needs no model, so the benchmark runs with no API key.
+
+It picks the function from cue words in the instruction and fills the parameters
+from the instruction and, when a memory mode other than `none` is chosen, from
+the user's past behaviours: the store the user usually buys in the requested
+product line is added to search queries, past purchases feed the recommender,
+and the user's habitual review sentences shape the review. With `none` it uses
+the instruction alone, which makes the value of history visible in the scores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Any
+
+from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.agents.base import Agent
+from PersonalWAB.envs.pwab.env import PWABEnv
+from PersonalWAB.memory import retrieve_memory
+from PersonalWAB.types import Action, Episode
+
+SYSTEM_PROMPT = "Offline heuristic agent: one function call chosen by rules, no language model."
+REVIEW_CUES = ("review", "feedback", "write up", "rate ", "rating", "share my thoughts", "my thoughts on")
+RECOMMEND_CUES = ("recommend", "suggest", "what should i", "what else", "ideas for", "next purchase",
+                  "get next", "based on what i", "fits my taste", "something new")
+STOPWORDS = frozenset(
+    "a an and are as at be but by for from has have i i'm im in is it its me my of on or so that the this "
+    "to was were will with you your can could would should please want need looking some something any "
+    "find get like just also really very what which who how when where there their them they we our us "
+    "do does did not no yes usually normally trust brand budget price range usual".split()
+)
+SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+")
+WORD = re.compile(r"[a-z0-9]+")
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1}
+
+
+def choose_function(instruction: str) -> str:
+    text = instruction.lower()
+    if any(cue in text for cue in REVIEW_CUES):
+        return "add_product_review"
+    if any(cue in text for cue in RECOMMEND_CUES):
+        return "get_recommendations_by_history"
+    return "search_product_by_query"
+
+
+def usual_store(instruction: str, memory: list[dict[str, Any]]) -> str | None:
+    """The store the user buys most in the product line closest to the request."""
+    words = content_words(instruction)
+    if not words or not memory:
+        return None
+
+    def overlap(behaviour: dict[str, Any]) -> int:
+        product = behaviour["product_info"]
+        return len(words & content_words(f"{product['title']} {' '.join(product['categories'])}"))
+
+    closest = max(memory, key=overlap)
+    if overlap(closest) == 0:
+        return None
+    line = closest["product_info"]["categories"][-1:] or [closest["product_info"]["main_category"]]
+    same_line = [b for b in memory if b["product_info"]["categories"][-1:] == line]
+    peers = same_line if len(same_line) > 1 else [
+        b for b in memory if b["product_info"]["main_category"] == closest["product_info"]["main_category"]
+    ]
+    stores = Counter(b["product_info"]["store"] for b in peers if b["product_info"]["store"])
+    return stores.most_common(1)[0][0] if stores else None
+
+
+def search_query(instruction: str, memory: list[dict[str, Any]]) -> str:
+    store = usual_store(instruction, memory)
+    if store and store.lower() not in instruction.lower():
+        return f"{instruction} {store}"
+    return instruction
+
+
+def recommendation_sequence(memory: list[dict[str, Any]], limit: int = 30) -> list[str]:
+    ordered = sorted(memory, key=lambda b: b["review"]["timestamp"])
+    asins = list(dict.fromkeys(b["product_info"]["parent_asin"] for b in ordered))
+    return asins[-limit:]
+
+
+def write_review(product: dict[str, Any], memory: list[dict[str, Any]]) -> str:
+    """A short review of the product, in the user's habitual phrasing when known."""
+    feature = (product.get("features") or [""])[0].rstrip(".")
+    opening = f"I bought the {product['title']}."
+    body = f"{feature}." if feature else ""
+    if not memory:
+        return f"{opening} {body} Overall it is a good product and does what it promises.".replace("  ", " ")
+    sentences = Counter(
+        s.strip() for b in memory for s in SENTENCE_SPLIT.split(b["review"]["text"]) if s.strip()
+    )
+    habitual = [s for s, n in sentences.most_common(3) if n > 1]
+    if not habitual:
+        latest = max(memory, key=lambda b: b["review"]["timestamp"])
+        habitual = SENTENCE_SPLIT.split(latest["review"]["text"].strip())[-2:]
+    return " ".join([opening, body, *habitual]).replace("  ", " ").strip()
+
+
+def target_product(observation: str, data: BenchmarkData, task: dict[str, Any]) -> dict[str, Any]:
+    """The product a review task is about, read from the observation's Parent Asin line."""
+    match = re.search(r"Parent Asin: (\S+)", observation)
+    if match and match.group(1) in data.products:
+        return data.products[match.group(1)]
+    return task["target"]["product_info"]
+
+
+class HeuristicAgent(Agent):
+    def __init__(self, data: BenchmarkData, memory_mode: str = "last", memory_length: int = 50, seed: int = 0):
+        self.data = data
+        self.memory_mode = memory_mode
+        self.memory_length = memory_length
+        self.seed = seed
+
+    def decide(self, observation: str, task: dict[str, Any]) -> Action:
+        memory = retrieve_memory(self.data, task, self.memory_mode, self.memory_length, self.seed)
+        instruction = task["task"]
+        name = choose_function(instruction)
+        if name == "search_product_by_query":
+            return Action(name, {"query": search_query(instruction, memory)})
+        if name == "get_recommendations_by_history":
+            return Action(name, {"product_sequence": recommendation_sequence(memory)})
+        return Action(name, {"review": write_review(target_product(observation, self.data, task), memory)})
+
+    def solve(self, env: PWABEnv, task_index: int) -> Episode:
+        observation, info = env.reset(task_index)
+        episode = Episode(traj=[{"role": "system", "content": SYSTEM_PROMPT},
+                                {"role": "user", "content": observation}])
+        done = False
+        while not done:
+            action = self.decide(observation, info["task"]) if not episode.actions else Action("stop")
+            episode.usage.add_call()
+            call_id = f"call_{len(episode.actions)}"
+            episode.traj.append({
+                "role": "assistant", "content": None,
+                "tool_calls": [{"id": call_id, "type": "function",
+                                "function": {"name": action.name, "arguments": json.dumps(action.arguments)}}],
+            })
+            episode.actions.append(action.to_dict())
+            observation, _, done, _ = env.step(action)
+            episode.traj.append({"role": "tool", "tool_call_id": call_id, "name": action.name,
+                                 "content": observation})
+        return episode

@@ -1,0 +1,112 @@
+"""Build the derived artefacts a data directory needs: search index(es) and the
+SASRec recommender. Each is built once and reused; `--force` rebuilds.
+
+`python -m PersonalWAB.build --data_dir DIR [--search_backend lucene|bm25s|all]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
+from PersonalWAB.errors import DataError
+from PersonalWAB.paths import default_data_dir
+
+
+def _index_exists(path: Path) -> bool:
+    return path.is_dir() and any(path.iterdir())
+
+
+def review_cache_file(data: BenchmarkData) -> Path:
+    """Where MiniLM embeddings of the target reviews are kept between runs."""
+    return data.artifacts.cache_dir / "review_targets.npz"
+
+
+def cache_review_embeddings(data: BenchmarkData, tasks: list[dict]) -> int:
+    """Embed the real reviews of these review tasks (from the cache when possible);
+    returns how many had to be encoded."""
+    from PersonalWAB.envs.pwab.text_embedding import shared_embedder
+
+    texts = [t["target"]["review"]["text"] for t in tasks if t["type"] == "review"]
+    return shared_embedder().remember(texts, cache_file=review_cache_file(data))
+
+
+def _record_build_times(data: BenchmarkData, seconds: dict[str, float]) -> None:
+    if not seconds:
+        return
+    path = data.artifacts.cache_dir / "build_times.json"
+    known = json.loads(path.read_text()) if path.exists() else {}
+    known.update({name: round(value, 2) for name, value in seconds.items()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(known, indent=2))
+
+
+def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lucene",), recommender: bool = True,
+                    review_embeddings: bool = False, force: bool = False,
+                    log: Callable[[str], None] = print) -> dict[str, float]:
+    """Build what is missing (or everything with `force`); return seconds per artefact built
+    (also recorded in the cache folder's build_times.json)."""
+    artifacts = data.artifacts
+    seconds: dict[str, float] = {}
+    for backend in search_backends:
+        from PersonalWAB.envs.pwab.functions.search import engine as search_engine
+
+        index_dir = artifacts.lucene_index if backend == "lucene" else artifacts.bm25s_index
+        if force or not _index_exists(index_dir):
+            log(f"building the {backend} search index of {len(data.products)} products in {index_dir} (one-time)")
+            start = time.perf_counter()
+            if backend == "lucene":
+                search_engine.build_lucene_index(data.products, index_dir)
+            else:
+                search_engine.build_bm25s_index(data.products, index_dir)
+            seconds[f"{backend}_index"] = time.perf_counter() - start
+    if recommender and (force or not artifacts.checkpoint.exists()):
+        from PersonalWAB.envs.pwab.functions.recommender.train import SASRecTrainConfig, train_sasrec
+
+        if not data.is_synthetic:
+            log("warning: no official SASRec checkpoint found; training one on the benchmark histories "
+                "(results will differ from runs with the official checkpoint)")
+        log(f"training the SASRec recommender into {artifacts.checkpoint} (one-time)")
+        start = time.perf_counter()
+        metrics = train_sasrec(data, artifacts.checkpoint, artifacts.item_map, SASRecTrainConfig())
+        seconds["sasrec"] = time.perf_counter() - start
+        log(f"SASRec held-out metrics: {metrics}")
+    if review_embeddings:
+        if force and review_cache_file(data).exists():
+            review_cache_file(data).unlink()
+        start = time.perf_counter()
+        encoded = cache_review_embeddings(data, [t for split in data.tasks.values() for t in split])
+        if encoded:
+            seconds["review_embeddings"] = time.perf_counter() - start
+            log(f"embedded {encoded} target reviews into {review_cache_file(data)}")
+    _record_build_times(data, seconds)
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m PersonalWAB.build", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default=None, help="data directory (default: official data, else synthetic)")
+    parser.add_argument("--search_backend", choices=("lucene", "bm25s", "all"), default="lucene")
+    parser.add_argument("--no_recommender", action="store_true", help="skip training SASRec")
+    parser.add_argument("--force", action="store_true", help="rebuild even when the artefacts exist")
+    args = parser.parse_args(argv)
+    backends = ("lucene", "bm25s") if args.search_backend == "all" else (args.search_backend,)
+    try:
+        data = load_benchmark_data(args.data_dir or default_data_dir())
+        seconds = build_artifacts(data, backends, recommender=not args.no_recommender,
+                                  review_embeddings=True, force=args.force)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("built: " + (", ".join(f"{name} {s:.1f}s" for name, s in seconds.items()) or "nothing (all present)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

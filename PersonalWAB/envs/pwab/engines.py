@@ -1,0 +1,71 @@
+"""The engines behind the web functions, opened lazily and shared by all tasks.
+
+One `Engines` object per (data directory, search backend) holds the BM25 search
+engine, the SASRec recommender and the MiniLM embedder. Each is opened on first
+use under a lock, so a run that only does reviews never starts the JVM, and
+concurrent tasks share one instance of each.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.envs.pwab.text_embedding import TextEmbedder, shared_embedder
+from PersonalWAB.errors import DataError
+
+SEARCH_BACKENDS = ("lucene", "bm25s")
+
+
+class Engines:
+    def __init__(self, data: BenchmarkData, search_backend: str = "lucene",
+                 search_index: Path | None = None, checkpoint: Path | None = None,
+                 item_map: Path | None = None, embedder: TextEmbedder | None = None):
+        if search_backend not in SEARCH_BACKENDS:
+            raise DataError(f"unknown search backend {search_backend!r}; expected one of {SEARCH_BACKENDS}")
+        artifacts = data.artifacts
+        self.data = data
+        self.search_backend = search_backend
+        default_index = artifacts.lucene_index if search_backend == "lucene" else artifacts.bm25s_index
+        self.search_index = Path(search_index) if search_index else default_index
+        self.checkpoint = Path(checkpoint) if checkpoint else artifacts.checkpoint
+        self.item_map = Path(item_map) if item_map else artifacts.item_map
+        self.embedder = embedder or shared_embedder()
+        self._search: Any = None
+        self._recommender: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def search(self) -> Any:
+        if self._search is None:
+            with self._lock:
+                if self._search is None:
+                    from PersonalWAB.envs.pwab.functions.search.engine import open_search_engine
+
+                    self._search = open_search_engine(self.search_backend, self.search_index)
+        return self._search
+
+    @property
+    def recommender(self) -> Any:
+        if self._recommender is None:
+            with self._lock:
+                if self._recommender is None:
+                    from PersonalWAB.envs.pwab.functions.recommender.engine import SASRecRecommender
+
+                    self._recommender = SASRecRecommender(self.checkpoint, self.item_map)
+        return self._recommender
+
+
+_SHARED: dict[tuple[Path, str], Engines] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_engines(data: BenchmarkData, search_backend: str = "lucene") -> Engines:
+    """The one `Engines` of a data directory and backend, created on first request."""
+    key = (data.data_dir, search_backend)
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = Engines(data, search_backend)
+        return _SHARED[key]

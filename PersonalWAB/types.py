@@ -1,0 +1,82 @@
+"""Plain data types passed between the environment, agents and the runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RESPOND = "respond"
+STOP = "stop"
+
+
+@dataclass
+class Action:
+    """One agent decision: a web function call, a message to the user, or stop."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "arguments": self.arguments}
+
+
+@dataclass
+class Attempt:
+    """A scored call of an action function (search, recommend or review)."""
+
+    function: str
+    function_acc: float
+    result_acc: float
+
+
+@dataclass
+class Usage:
+    """Token usage and price, one entry per agent model call."""
+
+    completion_tokens: list[int] = field(default_factory=list)
+    prompt_tokens: list[int] = field(default_factory=list)
+    total_tokens: list[int] = field(default_factory=list)
+    completion_price: float = 0.0
+    prompt_price: float = 0.0
+
+    def add_call(self, prompt_tokens: int = 0, completion_tokens: int = 0,
+                 prompt_price: float = 0.0, completion_price: float = 0.0) -> None:
+        self.prompt_tokens.append(prompt_tokens)
+        self.completion_tokens.append(completion_tokens)
+        self.total_tokens.append(prompt_tokens + completion_tokens)
+        self.prompt_price += prompt_price
+        self.completion_price += completion_price
+
+    @property
+    def calls(self) -> int:
+        return len(self.total_tokens)
+
+    @property
+    def total_price(self) -> float:
+        return self.prompt_price + self.completion_price
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "completion_tokens": self.completion_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "total_tokens": self.total_tokens,
+            "completion_price": self.completion_price,
+            "prompt_price": self.prompt_price,
+            "total_price": self.total_price,
+        }
+
+
+@dataclass
+class Episode:
+    """What an agent did on one task: its messages, actions and model usage."""
+
+    traj: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    user_cost: float = 0.0
+    error: str | None = None
+
+    @property
+    def steps(self) -> int:
+        """Agent model calls: the benchmark's Avg Steps counts these."""
+        return self.usage.calls

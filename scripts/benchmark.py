@@ -1,0 +1,153 @@
+"""Measure PersonalWAB's speed on a data directory and save the figures as JSON.
+
+    python scripts/benchmark.py --data_dir data/synthetic/full --out data/benchmark.json
+
+Figures: one-time build costs (search index, SASRec training, review-embedding
+cache; built now if missing, else read from the cache folder's record),
+start-up time to the first finished task (fresh process), per-function latency
+(p50/p95), and whole-test-split throughput of the offline agent with and without
+history (whose per-type scores show the personalization signal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+
+def percentiles(samples_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(samples_ms)
+    return {
+        "p50": round(statistics.median(ordered), 3),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 3),
+        "n": len(ordered),
+    }
+
+
+def time_calls(call: Callable[[Any], Any], arguments: list[Any]) -> dict[str, float]:
+    samples = []
+    for argument in arguments:
+        start = time.perf_counter()
+        call(argument)
+        samples.append((time.perf_counter() - start) * 1000)
+    return percentiles(samples)
+
+
+def startup_seconds(data_dir: Path, backend: str) -> float:
+    """Wall time of a fresh `run.py` process, from start until its first task is scored."""
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "run.py", "--data_dir", str(data_dir), "--search_backend", backend,
+             "--end_index", "1", "--output", str(Path(tmp) / "startup.json")],
+            cwd=REPO_ROOT, check=True, capture_output=True,
+        )
+        return time.perf_counter() - start
+
+
+def function_latencies(data: Any, engines: Any, samples: int) -> dict[str, dict[str, float]]:
+    from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS
+    from PersonalWAB.envs.pwab.scoring import score_attempt
+
+    tasks = data.tasks["test"]
+    by_type = {kind: [t for t in tasks if t["type"] == kind][:samples] for kind in ("search", "recommend", "review")}
+    search = WEB_FUNCTIONS["search_product_by_query"]
+    recommend = WEB_FUNCTIONS["get_recommendations_by_history"]
+    review = WEB_FUNCTIONS["add_product_review"]
+    details = WEB_FUNCTIONS["get_product_details_by_asin"]
+
+    def history(task: dict) -> list[str]:
+        return [b["product_info"]["parent_asin"] for b in data.behaviours_before(task["user_id"], task["timestamp"])]
+
+    def review_and_score(task: dict) -> None:
+        output = review(engines, {"review": f"I bought the {task['target']['product_info']['title']}."})
+        score_attempt(task, "add_product_review", output, engines.embedder)
+
+    search(engines, {"query": "warm up"})
+    recommend(engines, {"product_sequence": history(by_type["recommend"][0])})
+    return {
+        "search_product_by_query": time_calls(lambda t: search(engines, {"query": t["task"]}), by_type["search"]),
+        "get_recommendations_by_history": time_calls(
+            lambda t: recommend(engines, {"product_sequence": history(t)}), by_type["recommend"]),
+        "add_product_review+scoring": time_calls(review_and_score, by_type["review"]),
+        "get_product_details_by_asin": time_calls(
+            lambda a: details(engines, {"product_asin": a}), list(data.products)[:samples]),
+    }
+
+
+def whole_split(data_dir: Path, backend: str, memory: str, concurrency: int, out_dir: Path) -> dict[str, Any]:
+    from PersonalWAB.run import RunConfig, run
+
+    config = RunConfig(data_dir=str(data_dir), search_backend=backend, agent_memory=memory,
+                       max_concurrency=concurrency, output=str(out_dir / f"test_split_{memory}.json"))
+    header, _, wall = run(config, log=lambda _: None)
+    return {"wall_s": round(wall, 2), "tasks": header["results"]["overall"]["total_count"],
+            "tasks_per_s": round(header["results"]["overall"]["total_count"] / wall, 1),
+            "results": header["results"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default="data/synthetic/full")
+    parser.add_argument("--out", default="data/benchmark.json")
+    parser.add_argument("--search_backend", default="lucene", choices=["lucene", "bm25s"])
+    parser.add_argument("--max_concurrency", type=int, default=2)
+    parser.add_argument("--samples", type=int, default=200, help="calls per function for latency")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from PersonalWAB.build import build_artifacts
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.envs.pwab.engines import shared_engines
+
+    data_dir = Path(args.data_dir).resolve()
+    start = time.perf_counter()
+    data = load_benchmark_data(data_dir)
+    load_s = time.perf_counter() - start
+    build_artifacts(data, (args.search_backend,), recommender=True, review_embeddings=True)
+    build_times_file = data.artifacts.cache_dir / "build_times.json"
+    build_s = json.loads(build_times_file.read_text()) if build_times_file.exists() else {}
+
+    figures: dict[str, Any] = {
+        "data_dir": str(data_dir),
+        "data_source": data.source,
+        "search_backend": args.search_backend,
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "build_s": build_s,
+        "data_load_s": round(load_s, 2),
+        "startup_s": round(startup_seconds(data_dir, args.search_backend), 2),
+    }
+    engines = shared_engines(data, args.search_backend)
+    figures["function_latency_ms"] = function_latencies(data, engines, args.samples)
+    with tempfile.TemporaryDirectory() as tmp:
+        with_history = whole_split(data_dir, args.search_backend, "last", args.max_concurrency, Path(tmp))
+        without_history = whole_split(data_dir, args.search_backend, "none", args.max_concurrency, Path(tmp))
+    figures["test_split_tasks"] = with_history["tasks"]
+    figures["test_split_wall_s"] = with_history["wall_s"]
+    figures["test_split_tasks_per_s"] = with_history["tasks_per_s"]
+    figures["max_concurrency"] = args.max_concurrency
+    figures["heuristic_memory_last"] = with_history["results"]
+    figures["heuristic_memory_none"] = without_history["results"]
+    figures["heuristic_memory_none_wall_s"] = without_history["wall_s"]
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(figures, indent=2))
+    print(json.dumps(figures, indent=2))
+    print(f"saved to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Fetch the official PersonalWAB data files and verify them.
+# Arguments go to `python -m PersonalWAB.data download`, e.g.
+#   bash scripts/download_data.sh --with_artifacts
+#   bash scripts/download_data.sh --verify_only
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ -x "$ROOT/.venv/bin/python" ]]; then
+    PYTHON="$ROOT/.venv/bin/python"
+else
+    PYTHON="$(command -v python || command -v python3)"
+fi
+# No `cd`: a relative --dest stays relative to where the script was called from.
+PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" -m PersonalWAB.data download "$@"

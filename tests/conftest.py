@@ -1,0 +1,38 @@
+"""Shared fixtures: one tiny synthetic PersonalWAB with its artefacts, built once per session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def tiny_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from PersonalWAB.data.synthetic import generate_synthetic
+
+    out = tmp_path_factory.mktemp("tiny")
+    generate_synthetic(out, scale="tiny", seed=0)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tiny_data_dir: Path):
+    from PersonalWAB.data.loader import load_benchmark_data
+
+    return load_benchmark_data(tiny_data_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_engines(tiny_data):
+    """Engines over tiny data with both search indexes and a trained SASRec."""
+    from PersonalWAB.build import build_artifacts
+    from PersonalWAB.envs.pwab.engines import shared_engines
+
+    build_artifacts(tiny_data, ("lucene", "bm25s"), recommender=True, log=lambda _: None)
+    return shared_engines(tiny_data, "lucene")

@@ -1,0 +1,127 @@
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from PersonalWAB.data.loader import load_benchmark_data
+from PersonalWAB.errors import DataError
+from tests.conftest import REPO_ROOT
+
+
+@pytest.fixture()
+def data_copy(tiny_data_dir, tmp_path):
+    target = tmp_path / "data"
+    shutil.copytree(tiny_data_dir, target, ignore=shutil.ignore_patterns("indexes", "recommender", "cache"))
+    return target
+
+
+def rewrite(path, change):
+    content = json.loads(path.read_text())
+    change(content)
+    path.write_text(json.dumps(content))
+
+
+def test_one_shared_object_per_directory(tiny_data_dir, tiny_data):
+    assert load_benchmark_data(tiny_data_dir) is tiny_data
+    assert load_benchmark_data(str(tiny_data_dir) + "/") is tiny_data
+    assert tiny_data.is_synthetic and "synthetic" in tiny_data.source
+
+
+def test_parts_are_merged(tiny_data_dir, tiny_data):
+    parts = sorted(tiny_data_dir.glob("all_products_part_*.json"))
+    assert len(parts) >= 2
+    assert len(tiny_data.products) == sum(len(json.loads(p.read_text())) for p in parts)
+
+
+def test_behaviours_before_is_strict(tiny_data):
+    task = tiny_data.tasks["test"][0]
+    before = tiny_data.behaviours_before(task["user_id"], task["timestamp"])
+    assert before and all(b["review"]["timestamp"] < task["timestamp"] for b in before)
+    history = tiny_data.histories[task["user_id"]]
+    assert any(b["review"]["timestamp"] == task["timestamp"] for b in history)
+
+
+def test_missing_directory_and_file(tmp_path, data_copy):
+    with pytest.raises(DataError, match="data directory not found"):
+        load_benchmark_data(tmp_path / "nowhere")
+    (data_copy / "user_profiles.json").unlink()
+    with pytest.raises(DataError, match=r"user_profiles.json: file not found"):
+        load_benchmark_data(data_copy)
+
+
+def test_malformed_json_names_the_file(data_copy):
+    path = data_copy / "user_instructions.json"
+    path.write_text(path.read_text()[:200])
+    with pytest.raises(DataError, match=r"user_instructions.json: not valid JSON"):
+        load_benchmark_data(data_copy)
+
+
+def test_wrong_type_names_file_and_key(data_copy):
+    path = data_copy / "user_instructions.json"
+    rewrite(path, lambda c: c["test"][3].update(timestamp="yesterday"))
+    with pytest.raises(DataError, match=r"user_instructions.json: \['test'\]\[3\].timestamp: expected int, got str"):
+        load_benchmark_data(data_copy)
+
+
+def test_missing_key_in_history(data_copy):
+    path = data_copy / "user_history_part_1.json"
+
+    def drop_review_text(content):
+        first_user = next(iter(content))
+        del content[first_user][0]["review"]["text"]
+
+    rewrite(path, drop_review_text)
+    with pytest.raises(DataError, match=r"user_history_part_1.json.*\]\[0\].review: missing key 'text'"):
+        load_benchmark_data(data_copy)
+
+
+def test_unknown_task_type_and_unknown_user(data_copy):
+    path = data_copy / "user_instructions.json"
+    rewrite(path, lambda c: c["train"][0].update(type="shopping"))
+    with pytest.raises(DataError, match=r"\['train'\]\[0\].type: expected one of"):
+        load_benchmark_data(data_copy)
+    rewrite(path, lambda c: c["train"][0].update(type="search", user_id="NOBODY"))
+    with pytest.raises(DataError, match="'NOBODY' has no entry in user_profiles.json"):
+        load_benchmark_data(data_copy)
+
+
+def test_git_lfs_pointer_is_explained(data_copy):
+    (data_copy / "all_products_part_2.json").write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n")
+    with pytest.raises(DataError, match="Git LFS pointer.*git lfs pull"):
+        load_benchmark_data(data_copy)
+
+
+def test_price_may_be_null_or_the_string_none(data_copy):
+    path = data_copy / "all_products_part_1.json"
+
+    def set_prices(content):
+        first, second = list(content)[:2]
+        content[first]["price"] = None
+        content[second]["price"] = "None"
+
+    rewrite(path, set_prices)
+    assert load_benchmark_data(data_copy).products
+
+
+def test_duplicate_instructions_are_reported(data_copy):
+    path = data_copy / "user_instructions.json"
+    rewrite(path, lambda c: c["test"][1].update(task=c["test"][0]["task"]))
+    data = load_benchmark_data(data_copy)
+    assert any("repeat in the 'test' split" in w for w in data.warnings)
+
+
+def test_importing_the_run_modules_loads_nothing_heavy():
+    code = (
+        "import sys, run, PersonalWAB.run, PersonalWAB.envs.pwab.env, PersonalWAB.agents.heuristic, "
+        "PersonalWAB.envs.pwab.engines, PersonalWAB.build, PersonalWAB.results;"
+        "from PersonalWAB.data import loader;"
+        "heavy = [m for m in ('torch', 'jnius', 'sentence_transformers', 'transformers', 'bm25s', 'litellm') "
+        "if m in sys.modules];"
+        "assert not heavy, heavy; assert not loader._CACHE; print('light')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "light" in out.stdout

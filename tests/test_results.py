@@ -1,0 +1,84 @@
+import json
+
+import pytest
+
+from PersonalWAB.errors import DataError
+from PersonalWAB.results import (
+    ResultWriter,
+    compute_statistics,
+    format_statistics_table,
+    load_result_file,
+    task_score,
+)
+
+
+def record(task_id, kind, action_acc, res_acc, calls=1, trial=0, price=0.0):
+    return {
+        "task_id": task_id,
+        "action_acc": action_acc,
+        "res_acc": res_acc,
+        "info": {
+            "task": {"user_id": "U", "task": f"t{task_id}", "type": kind, "timestamp": 1, "target": "B0"},
+            "actions": [],
+            "user_cost": 0.0,
+            "usage": {"completion_tokens": [0] * calls, "prompt_tokens": [0] * calls, "total_tokens": [0] * calls,
+                      "completion_price": 0.0, "prompt_price": price, "total_price": price},
+        },
+        "traj": [],
+        "trial": trial,
+    }
+
+
+def test_task_score_takes_best_valid_attempt():
+    assert task_score([0, 1, 1], [0.9, 0.2, 0.6]) == (1.0, 0.6)
+    assert task_score([0, 0], [0.9, 0.8]) == (0.0, 0.0)
+    assert task_score([], []) == (0.0, 0.0)
+
+
+def test_statistics_per_type_and_overall():
+    records = [
+        record(0, "search", [1], [0.8], calls=1),
+        record(1, "search", [0], [0.0], calls=3),
+        record(2, "recommend", [1, 1], [0.1, 0.5], calls=2),
+        record(3, "review", [], [], calls=0),
+    ]
+    stats = compute_statistics(records)
+    assert stats["search"] == {"total_count": 2, "avg_interaction_times": 2.0, "avg_action_acc": 0.5,
+                               "avg_res_acc": 0.4}
+    assert stats["recommend"]["avg_res_acc"] == 0.5
+    assert stats["review"]["avg_action_acc"] == 0.0
+    assert stats["overall"]["total_count"] == 4
+    assert stats["overall"]["avg_res_acc"] == pytest.approx((0.8 + 0.5) / 4)
+    table = format_statistics_table(stats)
+    assert "search" in table and "overall" in table
+
+
+def test_writer_checkpoints_then_finalizes_sorted(tmp_path):
+    path = tmp_path / "r.json"
+    writer = ResultWriter(path, {"model": "m"}, flush_interval_s=0.0)
+    writer.add(record(2, "search", [1], [1.0], price=0.5))
+    writer.add(record(0, "review", [1], [0.5]))
+    header, records = load_result_file(path)
+    assert header is None and [r["task_id"] for r in records] == [2, 0]
+    final = writer.finalize()
+    header, records = load_result_file(path)
+    assert header == final and [r["task_id"] for r in records] == [0, 2]
+    assert header["total cost"] == 0.5
+    assert header["results"]["overall"]["total_count"] == 2
+
+
+def test_load_result_file_errors_name_the_problem(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"task_id": 0, "action_acc": [1]')
+    with pytest.raises(DataError, match="bad.json: not valid JSON"):
+        load_result_file(bad)
+    bad.write_text("{}")
+    with pytest.raises(DataError, match="JSON list"):
+        load_result_file(bad)
+    incomplete = record(5, "search", [1], [1.0])
+    del incomplete["traj"]
+    bad.write_text(json.dumps([incomplete]))
+    with pytest.raises(DataError, match=r"element 0 \(task 5\): missing key 'traj'"):
+        load_result_file(bad)
+    with pytest.raises(DataError, match="not found"):
+        load_result_file(tmp_path / "missing.json")
