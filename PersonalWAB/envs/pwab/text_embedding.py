@@ -43,6 +43,9 @@ class TextEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
 
         model = SentenceTransformer(str(self.model_path or default_model_path()), device="cpu")
         model.max_seq_length = MAX_TOKENS
@@ -86,16 +89,17 @@ class TextEmbedder:
         return len(missing)
 
     def _save(self, cache_file: Path, texts: list[str]) -> None:
+        """Merge these texts' vectors into the cache file (written atomically)."""
         import numpy as np
 
-        keys = [text_key(t) for t in texts]
+        vectors: dict[str, Any] = {}
         if cache_file.exists():
             with np.load(cache_file) as stored:
-                old = {str(k): v for k, v in zip(stored["keys"], stored["vectors"])}
-            keys = list(dict.fromkeys([*old, *keys]))
+                vectors = {str(k): v for k, v in zip(stored["keys"], stored["vectors"])}
+        vectors.update({text_key(t): self._memo[text_key(t)] for t in texts})
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache_file.with_name(f".{cache_file.stem}.{os.getpid()}.tmp.npz")
-        np.savez(tmp, keys=np.array(keys), vectors=np.stack([self._memo[k] for k in keys]))
+        np.savez(tmp, keys=np.array(list(vectors)), vectors=np.stack(list(vectors.values())))
         os.replace(tmp, cache_file)
 
     def embedding(self, text: str) -> Any:
