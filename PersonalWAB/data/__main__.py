@@ -1,0 +1,45 @@
+"""Data command line: `python -m PersonalWAB.data {synthetic,download,validate} ...`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from PersonalWAB.errors import DataError
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from PersonalWAB.data.loader import load_benchmark_data
+
+    data = load_benchmark_data(args.data_dir)
+    counts = {split: len(tasks) for split, tasks in data.tasks.items()}
+    print(
+        f"{data.data_dir}: valid ({data.source}); {len(data.profiles)} users, "
+        f"{sum(len(b) for b in data.histories.values())} behaviours, {len(data.products)} products, "
+        f"tasks {counts}"
+    )
+    for warning in data.warnings:
+        print(f"warning: {warning}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from PersonalWAB.data import download, synthetic
+
+    parser = argparse.ArgumentParser(prog="python -m PersonalWAB.data", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    synthetic.add_arguments(commands.add_parser("synthetic", help="write a synthetic PersonalWAB"))
+    download.add_arguments(commands.add_parser("download", help="fetch and verify the official data"))
+    validate = commands.add_parser("validate", help="check a data directory's files")
+    validate.add_argument("--data_dir", required=True)
+    validate.set_defaults(func=_validate)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Load the benchmark's four data files into one shared, read-only object.
+
+`load_benchmark_data` returns the same `BenchmarkData` for the same directory on
+every call (thread-safe), so tasks and worker threads never hold copies.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PersonalWAB.data import schema
+from PersonalWAB.errors import DataError
+from PersonalWAB.paths import SYNTHETIC_MANIFEST, ArtifactPaths
+
+try:
+    import orjson
+
+    def _parse(raw: bytes) -> Any:
+        return orjson.loads(raw)
+
+except ImportError:  # orjson is in requirements.txt; the stdlib parser is the fallback
+
+    def _parse(raw: bytes) -> Any:
+        return json.loads(raw)
+
+
+LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
+INSTRUCTIONS_FILE = "user_instructions.json"
+PROFILES_FILE = "user_profiles.json"
+PRODUCT_PARTS = "all_products_part_*.json"
+HISTORY_PARTS = "user_history_part_*.json"
+
+
+def read_json(path: Path) -> Any:
+    """Parse one JSON file, naming it (and spotting Git LFS pointers) on failure."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    if raw.startswith(LFS_POINTER_PREFIX):
+        raise DataError(
+            f"{path}: is a Git LFS pointer, not the data. Fetch the real files with "
+            "`git lfs pull` in a clone of the official repository, or run "
+            "`bash scripts/download_data.sh`."
+        )
+    try:
+        return _parse(raw)
+    except ValueError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _part_number(path: Path) -> int:
+    match = re.search(r"_part_(\d+)\.json$", path.name)
+    return int(match.group(1)) if match else 0
+
+
+def _merged_parts(data_dir: Path, pattern: str) -> dict[str, Any]:
+    parts = sorted(data_dir.glob(pattern), key=_part_number)
+    if not parts:
+        raise DataError(f"{data_dir}: no files matching {pattern!r}")
+    merged: dict[str, Any] = {}
+    for part in parts:
+        content = read_json(part)
+        schema.expect_type(content, (dict,), str(part), "top level")
+        merged.update(content)
+    return merged, parts
+
+
+@dataclass
+class BenchmarkData:
+    """Products, user histories, profiles and instructions of one data directory."""
+
+    data_dir: Path
+    products: dict[str, dict[str, Any]]
+    histories: dict[str, list[dict[str, Any]]]
+    profiles: dict[str, dict[str, str]]
+    tasks: dict[str, list[dict[str, Any]]]
+    synthetic_manifest: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+    _history_times: dict[str, list[int]] = field(default_factory=dict, repr=False)
+
+    @property
+    def is_synthetic(self) -> bool:
+        return self.synthetic_manifest is not None
+
+    @property
+    def source(self) -> str:
+        if self.synthetic_manifest is None:
+            return "official"
+        return f"synthetic(scale={self.synthetic_manifest.get('scale')}, seed={self.synthetic_manifest.get('seed')})"
+
+    @property
+    def artifacts(self) -> ArtifactPaths:
+        return ArtifactPaths.for_data_dir(self.data_dir)
+
+    def split(self, name: str) -> list[dict[str, Any]]:
+        if name not in self.tasks:
+            raise DataError(f"unknown task split {name!r}; expected one of {sorted(self.tasks)}")
+        return self.tasks[name]
+
+    def behaviours_before(self, user_id: str, timestamp: int) -> list[dict[str, Any]]:
+        """The user's behaviours strictly before `timestamp`, oldest first."""
+        behaviours = self.histories.get(user_id, [])
+        cut = bisect.bisect_left(self._history_times.get(user_id, []), timestamp)
+        return behaviours[:cut]
+
+    def profile(self, user_id: str) -> dict[str, str]:
+        try:
+            return self.profiles[user_id]
+        except KeyError:
+            raise DataError(f"{self.data_dir / PROFILES_FILE}: no profile for user {user_id!r}") from None
+
+
+def _load(data_dir: Path) -> BenchmarkData:
+    if not data_dir.is_dir():
+        raise DataError(
+            f"{data_dir}: data directory not found. Generate synthetic data with "
+            "`python -m PersonalWAB.data synthetic --scale small --out DIR` or fetch the "
+            "official files with `bash scripts/download_data.sh`."
+        )
+    products, product_files = _merged_parts(data_dir, PRODUCT_PARTS)
+    histories, history_files = _merged_parts(data_dir, HISTORY_PARTS)
+    instructions = read_json(data_dir / INSTRUCTIONS_FILE)
+    profile_entries = read_json(data_dir / PROFILES_FILE)
+    schema.check_products_file(products, ", ".join(str(p) for p in product_files))
+    schema.check_history_file(histories, ", ".join(str(p) for p in history_files))
+    schema.check_instructions_file(instructions, str(data_dir / INSTRUCTIONS_FILE))
+    schema.check_profiles_file(profile_entries, str(data_dir / PROFILES_FILE))
+
+    warnings: list[str] = []
+    for split in ("train", "test"):
+        for i, task in enumerate(instructions[split]):
+            if task["user_id"] not in profile_entries:
+                raise DataError(
+                    f"{data_dir / INSTRUCTIONS_FILE}: [{split!r}][{i}].user_id: "
+                    f"{task['user_id']!r} has no entry in {PROFILES_FILE}"
+                )
+        duplicates = [text for text, n in Counter(t["task"] for t in instructions[split]).items() if n > 1]
+        if duplicates:
+            warnings.append(
+                f"{INSTRUCTIONS_FILE}: {len(duplicates)} instruction texts repeat in the {split!r} split "
+                f"(e.g. {duplicates[0][:80]!r}); files keyed by instruction text keep one entry for them"
+            )
+
+    history_times: dict[str, list[int]] = {}
+    for user_id, behaviours in histories.items():
+        behaviours.sort(key=lambda b: b["review"]["timestamp"])
+        history_times[user_id] = [b["review"]["timestamp"] for b in behaviours]
+
+    manifest_path = data_dir / SYNTHETIC_MANIFEST
+    manifest = read_json(manifest_path) if manifest_path.exists() else None
+    return BenchmarkData(
+        data_dir=data_dir,
+        products=products,
+        histories=histories,
+        profiles={uid: entry["user_profile"] for uid, entry in profile_entries.items()},
+        tasks={"train": instructions["train"], "test": instructions["test"]},
+        synthetic_manifest=manifest,
+        warnings=warnings,
+        _history_times=history_times,
+    )
+
+
+_CACHE: dict[Path, BenchmarkData] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_benchmark_data(data_dir: Path | str) -> BenchmarkData:
+    """The shared data object of `data_dir`, loaded and validated on first use."""
+    key = Path(data_dir).resolve()
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = _load(key)
+        return _CACHE[key]

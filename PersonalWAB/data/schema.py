@@ -1,0 +1,147 @@
+"""Shape checks for the official data files.
+
+Each check raises DataError naming the file and the key path that is wrong, so a
+truncated download or a hand-edited file is reported precisely instead of failing
+later inside a task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PersonalWAB.errors import DataError
+
+TASK_TYPES = ("search", "recommend", "review")
+BEHAVIOUR_SPLITS = ("history", "train", "test")
+PROFILE_FIELDS = (
+    "Gender",
+    "Age",
+    "Occupation",
+    "Price Sensitivity",
+    "Shopping Interest",
+    "Brand Preference",
+    "Diversity Preference",
+    "Interaction Complexity",
+    "Tone and Style",
+    "Item Reference",
+    "Focus Aspect",
+)
+_NUMBER = (int, float)
+PRODUCT_FIELDS: dict[str, tuple[type, ...]] = {
+    "main_category": (str,),
+    "title": (str,),
+    "average_rating": _NUMBER,
+    "rating_number": (int,),
+    "features": (list,),
+    "description": (list,),
+    "store": (str,),
+    "categories": (list,),
+    "details": (dict,),
+    "parent_asin": (str,),
+}
+REVIEW_FIELDS: dict[str, tuple[type, ...]] = {
+    "rating": _NUMBER,
+    "title": (str,),
+    "text": (str,),
+    "parent_asin": (str,),
+    "timestamp": (int,),
+}
+TASK_FIELDS: dict[str, tuple[type, ...]] = {
+    "user_id": (str,),
+    "task": (str,),
+    "type": (str,),
+    "timestamp": (int,),
+    "target": (dict,),
+}
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def expect_type(value: Any, types: tuple[type, ...], file: str, where: str) -> None:
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        wanted = " or ".join(t.__name__ for t in types)
+        raise DataError(f"{file}: {where}: expected {wanted}, got {_type_name(value)}")
+
+
+def check_fields(record: Any, fields: dict[str, tuple[type, ...]], file: str, where: str) -> None:
+    expect_type(record, (dict,), file, where)
+    for key, types in fields.items():
+        if key not in record:
+            raise DataError(f"{file}: {where}: missing key {key!r}")
+        expect_type(record[key], types, file, f"{where}.{key}")
+
+
+def check_product(product: Any, file: str, where: str) -> None:
+    check_fields(product, PRODUCT_FIELDS, file, where)
+    if "price" not in product:
+        raise DataError(f"{file}: {where}: missing key 'price'")
+    price = product["price"]
+    if not (price is None or price == "None" or isinstance(price, _NUMBER)):
+        raise DataError(f"{file}: {where}.price: expected a number, null or \"None\", got {price!r}")
+
+
+def check_review(review: Any, file: str, where: str) -> None:
+    check_fields(review, REVIEW_FIELDS, file, where)
+
+
+def check_products_file(products: Any, file: str) -> None:
+    expect_type(products, (dict,), file, "top level")
+    for asin, product in products.items():
+        check_product(product, file, f"[{asin!r}]")
+        if product["parent_asin"] != asin:
+            raise DataError(
+                f"{file}: [{asin!r}].parent_asin: is {product['parent_asin']!r}, expected the key {asin!r}"
+            )
+
+
+def check_history_file(histories: Any, file: str) -> None:
+    expect_type(histories, (dict,), file, "top level")
+    for user_id, behaviours in histories.items():
+        expect_type(behaviours, (list,), file, f"[{user_id!r}]")
+        for i, behaviour in enumerate(behaviours):
+            where = f"[{user_id!r}][{i}]"
+            expect_type(behaviour, (dict,), file, where)
+            for key in ("product_info", "review", "split"):
+                if key not in behaviour:
+                    raise DataError(f"{file}: {where}: missing key {key!r}")
+            check_product(behaviour["product_info"], file, f"{where}.product_info")
+            check_review(behaviour["review"], file, f"{where}.review")
+            if behaviour["split"] not in BEHAVIOUR_SPLITS:
+                raise DataError(
+                    f"{file}: {where}.split: expected one of {BEHAVIOUR_SPLITS}, got {behaviour['split']!r}"
+                )
+
+
+def check_instructions_file(instructions: Any, file: str) -> None:
+    expect_type(instructions, (dict,), file, "top level")
+    for split in ("train", "test"):
+        if split not in instructions:
+            raise DataError(f"{file}: missing key {split!r}")
+        expect_type(instructions[split], (list,), file, f"[{split!r}]")
+        for i, task in enumerate(instructions[split]):
+            where = f"[{split!r}][{i}]"
+            check_fields(task, TASK_FIELDS, file, where)
+            if task["type"] not in TASK_TYPES:
+                raise DataError(f"{file}: {where}.type: expected one of {TASK_TYPES}, got {task['type']!r}")
+            target = task["target"]
+            for key in ("product_info", "review"):
+                if key not in target:
+                    raise DataError(f"{file}: {where}.target: missing key {key!r}")
+            check_product(target["product_info"], file, f"{where}.target.product_info")
+            check_review(target["review"], file, f"{where}.target.review")
+
+
+def check_profiles_file(profiles: Any, file: str) -> None:
+    expect_type(profiles, (dict,), file, "top level")
+    for user_id, entry in profiles.items():
+        where = f"[{user_id!r}]"
+        expect_type(entry, (dict,), file, where)
+        if "user_profile" not in entry:
+            raise DataError(f"{file}: {where}: missing key 'user_profile'")
+        profile = entry["user_profile"]
+        expect_type(profile, (dict,), file, f"{where}.user_profile")
+        for field in PROFILE_FIELDS:
+            if field not in profile:
+                raise DataError(f"{file}: {where}.user_profile: missing key {field!r}")
