@@ -22,9 +22,12 @@ from PersonalWAB.memory import retrieve_memory
 from PersonalWAB.types import Action, Episode
 
 SYSTEM_PROMPT = "Offline heuristic agent: one function call chosen by rules, no language model."
-REVIEW_CUES = ("review", "feedback", "write up", "rate ", "rating", "share my thoughts", "my thoughts on")
+REVIEW_CUES = ("review", "feedback", "write up", "rate it", "my rating", "share my thoughts", "my thoughts on")
 RECOMMEND_CUES = ("recommend", "suggest", "what should i", "what else", "ideas for", "next purchase",
-                  "get next", "based on what i", "fits my taste", "something new")
+                  "another purchase", "get next", "pick out", "show me something", "in the mood for", "surprise me",
+                  "based on what i", "my taste", "my style", "feels like me", "my habits", "shopping history",
+                  "previous purchases", "recent orders", "usually buy", "things i've liked", "something new",
+                  "something fresh", "probably pick")
 STOPWORDS = frozenset(
     "a an and are as at be but by for from has have i i'm im in is it its me my of on or so that the this "
     "to was were will with you your can could would should please want need looking some something any "

@@ -1,0 +1,63 @@
+"""Build the search indexes of one data directory.
+
+    python -m PersonalWAB.envs.pwab.functions.search.build --data_dir DIR \
+        [--backend lucene|bm25s|all] [--threads 2] [--index_dir PATH]
+
+Indexes go where the engines look for them (`ArtifactPaths.for_data_dir(DIR)`) unless
+`--index_dir` says otherwise; a rebuilt index replaces the old one only once complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from PersonalWAB.errors import DataError
+from PersonalWAB.paths import ArtifactPaths, default_data_dir
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m PersonalWAB.envs.pwab.functions.search.build",
+        description="Build the BM25 search indexes (Lucene through Anserini, bm25s) of a data directory.",
+    )
+    parser.add_argument("--data_dir", type=Path, default=None,
+                        help="data directory (default: the official data when placed, else data/synthetic/small)")
+    parser.add_argument("--backend", choices=("lucene", "bm25s", "all"), default="all")
+    parser.add_argument("--threads", type=int, default=2, help="Anserini indexing threads")
+    parser.add_argument("--index_dir", type=Path, default=None,
+                        help="where to write the index (only with a single --backend)")
+    args = parser.parse_args(argv)
+    if args.index_dir is not None and args.backend == "all":
+        parser.error("--index_dir needs --backend lucene or --backend bm25s")
+    if args.threads < 1:
+        parser.error("--threads must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.envs.pwab.functions.search import engine
+
+    try:
+        data = load_benchmark_data(args.data_dir or default_data_dir())
+        artifacts = ArtifactPaths.for_data_dir(data.data_dir)
+        backends = ("lucene", "bm25s") if args.backend == "all" else (args.backend,)
+        for backend in backends:
+            if backend == "lucene":
+                report = engine.build_lucene_index(data.products, args.index_dir or artifacts.lucene_index,
+                                                   threads=args.threads)
+            else:
+                report = engine.build_bm25s_index(data.products, args.index_dir or artifacts.bm25s_index)
+            print(f"{backend}: {report['documents']} documents indexed into {report['index_dir']} "
+                  f"in {report['seconds']:.1f} s")
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Search engines: both backends built for real over a small catalogue this module writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from PersonalWAB.data.product_text import product_to_text
+from PersonalWAB.envs.pwab.functions.search import build, engine
+from PersonalWAB.errors import DataError, ToolArgumentError
+from PersonalWAB.paths import ArtifactPaths
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+N_PRODUCTS = 50
+# One made-up word per product, in its title only, so a query for it has one right answer.
+UNIQUE_WORDS = [
+    first + second + "ex"
+    for first in ("zor", "vul", "qui", "bax", "nep")
+    for second in ("tam", "rik", "sol", "dun", "fap", "gow", "hel", "jiv", "kon", "lum")
+]
+NOUNS = ["kettle", "backpack", "headphones", "lamp", "blender", "sneakers", "tent", "mug", "charger", "jacket"]
+STORES = ["Acme", "Northwind", "Globex", "Initech", "Umbrella"]
+
+
+def _product(i: int) -> dict:
+    asin = f"B0TEST{i:04d}"
+    noun = NOUNS[i % len(NOUNS)]
+    return {
+        "main_category": "Home & Kitchen",
+        "title": f"{STORES[i % 5]} {noun.title()} {UNIQUE_WORDS[i].title()} Edition",
+        "average_rating": 3.5 + (i % 3) / 2,
+        "rating_number": 10 * i,
+        "features": [f"Durable {noun} built for everyday use", "Lightweight design"] + ["Extra padding"] * (i % 4),
+        "description": [f"A {noun} that the whole family will enjoy." + " Easy to clean." * (i % 7)],
+        "price": None if i % 10 == 0 else ("None" if i % 10 == 1 else 9.99 + i),
+        "store": STORES[i % 5],
+        "categories": ["Home & Kitchen", noun.title()],
+        "details": {"Brand": STORES[i % 5], "Color": ["Red", "Blue", "Black"][i % 3]},
+        "parent_asin": asin,
+    }
+
+
+PRODUCTS = {product["parent_asin"]: product for product in map(_product, range(N_PRODUCTS))}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory with the products and empty users, indexed by the build CLI."""
+    directory = tmp_path_factory.mktemp("search_data")
+    (directory / "all_products_part_1.json").write_text(json.dumps(PRODUCTS))
+    (directory / "user_history_part_1.json").write_text("{}")
+    (directory / "user_instructions.json").write_text(json.dumps({"train": [], "test": []}))
+    (directory / "user_profiles.json").write_text("{}")
+    assert build.main(["--data_dir", str(directory)]) == 0
+    return directory
+
+
+@pytest.fixture(scope="module")
+def engines(data_dir: Path) -> dict[str, engine.SearchEngine]:
+    artifacts = ArtifactPaths.for_data_dir(data_dir)
+    return {
+        "lucene": engine.open_search_engine("lucene", artifacts.lucene_index),
+        "bm25s": engine.open_search_engine("bm25s", artifacts.bm25s_index),
+    }
+
+
+@pytest.fixture(params=engine.BACKENDS)
+def search_engine(request: pytest.FixtureRequest, engines: dict) -> engine.SearchEngine:
+    return engines[request.param]
+
+
+def test_cli_writes_indexes_where_engines_look_and_reports(data_dir: Path, tmp_path: Path, capsys) -> None:
+    artifacts = ArtifactPaths.for_data_dir(data_dir)
+    assert any(artifacts.lucene_index.glob("segments_*"))
+    assert (artifacts.bm25s_index / "params.index.json").is_file()
+    out = tmp_path / "elsewhere"
+    assert build.main(["--data_dir", str(data_dir), "--backend", "bm25s", "--index_dir", str(out)]) == 0
+    assert f"bm25s: {N_PRODUCTS} documents indexed into {out}" in capsys.readouterr().out
+    assert engine.BM25sSearchEngine(out).name == "bm25s"
+
+
+def test_distinctive_word_finds_its_product_first(search_engine) -> None:
+    for i in (0, 17, 49):
+        assert search_engine.search(f"{UNIQUE_WORDS[i]} please", k=10)[0] == f"B0TEST{i:04d}"
+
+
+def test_k_limits_the_results(search_engine) -> None:
+    assert len(search_engine.search("durable lightweight", k=3)) == 3
+    assert len(search_engine.search("durable lightweight")) == 10
+    assert len(search_engine.search("durable lightweight", k=500)) == N_PRODUCTS
+    with pytest.raises(ToolArgumentError):
+        search_engine.search("lamp", k=0)
+
+
+def test_backends_rank_identically(engines: dict) -> None:
+    """bm25s scores with Lucene's stored document lengths and ASIN tie-breaks, so lists match."""
+    queries = ["kettle easy to clean", "Acme red lamp with extra padding", "family jacket", "Blue 19.99",
+               "price details"]
+    assert engines["lucene"].batch_search(queries) == engines["bm25s"].batch_search(queries)
+
+
+def test_only_stop_words_finds_nothing(search_engine) -> None:
+    assert search_engine.search("the and of") == []
+    assert search_engine.search("?!") == []
+
+
+@pytest.mark.parametrize("query", [
+    '"unbalanced quote kettle', "title: (red OR blue", "AND", "NOT lamp -mug +tent && ||",
+    "what? *wild* [bracket", "a:b) ] } { ~ ^2 \\ / kettle~0.8", "mug^3 field:value",
+    "U.S.A. user's don't 1,000", "café ☕ 日本 ™",
+])
+def test_query_syntax_characters_are_plain_text(search_engine, query: str) -> None:
+    assert isinstance(search_engine.search(query), list)
+
+
+@pytest.mark.parametrize("query", ["", "   \n\t", None, 42, ["lamp"]])
+def test_unusable_queries_are_argument_errors(search_engine, query) -> None:
+    with pytest.raises(ToolArgumentError, match="query must be a non-empty string"):
+        search_engine.search(query)
+
+
+def test_queries_longer_than_lucene_allows_fail_alike(search_engine) -> None:
+    query = " ".join(f"word{i}" for i in range(engine.MAX_QUERY_TERMS + 5))
+    with pytest.raises(ToolArgumentError, match="distinct terms"):
+        search_engine.search(query)
+
+
+@pytest.mark.parametrize("backend", engine.BACKENDS)
+def test_missing_index_names_directory_and_build_command(tmp_path: Path, backend: str) -> None:
+    index_dir = ArtifactPaths.for_data_dir(tmp_path).lucene_index if backend == "lucene" else tmp_path / "nowhere"
+    with pytest.raises(DataError) as error:
+        engine.open_search_engine(backend, index_dir)
+    message = str(error.value)
+    assert str(index_dir) in message and "build_search_index.sh" in message and f"--backend {backend}" in message
+
+
+def test_unknown_backend_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown search backend"):
+        engine.open_search_engine("elastic", tmp_path)
+
+
+def test_concurrent_searches_match_sequential_ones(search_engine) -> None:
+    queries = [f"{UNIQUE_WORDS[i]} {NOUNS[i % 10]} durable" for i in range(N_PRODUCTS)] * 4
+    expected = [search_engine.search(query) for query in queries]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert list(pool.map(search_engine.search, queries)) == expected
+    assert search_engine.batch_search(queries) == expected
+
+
+def test_analyzer_tokenises_like_lucene() -> None:
+    """The bm25s analyzer against Anserini's DefaultEnglishAnalyzer on tricky text."""
+    texts = [product_to_text(product) for product in list(PRODUCTS.values())[:5]] + [
+        "The U.S.A. user's don't 1,000 3.5oz wi-fi e.g. running shoes' a:b café 10:30",
+        "Nike™ Air® ½ ①② 日本語のテキスト 😀smile",
+        "Technology technologies incredibly possibly assembly ecology I/O co-op x_y 12\"x8\" $19.99 50% AT&T",
+    ]
+
+    def lucene_terms(texts: list[str]) -> list[list[str]]:
+        from pyserini.pyclass import autoclass
+
+        analyzer = autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
+        utils = autoclass("io.anserini.analysis.AnalyzerUtils")
+        return [list(utils.analyze(analyzer, text).toArray()) for text in texts]
+
+    assert [engine.analyze(text) for text in texts] == engine._on_jvm(lucene_terms, texts)
+
+
+def test_stored_lengths_follow_lucene_smallfloat() -> None:
+    # Values read from org.apache.lucene.util.SmallFloat.byte4ToInt(intToByte4(n)).
+    known = {0: 0, 23: 23, 39: 39, 40: 40, 41: 40, 59: 56, 100: 96, 665: 664, 1000: 984, 100000: 98328}
+    assert {n: engine.lucene_stored_length(n) for n in known} == known
+
+
+def test_importing_the_engine_starts_no_jvm() -> None:
+    code = (
+        "import sys, PersonalWAB.envs.pwab.functions.search.engine, PersonalWAB.envs.pwab.functions.search.build\n"
+        "print(sorted(m for m in ('jnius', 'pyserini', 'bm25s') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"
