@@ -1,0 +1,278 @@
+"""One self-contained HTML page per result file: validation, summary table, plots
+and a filterable list of every task with its instruction, actions, tool results
+and scores.
+
+The page must be safe to open whatever the models wrote: all text that reaches
+the markup goes through `html.escape`; the records travel as JSON inside a
+non-executed `<script type="application/json">` block (with `<`, `>` and `&`
+escaped) and the page's script renders them with `textContent` only. A Content
+Security Policy pins the page's own style and script by hash and allows nothing
+else but embedded images, so the page loads nothing from anywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from PersonalWAB.data.schema import TASK_TYPES
+from PersonalWAB.leaderboard.analysis import is_solved
+from PersonalWAB.leaderboard.summarize import (MULTI_TURN, SYNTHETIC_NOTE, TABLE_CSS, row_from_report,
+                                               render_html_tables)
+from PersonalWAB.leaderboard.validate import ValidationReport, validate_file
+from PersonalWAB.results import record_steps, task_score
+
+MAX_TEXT = 3000  # characters kept of each message in the task list
+MAX_PROBLEMS = 200  # problems listed on the page (the rest are counted)
+
+PAGE_CSS = TABLE_CSS + """
+.banner { background: #fff3cd; border: 1px solid #e0c36b; padding: 0.5rem 0.75rem; margin: 0.5rem 0; }
+.valid { color: #17692b; font-weight: bold; } .invalid { color: #a31515; font-weight: bold; }
+table.args td { border: none; padding: 0.1rem 0.6rem 0.1rem 0; font-size: 0.85rem; vertical-align: top; }
+img.plot { max-width: 100%; border: 1px solid #ddd; margin: 0.5rem 0; }
+.controls { margin: 0.5rem 0; display: flex; flex-wrap: wrap; gap: 0.75rem; align-items: center; }
+.controls button { border: 1px solid #99a; background: #fff; padding: 0.2rem 0.6rem; cursor: pointer; }
+.controls button[aria-pressed="true"] { background: #2f5d8a; color: #fff; }
+table.tasks { border-collapse: collapse; width: 100%; font-size: 0.85rem; }
+table.tasks th, table.tasks td { border-bottom: 1px solid #e3e3e3; padding: 0.2rem 0.4rem; text-align: left; }
+table.tasks tr.task { cursor: pointer; } table.tasks tr.task:hover { background: #f5f8fc; }
+tr.solved td:nth-child(7) { color: #17692b; } tr.unsolved td:nth-child(7) { color: #a31515; }
+tr.detail td { background: #fafafa; }
+.detail h4 { margin: 0.6rem 0 0.2rem; }
+.detail pre { white-space: pre-wrap; word-break: break-word; margin: 0.1rem 0 0.4rem; font-size: 0.8rem; }
+.detail .role { font-weight: bold; color: #2f5d8a; }
+"""
+
+PAGE_JS = """
+(function () {
+  "use strict";
+  var records = JSON.parse(document.getElementById("pwab-records").textContent);
+  var state = { type: "all", status: "all", text: "" };
+  var body = document.getElementById("task-rows");
+  var counter = document.getElementById("task-count");
+
+  function el(tag, text, className) {
+    var node = document.createElement(tag);
+    if (text !== undefined && text !== null) { node.textContent = String(text); }
+    if (className) { node.className = className; }
+    return node;
+  }
+  function fmt(x) { return Number(x).toFixed(3); }
+  function section(parent, title) { parent.appendChild(el("h4", title)); }
+
+  function fillDetail(cell, rec) {
+    var box = el("div", null, "detail");
+    section(box, "Instruction");
+    box.appendChild(el("pre", rec.instr));
+    section(box, "Target");
+    box.appendChild(el("pre", rec.target));
+    section(box, "Attempts (function acc, result acc)");
+    if (!rec.attempts.length) { box.appendChild(el("pre", "no action function was called")); }
+    rec.attempts.forEach(function (a, i) {
+      box.appendChild(el("pre", "attempt " + (i + 1) + ": function acc " + a[0] + ", result acc " + fmt(a[1])));
+    });
+    section(box, "Actions");
+    rec.actions.forEach(function (a) { box.appendChild(el("pre", a)); });
+    if (rec.error) { section(box, "Error"); box.appendChild(el("pre", rec.error)); }
+    section(box, "Conversation and tool results");
+    rec.traj.forEach(function (m) {
+      var line = el("div");
+      line.appendChild(el("span", m[0], "role"));
+      line.appendChild(el("pre", m[1]));
+      box.appendChild(line);
+    });
+    cell.appendChild(box);
+  }
+
+  var rows = records.map(function (rec) {
+    var tr = el("tr", null, "task " + (rec.solved ? "solved" : "unsolved"));
+    [rec.el, rec.id, rec.trial, rec.type, rec.user, rec.instr, rec.solved ? "yes" : "no",
+     fmt(rec.f), fmt(rec.r), rec.steps].forEach(function (value) { tr.appendChild(el("td", value)); });
+    var detail = el("tr", null, "detail");
+    var cell = el("td");
+    cell.colSpan = 10;
+    detail.appendChild(cell);
+    detail.hidden = true;
+    tr.addEventListener("click", function () {
+      if (!cell.firstChild) { fillDetail(cell, rec); }
+      detail.hidden = !detail.hidden;
+    });
+    body.appendChild(tr);
+    body.appendChild(detail);
+    var text = [rec.instr, rec.user, rec.target, rec.error || ""].concat(rec.actions)
+      .concat(rec.traj.map(function (m) { return m[1]; })).join("\\n").toLowerCase();
+    return { rec: rec, tr: tr, detail: detail, text: text };
+  });
+
+  function apply() {
+    var shown = 0;
+    rows.forEach(function (row) {
+      var ok = (state.type === "all" || row.rec.type === state.type) &&
+        (state.status === "all" || (state.status === "solved") === row.rec.solved) &&
+        (!state.text || row.text.indexOf(state.text) >= 0);
+      row.tr.hidden = !ok;
+      if (!ok) { row.detail.hidden = true; }
+      if (ok) { shown += 1; }
+    });
+    counter.textContent = shown + " of " + rows.length + " tasks shown";
+  }
+
+  document.querySelectorAll("button[data-filter]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var key = button.getAttribute("data-filter");
+      state[key] = button.getAttribute("data-value");
+      document.querySelectorAll("button[data-filter='" + key + "']").forEach(function (other) {
+        other.setAttribute("aria-pressed", String(other === button));
+      });
+      apply();
+    });
+  });
+  document.getElementById("task-search").addEventListener("input", function (event) {
+    state.text = event.target.value.trim().toLowerCase();
+    apply();
+  });
+  apply();
+})();
+"""
+
+
+def _csp_hash(source: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+CSP = (f"default-src 'none'; img-src data:; style-src {_csp_hash(PAGE_CSS)}; "
+       f"script-src {_csp_hash(PAGE_JS)}; base-uri 'none'; form-action 'none'")
+
+
+def script_json(value: Any) -> str:
+    """JSON that cannot end its <script> block or open markup: <, > and & as \\u escapes."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _clip(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= MAX_TEXT else f"{text[:MAX_TEXT]} [... {len(text) - MAX_TEXT} more characters]"
+
+
+def _message(message: Any) -> list[str]:
+    """A chat message as [role label, text]; tool calls are shown as name(arguments)."""
+    if not isinstance(message, dict):
+        return ["?", _clip(message)]
+    role = str(message.get("role", "?"))
+    if role == "tool" and message.get("name"):
+        role = f"tool result ({message['name']})"
+    parts = [_clip(message["content"])] if message.get("content") not in (None, "") else []
+    for call in message.get("tool_calls") or []:
+        function = (call.get("function") or {}) if isinstance(call, dict) else {}
+        parts.append(_clip(f"calls {function.get('name')}({function.get('arguments', '')})"))
+    return [role, "\n".join(parts)]
+
+
+def task_entry(record: dict[str, Any], element: int) -> dict[str, Any]:
+    """What the page shows of one record (long texts clipped)."""
+    info = record["info"]
+    task = info["task"]
+    function_acc, res_acc = task_score(record["action_acc"], record["res_acc"])
+    target = task["target"] if isinstance(task["target"], str) else json.dumps(task["target"], ensure_ascii=False)
+    return {
+        "el": element, "id": record["task_id"], "trial": record["trial"], "type": task["type"],
+        "user": str(task["user_id"]), "instr": _clip(task["task"]), "target": _clip(target),
+        "f": function_acc, "r": res_acc, "solved": is_solved(record), "steps": record_steps(record),
+        "attempts": [list(pair) for pair in zip(record["action_acc"], record["res_acc"])],
+        "actions": [_clip(f"{a.get('name')}({json.dumps(a.get('arguments', {}), ensure_ascii=False)})")
+                    for a in info.get("actions", []) if isinstance(a, dict)],
+        "traj": [_message(m) for m in record["traj"]],
+        "error": _clip(info["error"]) if "error" in info else None,
+    }
+
+
+def _img(png: bytes, alt: str) -> str:
+    return (f'<img class="plot" alt="{html.escape(alt)}" '
+            f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
+
+
+def _plots(report: ValidationReport, row: Any) -> str:
+    from PersonalWAB.leaderboard.analysis import attempt_profile, transition_matrices
+    from PersonalWAB.leaderboard.plots import attempts_png, transitions_png, type_bars_png
+
+    images = [_img(type_bars_png([row]), "Function and Result Acc per task type")]
+    if row.track == MULTI_TURN:
+        records = report.result.records
+        images.append(_img(transitions_png(transition_matrices(records), row.name), "action transition matrices"))
+        images.append(_img(attempts_png(attempt_profile(records), row.name), "result by attempt number"))
+    return "\n".join(images)
+
+
+def _validation_section(report: ValidationReport) -> str:
+    verdict = ('<span class="valid">VALID</span>' if report.valid else '<span class="invalid">INVALID</span>')
+    flags = f" &middot; flags: {html.escape(', '.join(report.flags))}" if report.flags else ""
+    items = "".join(f"<li>{html.escape(p.format(report.path.name))}</li>" for p in report.problems[:MAX_PROBLEMS])
+    more = len(report.problems) - MAX_PROBLEMS
+    more_item = f"<li>... and {more} more (run validate for all)</li>" if more > 0 else ""
+    return f"<h2>Validation</h2>\n<p>{verdict}{flags}</p>\n<ul>{items}{more_item}</ul>"
+
+
+def _run_args_section(run_args: dict[str, Any]) -> str:
+    if not run_args:
+        return "<p>No run arguments: the file has no header (interrupted run).</p>"
+    rows = "".join(f"<tr><td>{html.escape(str(key))}</td><td>{html.escape(json.dumps(value, ensure_ascii=False))}"
+                   "</td></tr>" for key, value in run_args.items())
+    return f"<details><summary>Run arguments</summary><table class=\"args\">{rows}</table></details>"
+
+
+def _task_section(entries: list[dict[str, Any]]) -> str:
+    def buttons(key: str, values: list[str]) -> str:
+        return "".join(
+            f'<button type="button" id="filter-{key}-{value}" data-filter="{key}" data-value="{value}" '
+            f'aria-pressed="{"true" if value == "all" else "false"}">{value}</button>' for value in values)
+
+    head = "".join(f"<th>{h}</th>" for h in
+                   ("record", "task_id", "trial", "type", "user", "instruction", "solved", "F. Acc", "R. Acc", "steps"))
+    return (
+        "<h2>Tasks</h2>\n<p>Click a task to see its actions, tool results and scores. Solved: the right "
+        "function was called and its best result scored above 0.</p>\n"
+        f'<div class="controls"><span>type: {buttons("type", ["all", *TASK_TYPES])}</span>'
+        f'<span>status: {buttons("status", ["all", "solved", "unsolved"])}</span>'
+        '<input id="task-search" type="search" placeholder="search text" aria-label="search tasks">'
+        '<span id="task-count"></span></div>\n'
+        f'<table class="tasks"><thead><tr>{head}</tr></thead><tbody id="task-rows"></tbody></table>\n'
+        f'<script type="application/json" id="pwab-records">{script_json(entries)}</script>\n'
+        f"<script>{PAGE_JS}</script>"
+    )
+
+
+def render_report(report: ValidationReport, name: str | None = None) -> str:
+    """The report page of a validated file."""
+    row = row_from_report(report, name)
+    title = row.name if row else report.path.name
+    parts = [f"<h1>PersonalWAB run report: {html.escape(title)}</h1>",
+             f"<p>File: <code>{html.escape(str(report.path))}</code></p>"]
+    if "synthetic" in report.flags:
+        parts.append(f'<p class="banner">This run used {SYNTHETIC_NOTE}.</p>')
+    parts.append(_validation_section(report))
+    if report.result is not None:
+        parts.append(_run_args_section(report.result.run_args))
+    if row is not None:
+        first = report.result.first_element
+        entries = [task_entry(r, first + i) for i, r in enumerate(report.result.records)]
+        parts += ["<h2>Summary</h2>", render_html_tables([row]), "<h2>Plots</h2>", _plots(report, row),
+                  _task_section(entries)]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f"<title>{html.escape(title)}</title><style>{PAGE_CSS}</style></head>\n<body>\n"
+            + "\n".join(parts) + "\n</body></html>\n")
+
+
+def write_report(path: Path | str, out_dir: Path | str, data: Any | None = None, name: str | None = None) -> Path:
+    """Validate `path` (against `data` when given) and write `<stem>.report.html` into `out_dir`."""
+    report = validate_file(path, data)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{Path(path).stem}.report.html"
+    out.write_text(render_report(report, name), encoding="utf-8")
+    return out

@@ -1,0 +1,190 @@
+"""Leaderboard tables in the paper's shape, from result files.
+
+Rows are recomputed from each file's records (the same `compute_statistics` the
+runner uses), so a table never repeats a header that its records contradict;
+files whose header disagrees are marked invalid. Only rows that can be compared
+share a table: one table per track and data source, so runs on synthetic data
+never sit beside official runs.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PersonalWAB.data.schema import TASK_TYPES
+from PersonalWAB.leaderboard.validate import ValidationReport, run_track, validate_file
+
+GROUPS = (*TASK_TYPES, "overall")
+GROUP_TITLES = {"search": "Search", "recommend": "Recommendation", "review": "Review", "overall": "Overall"}
+MULTI_TURN = "multi-turn"
+TRACK_ORDER = {"single-turn": 0, MULTI_TURN: 1}
+SYNTHETIC_NOTE = "synthetic data: comparable only with runs on the same synthetic data, never with the paper"
+
+
+@dataclass
+class Row:
+    """One result file as a leaderboard row."""
+
+    name: str
+    path: Path
+    track: str
+    data_source: str
+    statistics: dict[str, dict[str, float]]
+    total_cost: float
+    flags: list[str]
+    valid: bool
+
+    @property
+    def synthetic(self) -> bool:
+        return "synthetic" in self.flags
+
+    def score(self, group: str, key: str) -> float:
+        return float(self.statistics.get(group, {}).get(key, 0.0))
+
+    def rank_key(self) -> tuple[float, float, str]:
+        """Ranking rule: overall Function Acc, then overall Result Acc, both descending."""
+        return (-self.score("overall", "avg_action_acc"), -self.score("overall", "avg_res_acc"), self.name)
+
+
+def method_name(run_args: dict[str, Any], path: Path) -> str:
+    """A readable method name from the run args (the file name when there are none)."""
+    if not run_args:
+        return path.stem
+    model = run_args.get("model") or "offline"
+    return f"{run_args.get('agent_strategy', '?')}, memory {run_args.get('agent_memory', '?')} ({model})"
+
+
+def row_from_report(report: ValidationReport, name: str | None = None) -> Row | None:
+    """The row of a validated file; None when its records could not be scored."""
+    if report.result is None or report.statistics is None:
+        return None
+    run_args = report.result.run_args
+    source = str(run_args.get("data_source", "official")) if report.result.header else "unknown (no header)"
+    flags = [*report.flags] + ([] if report.valid else ["invalid"])
+    return Row(name or method_name(run_args, report.path), report.path, run_track(report.result), source,
+               report.statistics, report.total_cost or 0.0, flags, report.valid)
+
+
+def summarize_files(paths: list[Path | str],
+                    names: list[str] | None = None) -> tuple[list[Row], list[ValidationReport]]:
+    """Rows (ranked) for the files that could be scored, and every file's validation report."""
+    if names and len(names) != len(paths):
+        raise ValueError(f"{len(names)} --name values for {len(paths)} files: give one per file or none")
+    reports = [validate_file(p) for p in paths]
+    rows = [row_from_report(rep, names[i] if names else None) for i, rep in enumerate(reports)]
+    return rank([r for r in rows if r is not None]), reports
+
+
+def rank(rows: list[Row]) -> list[Row]:
+    return sorted(rows, key=Row.rank_key)
+
+
+def tables(rows: list[Row]) -> list[tuple[str, list[Row]]]:
+    """Ranked rows split into comparable tables: (title, rows), single-turn first."""
+    groups: dict[tuple[str, bool, str], list[Row]] = {}
+    for row in rank(rows):
+        groups.setdefault((row.track, row.synthetic, row.data_source), []).append(row)
+    out = []
+    for (track, synthetic, source), members in sorted(
+            groups.items(), key=lambda item: (TRACK_ORDER.get(item[0][0], 2), item[0][1:])):
+        if track not in TRACK_ORDER:
+            title = "Interrupted runs (no header: track and data source unknown)"
+        else:
+            title = f"{track.capitalize()} track, {source} data" + (f" ({SYNTHETIC_NOTE})" if synthetic else "")
+        out.append((title, members))
+    return out
+
+
+def _columns(track: str) -> list[tuple[str, str]]:
+    keys = [("avg_action_acc", "F. Acc"), ("avg_res_acc", "R. Acc")]
+    if track == MULTI_TURN:
+        keys.append(("avg_interaction_times", "Avg. Steps"))
+    return keys
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def total_cost(rows: list[Row]) -> float:
+    return sum(row.total_cost for row in rows)
+
+
+def render_markdown(rows: list[Row]) -> str:
+    out = []
+    for title, members in tables(rows):
+        columns = _columns(members[0].track)
+        head = ["#", "Method"] + [f"{GROUP_TITLES[g]} {label}" for g in GROUPS for _, label in columns]
+        head += ["Cost ($)", "Flags"]
+        out += [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for i, row in enumerate(members, 1):
+            cells = [str(i), _md_cell(row.name)] + [_fmt(row.score(g, k)) for g in GROUPS for k, _ in columns]
+            cells += [f"{row.total_cost:.4f}", _md_cell(", ".join(row.flags))]
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    out.append(f"Total cost: ${total_cost(rows):.4f} over {len(rows)} run(s).")
+    return "\n".join(out) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_html_tables(rows: list[Row]) -> str:
+    """The tables as an HTML fragment (two header rows, as in the paper); all text escaped."""
+    out = []
+    for title, members in tables(rows):
+        columns = _columns(members[0].track)
+        out.append(f"<h3>{html.escape(title)}</h3>\n<table class=\"leaderboard\">\n<thead><tr>"
+                   "<th rowspan=\"2\">#</th><th rowspan=\"2\">Method</th>"
+                   + "".join(f"<th colspan=\"{len(columns)}\">{GROUP_TITLES[g]}</th>" for g in GROUPS)
+                   + "<th rowspan=\"2\">Cost ($)</th><th rowspan=\"2\">Flags</th></tr>\n<tr>"
+                   + "".join(f"<th>{label}</th>" for _ in GROUPS for _, label in columns)
+                   + "</tr></thead>\n<tbody>")
+        for i, row in enumerate(members, 1):
+            cells = "".join(f"<td>{_fmt(row.score(g, k))}</td>" for g in GROUPS for k, _ in columns)
+            out.append(f"<tr><td>{i}</td><td title=\"{html.escape(str(row.path))}\">{html.escape(row.name)}</td>"
+                       f"{cells}<td>{row.total_cost:.4f}</td><td>{html.escape(', '.join(row.flags))}</td></tr>")
+        out.append("</tbody></table>")
+    out.append(f"<p>Total cost: ${total_cost(rows):.4f} over {len(rows)} run(s).</p>")
+    return "\n".join(out)
+
+
+TABLE_CSS = """
+body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }
+table.leaderboard { border-collapse: collapse; margin-bottom: 1rem; font-size: 0.9rem; }
+table.leaderboard th, table.leaderboard td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: right; }
+table.leaderboard td:nth-child(2) { text-align: left; }
+table.leaderboard thead th { background: #f0f3f7; text-align: center; }
+"""
+
+
+def render_html(rows: list[Row]) -> str:
+    """A standalone page holding the tables."""
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<title>PersonalWAB leaderboard</title>"
+            f"<style>{TABLE_CSS}</style></head><body>\n<h2>PersonalWAB leaderboard</h2>\n"
+            f"{render_html_tables(rows)}\n</body></html>\n")
+
+
+def render_csv(rows: list[Row]) -> str:
+    """All rows in one CSV (track and rank as columns), every statistic included."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    stat_columns = [("avg_action_acc", "f_acc"), ("avg_res_acc", "r_acc"), ("avg_interaction_times", "avg_steps")]
+    writer.writerow(["track", "data_source", "rank", "method", "file", *(f"{g}_{c}" for g in GROUPS for _, c in
+                                                                       stat_columns), "tasks", "cost", "flags"])
+    for _, members in tables(rows):
+        for i, row in enumerate(members, 1):
+            writer.writerow([row.track, row.data_source, i, row.name, str(row.path),
+                             *(repr(row.score(g, k)) for g in GROUPS for k, _ in stat_columns),
+                             int(row.score("overall", "total_count")), repr(row.total_cost), ";".join(row.flags)])
+    return buffer.getvalue()
+
+
+RENDERERS = {"md": render_markdown, "html": render_html, "csv": render_csv}

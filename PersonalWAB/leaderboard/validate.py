@@ -1,0 +1,516 @@
+"""Check a result file against the leaderboard format and, optionally, the benchmark data.
+
+A submitted file is only worth ranking if its header says what its records say
+and its records are the benchmark's tasks. Every problem is reported against the
+exact element of the JSON list it concerns (element 0 is the header of a finished
+file), so a submitter can open it with `jq '.[N]'` and see what is wrong.
+
+Severities: an *error* makes the file invalid; a *warning* flags something a
+reader of the numbers must know (synthetic data, a non-official search backend,
+a partial split, an interrupted or errored run) without making the file wrong;
+a *note* says which checks could not be made.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+
+from PersonalWAB.data.schema import TASK_TYPES
+from PersonalWAB.results import HEADER_KEYS, RECORD_KEYS, compute_statistics, record_cost
+
+ERROR, WARNING, NOTE = "error", "warning", "note"
+STAT_KEYS = ("total_count", "avg_interaction_times", "avg_action_acc", "avg_res_acc")
+USAGE_LISTS = ("completion_tokens", "prompt_tokens", "total_tokens")
+TASK_INFO_KEYS = ("user_id", "task", "type", "timestamp", "target")
+OFFICIAL_BACKEND = "lucene"
+# Published split sizes of the official data: the range check needs no data directory for them.
+OFFICIAL_SPLIT_SIZES = {"test": 2174, "train": 6896}
+TOLERANCE = 1e-9
+
+
+@dataclass
+class Problem:
+    """One finding; `element` is the position in the JSON list (None: the file as a whole)."""
+
+    severity: str
+    message: str
+    element: int | None = None
+    task_id: Any = None
+    trial: Any = None
+
+    def where(self) -> str:
+        if self.element is None:
+            return ""
+        if self.task_id is None and self.trial is None:
+            return f"record {self.element}: " if self.element else "record 0 (header): "
+        return f"record {self.element} (task_id {self.task_id}, trial {self.trial}): "
+
+    def format(self, path: Path | str) -> str:
+        return f"{path}: {self.where()}{self.severity}: {self.message}"
+
+
+@dataclass
+class ResultFile:
+    """A parsed result file: the header (None for an interrupted run) and its task records."""
+
+    path: Path
+    header: dict[str, Any] | None
+    records: list[dict[str, Any]]
+
+    @property
+    def first_element(self) -> int:
+        return 1 if self.header is not None else 0
+
+    @property
+    def run_args(self) -> dict[str, Any]:
+        """The header's run args; {} when there is no header (or it is malformed, which is reported)."""
+        run_args = (self.header or {}).get("run_args")
+        return run_args if isinstance(run_args, dict) else {}
+
+
+@dataclass
+class ValidationReport:
+    """Everything `validate` found out about one file."""
+
+    path: Path
+    problems: list[Problem] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    result: ResultFile | None = None
+    statistics: dict[str, dict[str, float]] | None = None
+    total_cost: float | None = None
+
+    @property
+    def valid(self) -> bool:
+        return not any(p.severity == ERROR for p in self.problems)
+
+    def count(self, severity: str) -> int:
+        return sum(p.severity == severity for p in self.problems)
+
+    def lines(self) -> list[str]:
+        """One line per problem and a closing VALID/INVALID line."""
+        out = [p.format(self.path) for p in self.problems]
+        verdict = "VALID" if self.valid else "INVALID"
+        flags = f" [{', '.join(self.flags)}]" if self.flags else ""
+        out.append(f"{self.path}: {verdict} ({self.count(ERROR)} errors, {self.count(WARNING)} warnings){flags}")
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready digest (it travels in the submission bundle)."""
+        run_args = self.result.run_args if self.result else {}
+        return {
+            "file": self.path.name,
+            "valid": self.valid,
+            "errors": self.count(ERROR),
+            "warnings": self.count(WARNING),
+            "flags": list(self.flags),
+            "synthetic": "synthetic" in self.flags,
+            "track": run_track(self.result) if self.result else None,
+            "data_source": run_args.get("data_source"),
+            "search_backend": run_args.get("search_backend"),
+            "task_split": run_args.get("task_split"),
+            "records": len(self.result.records) if self.result else 0,
+            "statistics": self.statistics,
+            "total_cost": self.total_cost,
+            "problems": [p.format(self.path.name) for p in self.problems],
+        }
+
+
+def run_track(result: ResultFile) -> str:
+    """`multi-turn` iff run_args.max_steps > 0; a file without a header has no known track."""
+    if result.header is None:
+        return "unknown (no header)"
+    max_steps = result.run_args.get("max_steps", -1)
+    return "multi-turn" if _is_number(max_steps) and max_steps > 0 else "single-turn"
+
+
+def is_synthetic(run_args: dict[str, Any]) -> bool:
+    """Files of the original release carry no data_source: they ran on the official data."""
+    return str(run_args.get("data_source", "official")) != "official"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
+
+
+def _locate_json_break(text: str, exc: json.JSONDecodeError) -> Problem:
+    """Walk the list element by element to name the record a broken file breaks in."""
+    decoder = json.JSONDecoder()
+    pos = len(text) - len(text.lstrip())
+    if text[pos:pos + 1] != "[":
+        return Problem(ERROR, f"not valid JSON ({exc})")
+    pos += 1
+    last: Any = None
+    element = 0
+    while True:
+        pos = _skip_space(text, pos)
+        if pos >= len(text):
+            return Problem(ERROR, f"the file ends where this element should begin; {_describe_previous(element, last)}",
+                           element)
+        try:
+            last, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as inner:
+            # an unterminated string runs to the end of the text, so it is a cut too
+            if inner.pos >= len(text.rstrip()) or inner.msg.startswith("Unterminated string"):
+                return Problem(ERROR, f"the file ends inside this element; {_describe_previous(element, last)}",
+                               element)
+            return Problem(ERROR, f"malformed JSON in this element ({inner.msg} at character {inner.pos})", element)
+        pos = _skip_space(text, pos)
+        if text[pos:pos + 1] == "]":
+            return Problem(ERROR, f"text after the end of the list ({exc})")
+        if text[pos:pos + 1] != ",":
+            return Problem(ERROR, f"unexpected text after this element ({exc.msg})", element)
+        pos += 1
+        element += 1
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _describe_previous(element: int, last: Any) -> str:
+    if element == 0:
+        return "no complete element before it (truncated or not a result file)"
+    if isinstance(last, dict) and "task_id" in last:
+        return (f"truncated: the last complete record is {element - 1} "
+                f"(task_id {last['task_id']}, trial {last.get('trial')})")
+    return f"truncated: the last complete element is {element - 1}"
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Parsing builds millions of acyclic objects; letting the cyclic collector rescan
+    them (and every file already loaded) on the way makes parsing several times slower."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def read_result_file(path: Path | str) -> tuple[ResultFile | None, list[Problem]]:
+    """Parse a result file without giving up on the first bad record.
+
+    Unlike `PersonalWAB.results.load_result_file`, which stops at the first
+    problem, this returns whatever it could read so every problem can be listed.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, [Problem(ERROR, f"cannot read the file ({exc})")]
+    if not raw.strip():
+        return None, [Problem(ERROR, "the file is empty")]
+    try:
+        with _gc_paused():
+            content = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:  # the standard parser also accepts NaN/Infinity, which the record checks then report
+            text = raw.decode("utf-8")
+            with _gc_paused():
+                content = json.loads(text)
+        except UnicodeDecodeError as exc:
+            return None, [Problem(ERROR, f"not UTF-8 text ({exc})")]
+        except json.JSONDecodeError as exc:
+            return None, [_locate_json_break(text, exc)]
+    if not isinstance(content, list):
+        return None, [Problem(ERROR, f"a result file is a JSON list, got {type(content).__name__}")]
+    header = None
+    if content and isinstance(content[0], dict) and "run_args" in content[0]:
+        header, content = content[0], content[1:]
+    return ResultFile(path, header, content), []
+
+
+class _Checker:
+    """Collects the problems of one file; one method per aspect of the format."""
+
+    def __init__(self, result: ResultFile, data: Any | None):
+        self.result = result
+        self.data = data
+        self.problems: list[Problem] = []
+        self.flags: list[str] = []
+        split = result.run_args.get("task_split", "test")
+        self.split = split if isinstance(split, str) else repr(split)
+        self.split_tasks = data.split(self.split) if data is not None and self.split in data.tasks else None
+
+    def add(self, severity: str, message: str, element: int | None = None, record: Any = None) -> None:
+        task_id = trial = None
+        if isinstance(record, dict):
+            task_id, trial = record.get("task_id"), record.get("trial")
+        self.problems.append(Problem(severity, message, element, task_id, trial))
+
+    def flag(self, name: str) -> None:
+        if name not in self.flags:
+            self.flags.append(name)
+
+    # -- run args -------------------------------------------------------------------------
+    def check_run_args(self) -> None:
+        result = self.result
+        if result.header is None:
+            self.flag("interrupted")
+            self.add(WARNING, "interrupted run: records but no header; finish it with run.py --resume_from")
+            return
+        run_args = result.header.get("run_args")
+        if not isinstance(run_args, dict):
+            self.add(ERROR, "run_args is not an object", 0)
+            return
+        if "data_source" not in run_args:
+            self.add(NOTE, "run_args has no data_source (original release format): treated as official data")
+        elif is_synthetic(run_args):
+            self.flag("synthetic")
+            self.add(WARNING, f"run on {run_args['data_source']}: not comparable to the paper or to official runs")
+        backend = run_args.get("search_backend")
+        if backend is None:
+            self.add(NOTE, "run_args has no search_backend (original release format): backend unknown")
+        elif backend != OFFICIAL_BACKEND:
+            self.flag(f"backend {backend}")
+            self.add(WARNING, f"search backend {backend!r} is not the official Lucene BM25")
+        if self.split not in OFFICIAL_SPLIT_SIZES:
+            self.add(ERROR, f"run_args.task_split {self.split!r} is not 'test' or 'train'", 0)
+        if self.data is not None and "data_source" in run_args and run_args["data_source"] != self.data.source:
+            self.add(WARNING, f"the run used {run_args['data_source']} but --data_dir holds {self.data.source}")
+
+    def split_size(self) -> int | None:
+        if self.split_tasks is not None:
+            return len(self.split_tasks)
+        if not is_synthetic(self.result.run_args):
+            return OFFICIAL_SPLIT_SIZES.get(self.split)
+        return None
+
+    def task_range(self) -> tuple[int, int | None]:
+        """The run's [start, end) over the split; end is None when it cannot be known."""
+        run_args = self.result.run_args
+        start = run_args.get("start_index", 0)
+        end = run_args.get("end_index", -1)
+        start = start if _is_int(start) and start >= 0 else 0
+        size = self.split_size()
+        if not _is_int(end) or end == -1:
+            return start, size
+        return start, end if size is None else min(end, size)
+
+    def check_range(self) -> None:
+        if self.result.header is None:
+            return
+        run_args = self.result.run_args
+        start, end = self.task_range()
+        size = self.split_size()
+        if size is None:
+            self.add(NOTE, f"size of the {self.split} split unknown for synthetic data: "
+                           "pass --data_dir to check task ids and targets")
+        elif self.split_tasks is None:
+            self.add(NOTE, "no --data_dir: task types and targets not checked against the split")
+        declared_end = run_args.get("end_index", -1)
+        if start > 0 or (end is not None and size is not None and end < size) or (
+                size is None and _is_int(declared_end) and declared_end != -1):
+            self.flag("partial split")
+            self.add(WARNING, f"partial split: tasks {start}-{'?' if end is None else end} of the "
+                              f"{self.split} split{'' if size is None else f' ({size} tasks)'}")
+
+    # -- records --------------------------------------------------------------------------
+    def check_records(self) -> bool:
+        """Check every record; True when all are well-formed enough to recompute statistics."""
+        start, end = self.task_range()
+        size = self.split_size()
+        num_trials = self.result.run_args.get("num_trials")
+        multi_turn = run_track(self.result) == "multi-turn"
+        seen: dict[tuple[int, int], int] = {}
+        all_ok = True
+        for offset, record in enumerate(self.result.records):
+            element = offset + self.result.first_element
+            if not self._check_record_shape(record, element, multi_turn):
+                all_ok = False
+                continue
+            task_id, trial = record["task_id"], record["trial"]
+            previous = seen.setdefault((trial, task_id), element)
+            if previous != element:
+                self.add(ERROR, f"duplicate: task {task_id} of trial {trial} is already record {previous}",
+                         element, record)
+            if task_id < 0 or (size is not None and task_id >= size):
+                limit = f"the {self.split} split has {size} tasks" if size is not None else "ids start at 0"
+                self.add(ERROR, f"task_id {task_id} is out of range: {limit}", element, record)
+            elif task_id < start or (end is not None and task_id >= end):
+                self.add(ERROR, f"task_id {task_id} is outside the run's range {start}-{end}", element, record)
+            elif self.split_tasks is not None:
+                self._check_against_split(record, element)
+            if _is_int(num_trials) and not 0 <= trial < num_trials:
+                self.add(ERROR, f"trial {trial} is outside 0-{num_trials - 1} (run_args.num_trials)", element, record)
+            if "error" in record["info"]:
+                self.flag("errored records")
+                self.add(WARNING, f"the task ended in an error ({str(record['info']['error'])[:200]}); "
+                                  "resume the run to retry it", element, record)
+        self._check_coverage(seen, start, end)
+        return all_ok
+
+    def _check_record_shape(self, record: Any, element: int, multi_turn: bool) -> bool:
+        if not isinstance(record, dict):
+            self.add(ERROR, f"not a task record (got {type(record).__name__})", element)
+            return False
+        missing = [key for key in RECORD_KEYS if key not in record]
+        if missing:
+            self.add(ERROR, f"missing key(s) {', '.join(missing)}", element, record)
+            return False
+        ok = True
+        for key in ("task_id", "trial"):
+            if not _is_int(record[key]):
+                self.add(ERROR, f"{key} must be an integer, got {record[key]!r}", element, record)
+                ok = False
+        action_acc, res_acc = record["action_acc"], record["res_acc"]
+        if not isinstance(action_acc, list) or not isinstance(res_acc, list):
+            self.add(ERROR, "action_acc and res_acc must be lists (one value per attempt)", element, record)
+            return False
+        if len(action_acc) != len(res_acc):
+            self.add(ERROR, f"action_acc has {len(action_acc)} values but res_acc has {len(res_acc)}",
+                     element, record)
+            ok = False
+        for name, values in (("action_acc", action_acc), ("res_acc", res_acc)):
+            for i, value in enumerate(values):
+                if not _is_number(value) or not 0 <= value <= 1:
+                    self.add(ERROR, f"{name}[{i}] = {value!r} is not a number in [0, 1]", element, record)
+                    ok = False
+                elif name == "action_acc" and value not in (0, 1):
+                    self.add(ERROR, f"action_acc[{i}] = {value!r}: function accuracy is 0 or 1", element, record)
+                    ok = False
+        if not multi_turn and len(action_acc) > 1:
+            self.add(WARNING, f"{len(action_acc)} attempts in a single-turn run (it ends at the first)",
+                     element, record)
+        if not isinstance(record["traj"], list):
+            self.add(ERROR, "traj must be a list of chat messages", element, record)
+            ok = False
+        return self._check_info(record, element) and ok
+
+    def _check_info(self, record: dict[str, Any], element: int) -> bool:
+        info = record["info"]
+        if not isinstance(info, dict):
+            self.add(ERROR, "info must be an object", element, record)
+            return False
+        task, usage = info.get("task"), info.get("usage")
+        if not isinstance(task, dict) or any(key not in task for key in TASK_INFO_KEYS):
+            self.add(ERROR, f"info.task must hold {', '.join(TASK_INFO_KEYS)}", element, record)
+            return False
+        if task["type"] not in TASK_TYPES:
+            self.add(ERROR, f"info.task.type {task['type']!r} is not one of {', '.join(TASK_TYPES)}",
+                     element, record)
+            return False
+        if not isinstance(usage, dict) or any(not isinstance(usage.get(key), list) for key in USAGE_LISTS):
+            self.add(ERROR, f"info.usage must hold the lists {', '.join(USAGE_LISTS)}", element, record)
+            return False
+        costs = (usage.get("total_price", 0.0), info.get("user_cost") or 0.0)
+        if not all(_is_number(c) and c >= 0 for c in costs):
+            self.add(ERROR, f"info.usage.total_price / info.user_cost must be non-negative numbers, got {costs}",
+                     element, record)
+            return False
+        if not isinstance(info.get("actions", []), list):
+            self.add(ERROR, "info.actions must be a list", element, record)
+            return False
+        return True
+
+    def _check_against_split(self, record: dict[str, Any], element: int) -> None:
+        expected = self.split_tasks[record["task_id"]]
+        got = record["info"]["task"]
+        target = got["target"]
+        if isinstance(target, dict):  # tolerate a full target object instead of its ASIN
+            target = (target.get("product_info") or target).get("parent_asin")
+        want_target = expected["target"]["product_info"]["parent_asin"]
+        mismatches = [
+            f"{name} {have!r} (the {self.split} split has {want!r})"
+            for name, have, want in (
+                ("type", got["type"], expected["type"]),
+                ("target", target, want_target),
+                ("user_id", got["user_id"], expected["user_id"]),
+                ("instruction", got["task"], expected["task"]),
+            )
+            if have != want
+        ]
+        if mismatches:
+            self.add(ERROR, f"does not match task {record['task_id']} of the {self.split} split: "
+                            + "; ".join(mismatches), element, record)
+
+    def _check_coverage(self, seen: dict[tuple[int, int], int], start: int, end: int | None) -> None:
+        if self.result.header is None or end is None:
+            return
+        trials = self.result.run_args.get("num_trials", 1)
+        for trial in range(trials if _is_int(trials) and trials > 0 else 1):
+            missing = [t for t in range(start, end) if (trial, t) not in seen]
+            if missing:
+                self.flag("partial split")
+                shown = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
+                self.add(WARNING, f"trial {trial} has no record for {len(missing)} of the {end - start} tasks "
+                                  f"in range {start}-{end} (task ids {shown})")
+
+    # -- header ---------------------------------------------------------------------------
+    def check_header(self, statistics: dict[str, dict[str, float]], total_cost: float) -> None:
+        header = self.result.header
+        if header is None:
+            return
+        missing = [key for key in HEADER_KEYS if key not in header]
+        if missing:
+            self.add(ERROR, f"header lacks {', '.join(missing)}", 0)
+            return
+        if not _is_number(header["total cost"]) or not _close(header["total cost"], total_cost):
+            self.add(ERROR, f"header 'total cost' = {header['total cost']!r} but the records cost {total_cost!r}", 0)
+        results = header["results"]
+        if not isinstance(results, dict):
+            self.add(ERROR, "header results is not an object", 0)
+            return
+        empty = dict.fromkeys(STAT_KEYS, 0)
+        for group in [*statistics, *(g for g in results if g not in statistics)]:
+            want = statistics.get(group, empty)
+            have = results.get(group)
+            if have is None:
+                if want["total_count"]:
+                    self.add(ERROR, f"header results lacks {group!r} ({want['total_count']} records)", 0)
+                continue
+            if not isinstance(have, dict):
+                self.add(ERROR, f"header results.{group} is not an object", 0)
+                continue
+            for key in STAT_KEYS:
+                value = have.get(key)
+                if not _is_number(value) or not _close(value, want[key]):
+                    self.add(ERROR, f"header results.{group}.{key} = {value!r} but the records give "
+                                    f"{want[key]!r} (tampered or stale header)", 0)
+
+
+def validate_result(result: ResultFile, data: Any | None = None) -> ValidationReport:
+    """Validate a parsed file; `data` (a BenchmarkData) enables the checks against the split."""
+    report = ValidationReport(result.path, result=result)
+    checker = _Checker(result, data)
+    checker.check_run_args()
+    checker.check_range()
+    records_ok = checker.check_records()
+    if not result.records:
+        checker.add(ERROR, "the file holds no task records")
+    elif records_ok:
+        report.statistics = compute_statistics(result.records)
+        report.total_cost = sum(record_cost(r) for r in result.records)
+        checker.check_header(report.statistics, report.total_cost)
+    else:
+        checker.add(NOTE, "header statistics not checked: some records are malformed")
+    report.problems, report.flags = checker.problems, checker.flags
+    return report
+
+
+def validate_file(path: Path | str, data: Any | None = None) -> ValidationReport:
+    """Read and validate one result file; never raises for a bad file."""
+    result, problems = read_result_file(path)
+    if result is None:
+        return ValidationReport(Path(path), problems=problems)
+    return validate_result(result, data)

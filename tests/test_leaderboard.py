@@ -1,0 +1,358 @@
+"""Leaderboard tools on real result files (tiny synthetic runs) and hand-edited copies."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import gzip
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from PersonalWAB.leaderboard.__main__ import main
+from PersonalWAB.leaderboard.analysis import action_sequence, attempt_profile, transition_matrices
+from PersonalWAB.leaderboard.pack import pack_file
+from PersonalWAB.leaderboard.report import render_report
+from PersonalWAB.leaderboard.summarize import render_csv, render_html, render_markdown, summarize_files
+from PersonalWAB.leaderboard.validate import validate_file
+from PersonalWAB.results import build_header
+from PersonalWAB.run import RunConfig, run
+
+FUNCTIONS = {"search": "search_product_by_query", "recommend": "get_recommendations_by_history",
+             "review": "add_product_review"}
+
+
+def read(path: Path) -> list:
+    return json.loads(Path(path).read_text())
+
+
+def write(path: Path, content: list) -> Path:
+    Path(path).write_text(json.dumps(content, indent=2))
+    return Path(path)
+
+
+def rebuilt(content: list) -> list:
+    """The same file with a header recomputed from its (edited) records."""
+    return [build_header(content[0]["run_args"], content[1:]), *content[1:]]
+
+
+def multi_turn_copy(content: list) -> list:
+    """A multi-turn file made from a single-turn one: 1-3 attempts per task, a respond, then stop."""
+    records = []
+    for record in copy.deepcopy(content[1:]):
+        n = 1 + record["task_id"] % 3
+        first = record["res_acc"][0] if record["res_acc"] else 0.0
+        action = record["info"]["actions"][0]
+        record["action_acc"] = [1.0] * n
+        record["res_acc"] = [min(1.0, first * (0.6 + 0.2 * k)) for k in range(n)]
+        traj = record["traj"][:2] + [{"role": "assistant", "content": "Which brand do you prefer?"},
+                                     {"role": "user", "content": "The usual one."}]
+        for k in range(n):
+            traj += [{"role": "assistant", "content": None, "tool_calls": [{
+                         "id": f"c{k}", "type": "function",
+                         "function": {"name": action["name"], "arguments": json.dumps(action["arguments"])}}]},
+                     {"role": "tool", "tool_call_id": f"c{k}", "name": action["name"], "content": f"results {k}"},
+                     {"role": "user", "content": "Try again." if k < n - 1 else "Thanks!"}]
+        traj.append({"role": "assistant", "content": None, "tool_calls": [{
+            "id": "s", "type": "function", "function": {"name": "stop", "arguments": "{}"}}]})
+        record["traj"] = traj
+        record["info"]["actions"] = [action] * n + [{"name": "stop", "arguments": {}}]
+        steps = n + 2
+        record["info"]["usage"].update(completion_tokens=[5] * steps, prompt_tokens=[50] * steps,
+                                       total_tokens=[55] * steps, completion_price=0.001 * steps,
+                                       prompt_price=0.002 * steps, total_price=0.003 * steps)
+        record["info"]["user_cost"] = 0.0005
+        records.append(record)
+    run_args = {**content[0]["run_args"], "max_steps": 10, "user_mode": "naive", "user_model": "gpt-4o-mini"}
+    return [build_header(run_args, records), *records]
+
+
+@pytest.fixture(scope="module")
+def files(tiny_data_dir, tmp_path_factory) -> dict[str, Path]:
+    """Real result files written by run.py, plus derived copies the project can also produce."""
+    import torch
+
+    out = tmp_path_factory.mktemp("results")
+    paths = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the tiny recommender trains many times slower with 2 threads on a busy 2-core box
+    try:
+        for name, overrides in (("last", {}), ("none", {"agent_memory": "none"}),
+                                ("partial", {"start_index": 5, "end_index": 15})):
+            config = RunConfig(data_dir=str(tiny_data_dir), output=str(out / f"{name}.json"),
+                               **{"agent_memory": "last", **overrides})
+            _, paths[name], _ = run(config, log=lambda _: None)
+    finally:
+        torch.set_num_threads(threads)
+    paths["multi"] = write(out / "multi.json", multi_turn_copy(read(paths["last"])))
+    paths["interrupted"] = write(out / "interrupted.json", read(paths["last"])[1:20])
+    original = read(paths["none"])
+    for key in ("data_source", "search_backend", "project_version", "data_dir", "output"):
+        original[0]["run_args"].pop(key)
+    paths["original"] = write(out / "original.json", original)
+    return paths
+
+
+# -- validate ---------------------------------------------------------------------------------
+
+def test_validate_accepts_every_file_the_project_writes(files, tiny_data, capsys):
+    for name in ("last", "none", "partial", "multi", "interrupted", "original"):
+        report = validate_file(files[name], tiny_data)
+        assert report.valid, (name, report.lines())
+    assert "synthetic" in validate_file(files["last"], tiny_data).flags
+    assert "partial split" in validate_file(files["partial"], tiny_data).flags
+    assert "interrupted" in validate_file(files["interrupted"], tiny_data).flags
+    original = validate_file(files["original"], tiny_data)
+    assert "synthetic" not in original.flags
+    assert any("original release" in p.message for p in original.problems)
+    assert main(["validate", str(files["last"]), str(files["multi"]), "--data_dir", str(tiny_data.data_dir)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"{files['multi']}: VALID")
+    # without --data_dir the split checks are skipped, with a note
+    assert main(["validate", str(files["last"])]) == 0
+    assert "pass --data_dir" in capsys.readouterr().out
+
+
+def _edit_record(content: list, element: int, edit) -> list:
+    content = copy.deepcopy(content)
+    edit(content[element])
+    return content
+
+
+def _other_target(content: list) -> str:
+    return {r["info"]["task"]["target"] for r in content[1:]}.difference({content[3]["info"]["task"]["target"]}).pop()
+
+
+NEGATIVE_CASES = {
+    "tampered header score": (
+        lambda c: [{**c[0], "results": {**c[0]["results"], "overall": {
+            **c[0]["results"]["overall"], "avg_res_acc": c[0]["results"]["overall"]["avg_res_acc"] + 0.05}}},
+            *c[1:]],
+        0, "results.overall.avg_res_acc"),
+    "duplicated task": (lambda c: rebuilt([*c, copy.deepcopy(c[3])]), -1,
+                        "duplicate: task 2 of trial 0 is already record 3"),
+    "res_acc of 1.5": (lambda c: _edit_record(c, 6, lambda r: r["res_acc"].__setitem__(0, 1.5)), 6,
+                       "res_acc[0] = 1.5 is not a number in [0, 1]"),
+    "task id out of range": (lambda c: rebuilt(_edit_record(c, 40, lambda r: r.__setitem__("task_id", 40))), 40,
+                             "task_id 40 is out of range: the test split has 40 tasks"),
+    "target not matching the split": (
+        lambda c: rebuilt(_edit_record(c, 3, lambda r: r["info"]["task"].__setitem__("target", _other_target(c)))),
+        3, "does not match task 2 of the test split: target"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NEGATIVE_CASES))
+def test_validate_rejects_and_names_the_record(case, files, tiny_data, tmp_path, capsys):
+    make, element, message = NEGATIVE_CASES[case]
+    content = make(read(files["last"]))
+    path = write(tmp_path / "bad.json", content)
+    report = validate_file(path, tiny_data)
+    assert not report.valid
+    element = element % len(content)
+    where = "record 0 (header)" if element == 0 else (
+        f"record {element} (task_id {content[element]['task_id']}, trial {content[element]['trial']})")
+    errors = [line for line in report.lines() if ": error: " in line]
+    assert any(where in line and message in line for line in errors), errors
+    assert main(["validate", str(path), "--data_dir", str(tiny_data.data_dir)]) == 1
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"{path}: INVALID")
+
+
+def test_validate_names_the_record_a_truncated_file_breaks_in(files, tmp_path):
+    text = files["last"].read_text()
+    path = tmp_path / "cut.json"
+    path.write_text(text[: int(len(text) * 0.6)])
+    report = validate_file(path)
+    (problem,) = report.problems
+    assert not report.valid and problem.element is not None and problem.element > 1
+    assert "ends inside this element" in problem.message
+    assert f"last complete record is {problem.element - 1}" in problem.message
+    assert f"record {problem.element}: error" in report.lines()[0]
+
+
+def test_validate_flags_errors_backend_and_usage(files, tiny_data, tmp_path, capsys):
+    content = read(files["last"])
+    content[0]["run_args"]["search_backend"] = "bm25s"
+    content[5]["info"]["error"] = "APIError: rate limited"
+    report = validate_file(write(tmp_path / "flagged.json", content), tiny_data)
+    assert report.valid
+    assert {"backend bm25s", "errored records"} <= set(report.flags)
+    assert any("record 5 (task_id 4, trial 0): warning: the task ended in an error" in line for line in report.lines())
+    with pytest.raises(SystemExit) as exit_info:
+        main(["validate"])
+    assert exit_info.value.code == 2
+    assert main(["validate", str(files["last"]), "--data_dir", str(tmp_path / "missing")]) == 2
+    capsys.readouterr()
+
+
+# -- summarize ----------------------------------------------------------------------------------
+
+def test_summarize_reproduces_headers_and_ranks(files, tmp_path):
+    worse_f = read(files["none"])  # higher Result Acc but one wrong function: must rank last
+    for record in worse_f[1:]:
+        record["res_acc"] = [1.0] * len(record["res_acc"])
+    worse_f[1]["action_acc"] = [0.0]
+    worse_f = write(tmp_path / "worse_f.json", rebuilt(worse_f))
+    paths = [worse_f, files["none"], files["multi"], files["last"]]
+    rows, reports = summarize_files(paths)
+    assert all(r.valid for r in reports)
+    for row in rows:
+        header = read(row.path)[0]
+        assert row.total_cost == pytest.approx(header["total cost"], abs=1e-9)
+        for group, stats in header["results"].items():
+            for key, value in stats.items():
+                assert row.statistics[group][key] == pytest.approx(value, abs=1e-9)
+    single = [row.path for row in rows if row.track == "single-turn"]
+    assert single == [files["last"], files["none"], worse_f]  # by F. Acc, then R. Acc
+    markdown = render_markdown(rows)
+    assert markdown.index("Single-turn track") < markdown.index("Multi-turn track")
+    single_table, multi_table = markdown.split("Multi-turn track")
+    assert "Avg. Steps" not in single_table and "Overall Avg. Steps" in multi_table
+    assert "never with the paper" in markdown
+    total = sum(read(p)[0]["total cost"] for p in paths)
+    assert f"Total cost: ${total:.4f} over 4 run(s)." in markdown
+    table = list(csv.DictReader(io.StringIO(render_csv(rows))))
+    assert [r["file"] for r in table if r["track"] == "single-turn"] == [str(p) for p in single]
+    assert float(table[0]["overall_r_acc"]) == read(files["last"])[0]["results"]["overall"]["avg_res_acc"]
+
+
+def test_summarize_cli_names_and_escaping(files, tmp_path, capsys):
+    out = tmp_path / "board.html"
+    assert main(["summarize", str(files["last"]), str(files["none"]), "--format", "html", "--out", str(out),
+                 "--name", "<b>mine</b>", "--name", "baseline"]) == 0
+    page = out.read_text()
+    assert "&lt;b&gt;mine&lt;/b&gt;" in page and "<b>mine</b>" not in page
+    assert render_html([]).count("<table") == 0
+    with pytest.raises(SystemExit):
+        main(["summarize", str(files["last"]), "--name", "a", "--name", "b"])
+    assert main(["summarize", str(files["last"]), str(tmp_path / "missing.json")]) == 1
+    assert "left out" in capsys.readouterr().err
+
+
+def _full_split_file(path: Path, seed: int, multi_turn: bool) -> None:
+    """A full official-size test split in the exact record shape, with small trajectories."""
+    kinds = ["search"] * 694 + ["recommend"] * 757 + ["review"] * 723
+    records = []
+    for task_id, kind in enumerate(kinds):
+        attempts = 1 + (task_id + seed) % 3 if multi_turn else 1
+        res = [((task_id * 7 + seed * 13 + k) % 101) / 100 for k in range(attempts)]
+        action = {"name": FUNCTIONS[kind], "arguments": {"query": f"q{task_id}"}}
+        records.append({
+            "task_id": task_id, "action_acc": [float((task_id + seed) % 17 != 0)] * attempts, "res_acc": res,
+            "info": {"task": {"user_id": f"U{task_id % 1000:04d}", "task": f"instruction {task_id}", "type": kind,
+                              "timestamp": 1_700_000_000_000 + task_id, "target": f"B{task_id:09d}"},
+                     "actions": [action] * attempts, "user_cost": 0.0,
+                     "usage": {"completion_tokens": [20] * attempts, "prompt_tokens": [400] * attempts,
+                               "total_tokens": [420] * attempts, "completion_price": 0.0002 * attempts,
+                               "prompt_price": 0.001 * attempts, "total_price": 0.0012 * attempts}},
+            "traj": [{"role": "user", "content": f"instruction {task_id}"},
+                     {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {
+                         "name": action["name"], "arguments": json.dumps(action["arguments"])}}]},
+                     {"role": "tool", "tool_call_id": "c", "name": action["name"], "content": "Product 1: ..."}],
+            "trial": 0,
+        })
+    run_args = {"agent_strategy": "function_calling", "model": f"model-{seed}", "agent_memory": "last",
+                "task_split": "test", "start_index": 0, "end_index": -1, "num_trials": 1,
+                "max_steps": 10 if multi_turn else -1, "data_source": "official", "search_backend": "lucene"}
+    path.write_text(json.dumps([build_header(run_args, records), *records]))
+
+
+def test_summarizing_twenty_full_split_files_takes_at_most_5_s(tmp_path):
+    paths = [tmp_path / f"run{i:02d}.json" for i in range(20)]
+    for i, path in enumerate(paths):
+        _full_split_file(path, i, multi_turn=i % 2 == 1)
+    start = time.perf_counter()
+    rows, reports = summarize_files(paths)
+    text = render_markdown(rows)
+    elapsed = time.perf_counter() - start
+    print(f"summarized 20 full-split files in {elapsed:.2f} s")
+    assert elapsed <= 5.0
+    assert len(rows) == 20 and all(r.valid and not r.flags for r in reports)
+    assert all(row.statistics["overall"]["total_count"] == 2174 for row in rows)
+    assert text.count("| 1 |") == 2  # one table per track
+
+
+# -- analysis and plots -------------------------------------------------------------------------
+
+def test_action_sequences_transitions_and_attempts(files):
+    content = read(files["multi"])
+    record = content[3]  # task 2: three attempts
+    name = {"search": "search", "recommend": "recommend", "review": "review"}[record["info"]["task"]["type"]]
+    assert action_sequence(record) == ["respond", name, name, name, "stop"]
+    react = copy.deepcopy(record)
+    react["traj"] = [{"role": "assistant", "content": f'Thought: go\nAction: {{"name": "{FUNCTIONS[name]}"}}'}] * 3 + [
+        {"role": "assistant", "content": "Thought: done\nAction: stop\nArguments: {}"}]
+    assert action_sequence(react) == [name, name, name, "stop"]
+    react["traj"] = react["traj"][:1]  # disagrees with info.actions: info.actions wins
+    assert action_sequence(react) == [name, name, name, "stop"]
+
+    records = content[1:]
+    matrices = transition_matrices(records)
+    search = matrices["search"]
+    n_search = sum(r["info"]["task"]["type"] == "search" for r in records)
+    assert search.counts[search.sources.index("start")][search.targets.index("respond")] == n_search
+    assert search.counts[search.sources.index("stop")][search.targets.index("end")] == n_search
+    profile = attempt_profile(records)
+    assert profile["search"][0].tasks == n_search
+    assert [row.attempt for row in profile["search"]] == [1, 2, 3]
+    solved = sum(1 for r in records if r["info"]["task"]["type"] == "search" and max(r["res_acc"]) > 0)
+    assert sum(row.solved for row in profile["search"]) == solved
+
+
+def test_plot_cli_writes_pngs_and_import_stays_light(files, tmp_path, capsys):
+    assert main(["plot", str(files["last"]), str(files["multi"]), "--out", str(tmp_path)]) == 0
+    written = sorted(p.name.split("_")[0] for p in tmp_path.glob("*.png"))
+    assert written == ["attempts", "transitions", "type"]  # the multi-turn figures only for the multi-turn run
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in tmp_path.glob("*.png"))
+    probe = "import sys, PersonalWAB.leaderboard; print('matplotlib' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
+    capsys.readouterr()
+
+
+# -- report and pack ----------------------------------------------------------------------------
+
+def test_report_is_self_contained_and_escapes_model_text(files, tmp_path):
+    content = read(files["multi"])
+    payload = "</script><script>window.__pwned=1</script><img src=x onerror=alert(1)>"
+    review = next(r for r in content[1:] if r["info"]["task"]["type"] == "review")
+    review["info"]["actions"][0] = {"name": "add_product_review", "arguments": {"review": payload}}
+    review["traj"][-3]["content"] = payload
+    content[0]["run_args"]["model"] = "<i>model</i>"
+    page = render_report(validate_file(write(tmp_path / "evil.json", content)))
+    assert page.count("<script") == 2 and "__pwned=1</script>" not in page
+    assert "<img src=x" not in page and "<i>model</i>" not in page and "&lt;i&gt;model&lt;/i&gt;" in page
+    assert "http://" not in page and "https://" not in page
+    assert page.count('src="data:image/png;base64,') == 3
+
+
+def test_pack_bundle_and_refusal(files, tmp_path, capsys):
+    bundle, report = pack_file(files["last"], tmp_path / "out")
+    assert bundle.name == "last.submission.tar.gz" and report.valid
+    with tarfile.open(bundle) as archive:
+        members = {m.name: archive.extractfile(m).read() for m in archive.getmembers()}
+    raw = files["last"].read_bytes()
+    assert gzip.decompress(members["last.json.gz"]) == raw
+    sums = dict(line.split("  ")[::-1] for line in members["SHA256SUMS"].decode().splitlines())
+    assert sums["last.json"] == hashlib.sha256(raw).hexdigest()
+    assert sums["last.json.gz"] == hashlib.sha256(members["last.json.gz"]).hexdigest()
+    summary = json.loads(members["validation.json"])
+    assert summary["valid"] and summary["synthetic"] and summary["statistics"]["overall"]["total_count"] == 40
+    again, _ = pack_file(files["last"], tmp_path / "again")
+    assert again.read_bytes() == bundle.read_bytes()  # reproducible
+
+    bad = read(files["last"])
+    bad[4]["res_acc"] = [1.5]
+    bad_path = write(tmp_path / "bad.json", bad)
+    assert main(["pack", str(bad_path), "--out", str(tmp_path / "refused")]) == 1
+    assert not (tmp_path / "refused").exists()
+    assert main(["pack", str(bad_path), "--out", str(tmp_path / "forced"), "--force"]) == 1
+    with tarfile.open(tmp_path / "forced" / "bad.submission.tar.gz") as archive:
+        summary = json.loads(archive.extractfile("validation.json").read())
+    assert summary["packed_despite_errors"] and not summary["valid"]
+    capsys.readouterr()

@@ -1,0 +1,168 @@
+"""The HTML run report in a real browser: headless Chromium driven over the DevTools protocol.
+
+The page is opened from disk, must log no console error, must filter its task
+list when a filter button is clicked, must show a review containing `<script>`
+as text without running it, and is captured as a screenshot.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import websocket
+
+from PersonalWAB.leaderboard.report import write_report
+from PersonalWAB.run import RunConfig, run
+from tests.conftest import REPO_ROOT
+
+PAYLOAD = "<script>window.__pwned = 1;</script><img src=x onerror=window.__pwned=2> Nice lip balm."
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-extensions", "--mute-audio", "--remote-debugging-port=0", "--window-size=1280,1000"]
+
+
+def find_chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """The chromium binary; installed with scripts/install_browser.sh when missing and possible."""
+    binary = find_chromium()
+    if binary is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["bash", str(REPO_ROOT / "scripts" / "install_browser.sh")], capture_output=True,
+                       timeout=900)
+        binary = find_chromium()
+    if binary is None:
+        pytest.skip("chromium is not installed and scripts/install_browser.sh could not install it "
+                    "(needs root and apt access)")
+    return binary
+
+
+class DevTools:
+    """A minimal DevTools protocol client: commands in order, events kept for inspection."""
+
+    def __init__(self, ws_url: str):
+        self.socket = websocket.create_connection(ws_url, timeout=20, suppress_origin=True)
+        self.last_id = 0
+        self.events: list[dict] = []
+
+    def call(self, method: str, **params) -> dict:
+        self.last_id += 1
+        self.socket.send(json.dumps({"id": self.last_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.socket.recv())
+            if message.get("id") == self.last_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+            self.events.append(message)
+
+    def wait_for(self, event: str, timeout_s: float = 20) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not any(e.get("method") == event for e in self.events):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {event} within {timeout_s} s")
+            self.events.append(json.loads(self.socket.recv()))
+
+    def evaluate(self, expression: str):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def errors(self) -> list[dict]:
+        """Console errors, uncaught exceptions and browser log errors seen so far."""
+        return [e for e in self.events if
+                e.get("method") == "Runtime.exceptionThrown"
+                or (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
+                or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
+
+
+@pytest.fixture()
+def browser(chromium, tmp_path):
+    profile = tmp_path / "profile"
+    process = subprocess.Popen([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 20
+        while not (port_file.exists() and len(port_file.read_text().splitlines()) >= 2):
+            assert process.poll() is None, "chromium exited on start"
+            assert time.monotonic() < deadline, "chromium did not open its DevTools port"
+            time.sleep(0.1)
+        port = port_file.read_text().splitlines()[0]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as response:
+            page = next(t for t in json.loads(response.read()) if t["type"] == "page")
+        tools = DevTools(page["webSocketDebuggerUrl"])
+        yield tools
+        tools.socket.close()
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture(scope="module")
+def report_page(tiny_data_dir, tmp_path_factory) -> tuple[Path, int, int]:
+    """A report of a real run whose first review task carries an injection attempt."""
+    import torch
+
+    out = tmp_path_factory.mktemp("browser")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the tiny recommender trains many times slower with 2 threads on a busy 2-core box
+    try:
+        _, path, _ = run(RunConfig(data_dir=str(tiny_data_dir), output=str(out / "run.json"), agent_memory="last"),
+                         log=lambda _: None)
+    finally:
+        torch.set_num_threads(threads)
+    content = json.loads(path.read_text())
+    review = next(r for r in content[1:] if r["info"]["task"]["type"] == "review")
+    review["info"]["actions"][0]["arguments"]["review"] = PAYLOAD
+    review["traj"][-1]["content"] = json.dumps({"review": PAYLOAD})
+    content[0]["run_args"]["model"] = "<img src=x onerror=\"window.__pwned = 3\">"
+    path.write_text(json.dumps(content, indent=2))
+    reviews = sum(r["info"]["task"]["type"] == "review" for r in content[1:])
+    return write_report(path, out), len(content) - 1, reviews
+
+
+def test_report_in_headless_chromium(browser, report_page, tmp_path):
+    page, total, reviews = report_page
+    for domain in ("Runtime", "Log", "Page"):
+        browser.call(f"{domain}.enable")
+    browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=1000, deviceScaleFactor=1, mobile=False)
+    browser.call("Page.navigate", url=page.resolve().as_uri())
+    browser.wait_for("Page.loadEventFired")
+
+    visible = "document.querySelectorAll('#task-rows tr.task:not([hidden])').length"
+    assert browser.evaluate(visible) == total
+    browser.evaluate("document.getElementById('filter-type-review').click()")
+    assert browser.evaluate(visible) == reviews < total
+    assert browser.evaluate("document.getElementById('task-count').textContent") == f"{reviews} of {total} tasks shown"
+
+    browser.evaluate("""(() => { const box = document.getElementById('task-search');
+        box.value = 'window.__pwned'; box.dispatchEvent(new Event('input')); })()""")
+    assert browser.evaluate(visible) == 1
+    browser.evaluate("document.querySelector('#task-rows tr.task:not([hidden])').click()")
+    assert browser.evaluate("document.getElementById('task-rows').innerText.includes(%s)" % json.dumps(PAYLOAD))
+    assert browser.evaluate("document.body.innerText.includes('<img src=x onerror')")  # the model name, as text
+    assert browser.evaluate("typeof window.__pwned") == "undefined"
+    assert browser.evaluate("document.querySelectorAll('script').length") == 2
+    assert browser.evaluate("document.querySelectorAll('img:not(.plot)').length") == 0
+
+    browser.evaluate("document.querySelector('#task-rows tr.task:not([hidden])').scrollIntoView()")
+    shot = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=False)
+    screenshot = tmp_path / "report.png"
+    screenshot.write_bytes(base64.b64decode(shot["data"]))
+    assert screenshot.stat().st_size > 10_000
+    assert browser.errors() == []
