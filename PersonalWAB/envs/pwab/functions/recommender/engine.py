@@ -1,0 +1,187 @@
+"""The recommender behind `get_recommendations_by_history`.
+
+`SASRecRecommender` turns a list of ASINs into the top-k next-item ASINs, scoring
+exactly the items of the benchmark's item map. It loads a SASRec checkpoint (the
+official `pwab.pth` or one trained by `recommender.train`) and its item map once,
+then answers many concurrent callers from the same read-only model. torch is
+imported only when a recommender is built, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from PersonalWAB.data.loader import LFS_POINTER_PREFIX, read_json
+from PersonalWAB.errors import DataError, ToolArgumentError
+
+if TYPE_CHECKING:
+    import torch
+
+    from PersonalWAB.envs.pwab.functions.recommender.sasrec import SASRec
+
+# The official function puts the first item three extra times in front of a
+# sequence shorter than four items before scoring; kept so the official checkpoint
+# ranks exactly as it does in the release.
+SHORT_SEQUENCE = 4
+SHORT_SEQUENCE_REPEATS = 3
+# Sequences scored per forward pass: bounds the (rows x candidates) score matrix.
+ROWS_PER_PASS = 256
+# A state dict does not record the user count and the network never uses it.
+UNRECORDED_USER_NUM = 0
+DEFAULT_NUM_HEADS = 2
+
+
+def load_item_map(path: Path) -> dict[str, int]:
+    """The ASIN -> item id map; ids start at 1 because 0 is the model's padding item."""
+    item_map = read_json(path)
+    if not isinstance(item_map, dict) or not item_map:
+        raise DataError(f"{path}: expected a non-empty JSON object mapping ASIN -> item id")
+    for asin, item_id in item_map.items():
+        if isinstance(item_id, bool) or not isinstance(item_id, int) or item_id < 1:
+            raise DataError(f"{path}: [{asin!r}]: expected a positive integer item id, got {item_id!r}")
+    return item_map
+
+
+def load_state_dict(path: Path, device: str) -> Mapping[str, torch.Tensor]:
+    """The checkpoint's tensors, with a message naming the file for every way reading it can fail."""
+    import torch
+
+    from PersonalWAB.envs.pwab.functions.recommender.sasrec import unwrap_state_dict
+
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(LFS_POINTER_PREFIX))
+    except FileNotFoundError:
+        raise DataError(f"{path}: SASRec checkpoint not found") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the SASRec checkpoint ({exc})") from None
+    if head == LFS_POINTER_PREFIX:
+        raise DataError(f"{path}: is a Git LFS pointer, not the checkpoint; fetch it with `git lfs pull`")
+    try:
+        return unwrap_state_dict(torch.load(path, map_location=device, weights_only=True))
+    except Exception as exc:  # torch.load fails with pickle, zip, EOF and runtime errors alike
+        raise DataError(f"{path}: not a readable PyTorch state dict ({type(exc).__name__}: {exc})") from None
+
+
+def load_model(path: Path, device: str = "cpu", num_heads: int = DEFAULT_NUM_HEADS) -> SASRec:
+    """A SASRec in eval mode, shaped after the checkpoint's tensors (heads cannot be read off them)."""
+    from PersonalWAB.envs.pwab.functions.recommender.sasrec import SASRec, config_from_state_dict
+
+    state_dict = load_state_dict(path, device)
+    try:
+        item_num, config = config_from_state_dict(state_dict, num_heads)
+    except (KeyError, ValueError, AttributeError, TypeError) as exc:
+        raise DataError(f"{path}: not a SASRec state dict ({type(exc).__name__}: {exc})") from None
+    model = SASRec(UNRECORDED_USER_NUM, item_num, config)
+    try:
+        model.load_state_dict(state_dict)
+    except RuntimeError as exc:
+        raise DataError(f"{path}: does not match the SASRec layout: {exc}") from None
+    return model.to(device).eval()
+
+
+def _check_sequence(product_sequence: object) -> None:
+    """Reject what an agent might send instead of a list of ASIN strings (a bare string would split into letters)."""
+    if not isinstance(product_sequence, (list, tuple)) or not all(isinstance(a, str) for a in product_sequence):
+        raise ToolArgumentError("product_sequence must be a list of product ASIN strings")
+
+
+class SASRecRecommender:
+    """Top-k next-item ASINs from a SASRec checkpoint, restricted to the item map's items."""
+
+    def __init__(
+        self,
+        checkpoint_path: Path | str,
+        item_map_path: Path | str,
+        device: str = "cpu",
+        num_heads: int = DEFAULT_NUM_HEADS,
+    ) -> None:
+        checkpoint_path, item_map_path = Path(checkpoint_path), Path(item_map_path)
+        item_map = load_item_map(item_map_path)
+        model = load_model(checkpoint_path, device, num_heads)
+        largest = max(item_map.values())
+        if largest > model.item_num:
+            raise DataError(
+                f"{checkpoint_path}: has embeddings for item ids 1..{model.item_num}, but {item_map_path} "
+                f"uses ids up to {largest}; the checkpoint and the item map do not belong together"
+            )
+        self._bind(model, item_map, device)
+
+    @classmethod
+    def from_model(cls, model: SASRec, item_map: Mapping[str, int], device: str = "cpu") -> SASRecRecommender:
+        """Wrap an in-memory model (e.g. one just trained) without a round trip through files.
+
+        The model is switched to eval mode: scores must not depend on dropout.
+        """
+        recommender = cls.__new__(cls)
+        recommender._bind(model.eval(), item_map, device)
+        return recommender
+
+    def _bind(self, model: SASRec, item_map: Mapping[str, int], device: str) -> None:
+        import torch
+
+        self._model = model
+        self._item_map = dict(item_map)
+        # An id listed under two ASINs answers with the later one, as the release's reverse map does.
+        id_to_asin = {item_id: asin for asin, item_id in item_map.items()}
+        candidate_ids = sorted(id_to_asin)
+        self._candidate_asins = tuple(id_to_asin[i] for i in candidate_ids)
+        self._candidate_ids = torch.tensor(candidate_ids, dtype=torch.long, device=device)
+        self._device = device
+
+    @property
+    def maxlen(self) -> int:
+        """How many of the most recent known items a sequence is cut to."""
+        return self._model.config.maxlen
+
+    @property
+    def candidate_asins(self) -> tuple[str, ...]:
+        """Every ASIN that can be recommended, in the column order of `score_candidates`."""
+        return self._candidate_asins
+
+    def _item_ids(self, product_sequence: Sequence[str]) -> list[int]:
+        _check_sequence(product_sequence)
+        ids = [self._item_map[asin] for asin in product_sequence if asin in self._item_map]
+        if 0 < len(ids) < SHORT_SEQUENCE:
+            ids = [ids[0]] * SHORT_SEQUENCE_REPEATS + ids
+        return ids[-self.maxlen :]
+
+    def _score_rows(self, rows: list[list[int]]) -> torch.Tensor:
+        """Scores (len(rows), candidates) for non-empty id rows, left-padded with the padding item 0."""
+        import torch
+
+        batch = np.zeros((len(rows), self.maxlen), dtype=np.int64)
+        for r, ids in enumerate(rows):
+            batch[r, self.maxlen - len(ids) :] = ids
+        with torch.no_grad():
+            return self._model.predict(None, torch.from_numpy(batch).to(self._device), self._candidate_ids)
+
+    def score_candidates(self, product_sequence: Sequence[str]) -> torch.Tensor | None:
+        """Next-item score of every candidate (in `candidate_asins` order); None when no ASIN is known."""
+        ids = self._item_ids(product_sequence)
+        return self._score_rows([ids])[0] if ids else None
+
+    def recommend_batch(self, sequences: Sequence[Sequence[str]], k: int = 10) -> list[list[str]]:
+        """Top-k ASINs, best first, for each sequence; [] for a sequence with no known ASIN."""
+        import torch
+
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        rows = [self._item_ids(sequence) for sequence in sequences]
+        scored = [i for i, ids in enumerate(rows) if ids]
+        results: list[list[str]] = [[] for _ in rows]
+        k = min(k, len(self._candidate_asins))
+        for start in range(0, len(scored), ROWS_PER_PASS):
+            chunk = scored[start : start + ROWS_PER_PASS]
+            top = torch.topk(self._score_rows([rows[i] for i in chunk]), k, dim=1).indices.tolist()
+            for i, columns in zip(chunk, top):
+                results[i] = [self._candidate_asins[c] for c in columns]
+        return results
+
+    def recommend(self, product_sequence: Sequence[str], k: int = 10) -> list[str]:
+        """Top-k next-item ASINs after `product_sequence` (time order, most recent last)."""
+        return self.recommend_batch([product_sequence], k)[0]

@@ -1,0 +1,279 @@
+"""SASRec recommender: official checkpoint layout, recommendation rules, training, errors."""
+
+from __future__ import annotations
+
+import json
+import random
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from PersonalWAB.data.loader import load_benchmark_data
+from PersonalWAB.envs.pwab.functions.recommender.engine import SASRecRecommender
+from PersonalWAB.envs.pwab.functions.recommender.sasrec import SASRec, SASRecConfig
+from PersonalWAB.envs.pwab.functions.recommender.train import (
+    SASRecTrainConfig,
+    split_sequences,
+    train_sasrec,
+    user_sequences,
+)
+from PersonalWAB.errors import DataError, ToolArgumentError
+
+OFFICIAL_USER_NUM = 19005
+OFFICIAL_ITEM_NUM = 104284
+BLOCK_KEYS = (
+    "attention_layernorms.{i}.weight",
+    "attention_layernorms.{i}.bias",
+    "attention_layers.{i}.in_proj_weight",
+    "attention_layers.{i}.in_proj_bias",
+    "attention_layers.{i}.out_proj.weight",
+    "attention_layers.{i}.out_proj.bias",
+    "forward_layernorms.{i}.weight",
+    "forward_layernorms.{i}.bias",
+    "forward_layers.{i}.conv1.weight",
+    "forward_layers.{i}.conv1.bias",
+    "forward_layers.{i}.conv2.weight",
+    "forward_layers.{i}.conv2.bias",
+)
+OFFICIAL_KEYS = {
+    "item_emb.weight",
+    "pos_emb.weight",
+    "last_layernorm.weight",
+    "last_layernorm.bias",
+    *(key.format(i=i) for i in range(2) for key in BLOCK_KEYS),
+}
+
+
+def asin(item_id: int) -> str:
+    return f"B{item_id:09d}"
+
+
+@pytest.fixture(scope="module")
+def official(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A randomly weighted model of the official checkpoint's size, saved the way the release saved it."""
+    torch.manual_seed(0)
+    model = SASRec(OFFICIAL_USER_NUM, OFFICIAL_ITEM_NUM, SASRecConfig())
+    with torch.no_grad():  # move every weight off its default so a mis-loaded tensor shows
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.1)
+        model.item_emb.weight[0].zero_()
+        model.pos_emb.weight[0].zero_()
+    model.eval()
+    directory = tmp_path_factory.mktemp("official")
+    checkpoint = directory / "pwab.pth"
+    torch.save(model.state_dict(), checkpoint)
+    rng = random.Random(1)
+    ids = sorted(rng.sample(range(1, OFFICIAL_ITEM_NUM), 499) + [OFFICIAL_ITEM_NUM])
+    item_map_path = directory / "1000_ids.json"
+    item_map_path.write_text(json.dumps({asin(i): i for i in ids}))
+    return {"model": model, "checkpoint": checkpoint, "item_map": item_map_path, "ids": ids}
+
+
+@pytest.fixture(scope="module")
+def recommender(official: dict) -> SASRecRecommender:
+    return SASRecRecommender(official["checkpoint"], official["item_map"])
+
+
+def reference_scores(model: SASRec, item_ids: list[int], candidates: list[int]) -> torch.Tensor:
+    padded = [0] * (30 - len(item_ids)) + item_ids
+    with torch.no_grad():
+        return model.predict(None, torch.tensor([padded]), torch.tensor(candidates))[0]
+
+
+def test_official_layout_key_names(official: dict) -> None:
+    state_dict = official["model"].state_dict()
+    assert set(state_dict) == OFFICIAL_KEYS
+    assert state_dict["item_emb.weight"].shape == (OFFICIAL_ITEM_NUM + 1, 50)
+    assert state_dict["pos_emb.weight"].shape == (31, 50)
+
+
+def test_loaded_checkpoint_scores_like_the_original_module(official: dict, recommender: SASRecRecommender) -> None:
+    history = official["ids"][100:112]
+    expected = reference_scores(official["model"], history, official["ids"])
+    scores = recommender.score_candidates([asin(i) for i in history])
+    assert torch.equal(scores, expected)
+    top = torch.argsort(expected, descending=True)[:10].tolist()
+    assert recommender.recommend([asin(i) for i in history]) == [asin(official["ids"][c]) for c in top]
+    assert recommender.maxlen == 30
+    assert recommender.candidate_asins == tuple(asin(i) for i in official["ids"])
+
+
+@pytest.mark.parametrize("wrapper", ["state_dict", "model"])
+def test_wrapped_state_dicts_load_the_same(official: dict, tmp_path: Path, wrapper: str) -> None:
+    wrapped = tmp_path / "wrapped.pth"
+    torch.save({wrapper: official["model"].state_dict(), "epoch": 3}, wrapped)
+    sequence = [asin(i) for i in official["ids"][:8]]
+    plain = SASRecRecommender(official["checkpoint"], official["item_map"])
+    assert torch.equal(SASRecRecommender(wrapped, official["item_map"]).score_candidates(sequence),
+                       plain.score_candidates(sequence))
+
+
+def test_short_sequences_repeat_their_first_item_like_the_release(
+    official: dict, recommender: SASRecRecommender
+) -> None:
+    first, second = official["ids"][5:7]
+    expected = reference_scores(official["model"], [first] * 4 + [second], official["ids"])
+    assert torch.equal(recommender.score_candidates([asin(first), asin(second)]), expected)
+
+
+def test_sequence_rules(official: dict, recommender: SASRecRecommender) -> None:
+    known = [asin(i) for i in official["ids"][:40]]
+    assert recommender.recommend(["NOT-AN-ASIN", known[0], "B000000000", *known[1:12]]) == recommender.recommend(
+        known[:12]
+    )
+    assert recommender.recommend(["NOT-AN-ASIN", "ALSO-UNKNOWN"]) == []
+    assert recommender.recommend([]) == []
+    assert recommender.recommend(known) == recommender.recommend(known[-30:])
+    assert recommender.recommend(known) != recommender.recommend(known[:30])
+    assert len(recommender.recommend(known, k=3)) == 3
+    top = recommender.recommend(known, k=50)
+    assert len(top) == len(set(top)) == 50
+    assert set(top) <= set(recommender.candidate_asins)
+    assert top[:10] == recommender.recommend(known)
+
+
+def test_k_larger_than_the_item_set(official: dict, tmp_path: Path) -> None:
+    small_map = tmp_path / "ids.json"
+    small_map.write_text(json.dumps({asin(i): i for i in official["ids"][:4]}))
+    small = SASRecRecommender(official["checkpoint"], small_map)
+    assert sorted(small.recommend([asin(official["ids"][0])], k=10)) == sorted(asin(i) for i in official["ids"][:4])
+
+
+def test_batch_matches_single_calls(official: dict, recommender: SASRecRecommender) -> None:
+    sequences = [[asin(i) for i in official["ids"][s : s + n]] for s, n in ((0, 3), (50, 30), (200, 45))]
+    sequences.append(["UNKNOWN"])
+    assert recommender.recommend_batch(sequences, k=10) == [recommender.recommend(s) for s in sequences]
+
+
+def test_concurrent_callers_get_the_sequential_answers(official: dict, recommender: SASRecRecommender) -> None:
+    sequences = [[asin(i) for i in official["ids"][s : s + 20]] for s in range(0, 400, 25)]
+    expected = [recommender.recommend(s) for s in sequences]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert list(pool.map(recommender.recommend, sequences * 4)) == expected * 4
+
+
+def test_bad_arguments(recommender: SASRecRecommender) -> None:
+    with pytest.raises(ToolArgumentError):
+        recommender.recommend("B000000001")  # type: ignore[arg-type]
+    with pytest.raises(ToolArgumentError):
+        recommender.recommend([{"asin": "B000000001"}])  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        recommender.recommend([], k=0)
+
+
+def test_missing_and_corrupt_checkpoints_name_the_file(official: dict, tmp_path: Path) -> None:
+    missing = tmp_path / "absent.pth"
+    with pytest.raises(DataError, match="absent.pth"):
+        SASRecRecommender(missing, official["item_map"])
+    corrupt = tmp_path / "corrupt.pth"
+    corrupt.write_bytes(official["checkpoint"].read_bytes()[:4096])  # a truncated download
+    with pytest.raises(DataError, match="corrupt.pth"):
+        SASRecRecommender(corrupt, official["item_map"])
+    pointer = tmp_path / "pointer.pth"
+    pointer.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 1\n")
+    with pytest.raises(DataError, match="pointer.pth.*LFS"):
+        SASRecRecommender(pointer, official["item_map"])
+    foreign = tmp_path / "foreign.pth"
+    torch.save({"linear.weight": torch.zeros(2, 2)}, foreign)
+    with pytest.raises(DataError, match="foreign.pth"):
+        SASRecRecommender(foreign, official["item_map"])
+
+
+def test_bad_item_maps_name_the_file(official: dict, tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt_ids.json"
+    corrupt.write_text("{not json")
+    with pytest.raises(DataError, match="corrupt_ids.json"):
+        SASRecRecommender(official["checkpoint"], corrupt)
+    zero_id = tmp_path / "zero_ids.json"
+    zero_id.write_text(json.dumps({"B0": 0}))
+    with pytest.raises(DataError, match="zero_ids.json"):
+        SASRecRecommender(official["checkpoint"], zero_id)
+    too_large = tmp_path / "large_ids.json"
+    too_large.write_text(json.dumps({"B1": 1, "B2": OFFICIAL_ITEM_NUM + 1}))
+    with pytest.raises(DataError, match="pwab.pth.*large_ids.json"):
+        SASRecRecommender(official["checkpoint"], too_large)
+
+
+# --- training -----------------------------------------------------------------------------
+
+CYCLE = 40  # items; every user walks the cycle item i -> item i+1, a pattern popularity cannot see
+PROFILE_FIELDS = (
+    "Gender", "Age", "Occupation", "Price Sensitivity", "Shopping Interest", "Brand Preference",
+    "Diversity Preference", "Interaction Complexity", "Tone and Style", "Item Reference", "Focus Aspect",
+)
+
+
+def product(item: int) -> dict:
+    return {
+        "main_category": "Toys", "title": f"Toy {item}", "average_rating": 4.5, "rating_number": 10,
+        "features": [], "description": [], "price": 9.99, "store": "Shop", "categories": [], "details": {},
+        "parent_asin": asin(item),
+    }
+
+
+def write_cyclic_data(directory: Path, users: int = 60) -> Path:
+    """Official-format files whose histories follow one cycle through the catalogue from random starts."""
+    rng = random.Random(7)
+    directory.mkdir()
+    histories, profiles = {}, {}
+    for u in range(users):
+        start, length = rng.randrange(CYCLE), rng.randint(12, 18)
+        behaviours = []
+        for step in range(length):
+            item = (start + step) % CYCLE + 1
+            split = "history" if step < 0.8 * length else "train" if step < 0.9 * length else "test"
+            review = {"rating": 5.0, "title": "ok", "text": "fine", "parent_asin": asin(item),
+                      "timestamp": 1_600_000_000_000 + step * 86_400_000}
+            behaviours.append({"product_info": product(item), "review": review, "split": split})
+        histories[f"U{u}"] = behaviours
+        profiles[f"U{u}"] = {"user_profile": {name: "Medium" for name in PROFILE_FIELDS}}
+    files = {
+        "all_products_part_1.json": {asin(i): product(i) for i in range(1, CYCLE + 1)},
+        "user_history_part_1.json": histories,
+        "user_profiles.json": profiles,
+        "user_instructions.json": {"train": [], "test": []},
+    }
+    for name, content in files.items():
+        (directory / name).write_text(json.dumps(content))
+    return directory
+
+
+def test_training_sequences_leave_out_test_behaviours(tmp_path: Path) -> None:
+    data = load_benchmark_data(write_cyclic_data(tmp_path / "data", users=3))
+    item_map = {asin(i): i for i in range(1, CYCLE + 1)}
+    for sequence, user_id in zip(user_sequences(data, item_map), sorted(data.histories)):
+        kept = [b["product_info"]["parent_asin"] for b in data.histories[user_id] if b["split"] != "test"]
+        assert sequence == kept
+
+
+def test_split_holds_out_the_last_two_items() -> None:
+    split = split_sequences([["a", "b", "c", "d"], ["x", "y"]])
+    assert split.train == [["a", "b"], []]
+    assert (split.validation.inputs, split.validation.targets) == ([["a", "b"]], ["c"])
+    assert (split.test.inputs, split.test.targets) == ([["a", "b", "c"], ["x"]], ["d", "y"])
+
+
+def test_training_learns_the_pattern_deterministically(tmp_path: Path) -> None:
+    data = load_benchmark_data(write_cyclic_data(tmp_path / "data"))
+    config = SASRecTrainConfig(epochs=40, seed=3)
+    item_map = tmp_path / "out" / "ids.json"
+    first = train_sasrec(data, tmp_path / "out" / "a.pth", item_map, config)
+    second = train_sasrec(data, tmp_path / "out" / "b.pth", item_map, config)
+
+    assert first["sasrec"]["hr@10"] >= 0.8
+    assert first["sasrec"]["hr@10"] > first["popularity"]["hr@10"] + 0.3
+    assert first["sasrec"]["ndcg@10"] > first["popularity"]["ndcg@10"]
+    assert first["users_evaluated"] == 60 and first["candidates"] == CYCLE
+    assert 0 < first["epochs"] <= first["epochs_run"] <= 40
+    assert "leave-one-out" in first["protocol"]
+    for key in ("sasrec", "popularity", "validation_ndcg@10", "epochs", "epochs_run"):
+        assert first[key] == second[key]
+    a, b = torch.load(tmp_path / "out" / "a.pth"), torch.load(tmp_path / "out" / "b.pth")
+    assert set(a) == OFFICIAL_KEYS and all(torch.equal(a[k], b[k]) for k in a)
+    assert json.loads(item_map.read_text()) == {asin(i): i for i in range(1, CYCLE + 1)}
+    assert json.loads((tmp_path / "out" / "a.pth.json").read_text())["sasrec"] == first["sasrec"]
+
+    trained = SASRecRecommender(tmp_path / "out" / "a.pth", item_map)
+    assert asin(15) in trained.recommend([asin(i) for i in range(5, 15)])[:3]
