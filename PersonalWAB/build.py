@@ -75,7 +75,9 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
         start = time.perf_counter()
         metrics = train_sasrec(data, artifacts.checkpoint, artifacts.item_map, SASRecTrainConfig())
         seconds["sasrec"] = time.perf_counter() - start
-        log(f"SASRec held-out metrics: {metrics}")
+        log(f"SASRec held-out HR@10 {metrics['sasrec']['hr@10']:.4f} NDCG@10 {metrics['sasrec']['ndcg@10']:.4f} "
+            f"(popularity {metrics['popularity']['hr@10']:.4f} / {metrics['popularity']['ndcg@10']:.4f}); "
+            f"details in {artifacts.checkpoint}.json")
     if review_embeddings:
         if force and review_cache_file(data).exists():
             review_cache_file(data).unlink()
