@@ -1,0 +1,317 @@
+"""The one door to language models: litellm underneath, our own retries, usage and cost.
+
+Every agent and user simulator talks to models through `LLMClient.complete`, so retry
+policy, token accounting and key hygiene live in one place. litellm is imported on the
+first call, not at import time: it takes seconds to load and would otherwise fetch its
+price map from the internet.
+
+Routing: any litellm model string works as is ("openai/gpt-4o-mini", "anthropic/...",
+"azure/...", "ollama/..."). With `api_base` and a model name without a provider prefix
+(e.g. "Qwen/Qwen2.5-7B-Instruct" served by vLLM) the OpenAI-compatible route is used
+("openai/<name>"). The key is `api_key` if given, else the provider's environment variable
+(note: a set OPENAI_API_KEY is then sent to that api_base too), else a placeholder, since
+local servers check none.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+PLACEHOLDER_KEY = "sk-no-key-required"
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+KEY_PATTERN = re.compile(r"(\bsk-[A-Za-z0-9_\-]{6,}|Bearer\s+\S+)")
+LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+
+_import_lock = threading.Lock()
+_litellm: Any = None
+
+
+@dataclass
+class LLMReply:
+    """One successful model call: the assistant message and what it used and cost."""
+
+    message: dict
+    prompt_tokens: int
+    completion_tokens: int
+    prompt_price: float
+    completion_price: float
+    price_known: bool
+
+
+class LLMError(RuntimeError):
+    """A model call failed for good (retries exhausted or a non-retryable error).
+
+    The message names the model, the error class and the HTTP status; API keys are
+    redacted from it. `status_code` and `error_class` let callers decide what to do.
+    """
+
+    def __init__(self, message: str, status_code: int | None = None, error_class: str = ""):
+        super().__init__(message)
+        self.status_code = status_code
+        self.error_class = error_class
+
+
+def load_litellm() -> Any:
+    """Import litellm once, offline and quiet (its debug banners would flood benchmark logs)."""
+    global _litellm
+    with _import_lock:
+        if _litellm is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm
+
+            litellm.suppress_debug_info = True
+            litellm.set_verbose = False
+            if not os.environ.get("LITELLM_LOG"):
+                for name in LITELLM_LOGGERS:
+                    logging.getLogger(name).setLevel(logging.WARNING)
+            _litellm = litellm
+    return _litellm
+
+
+def route_model(model: str, api_base: str | None) -> str:
+    """The litellm model string: unprefixed names behind an api_base go the OpenAI-compatible way."""
+    if not api_base:
+        return model
+    prefix = model.split("/", 1)[0] if "/" in model else ""
+    if prefix and prefix in load_litellm().provider_list:
+        return model
+    return f"openai/{model}"
+
+
+def is_retryable(exc: Exception) -> bool:
+    """Rate limits, timeouts, lost connections and server-side (5xx) failures are worth retrying."""
+    litellm = load_litellm()
+    transient = (
+        litellm.RateLimitError,
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.InternalServerError,
+        litellm.ServiceUnavailableError,
+        litellm.BadGatewayError,
+    )
+    if isinstance(exc, transient):
+        return True
+    status = status_of(exc)
+    return status is not None and (status in RETRYABLE_STATUS or status >= 500)
+
+
+def status_of(exc: Exception) -> int | None:
+    """The HTTP status litellm attached, if any; non-HTTP failures have none."""
+    status = getattr(exc, "status_code", None)
+    try:
+        return int(status) if status is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def retry_after_s(exc: Exception) -> float | None:
+    """Seconds the server asked us to wait (retry-after-ms or Retry-After), if it said.
+
+    litellm keeps the provider's headers on `litellm_response_headers`; the `response` it
+    attaches to its own exceptions is rebuilt and may have lost them.
+    """
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(
+        getattr(exc, "response", None), "headers", None
+    )
+    if not headers:
+        return None
+    if headers.get("retry-after-ms") is not None:
+        millis = header_seconds(headers["retry-after-ms"])
+        return None if millis is None else millis / 1000
+    if headers.get("retry-after") is not None:
+        return header_seconds(headers["retry-after"])
+    return None
+
+
+def header_seconds(value: str) -> float | None:
+    """A Retry-After value: a number, or an HTTP date counted from now."""
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def plain_message(message: Any) -> dict:
+    """An OpenAI-format assistant dict from litellm's Message; tool arguments stay raw strings."""
+    data = message.model_dump() if hasattr(message, "model_dump") else dict(message)
+    out: dict[str, Any] = {"role": "assistant", "content": data.get("content")}
+    calls = [
+        {
+            "id": call.get("id"),
+            "type": "function",
+            "function": {
+                "name": call["function"].get("name"),
+                "arguments": call["function"].get("arguments") or "",
+            },
+        }
+        for call in data.get("tool_calls") or []
+    ]
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+class LLMClient:
+    """A thread-safe chat-completion client shared by many agent threads."""
+
+    def __init__(
+        self,
+        model: str,
+        api_base: str | None = None,
+        temperature: float = 0.0,
+        max_retries: int = 5,
+        timeout_s: float = 120.0,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        api_key: str | None = None,
+    ):
+        self.model = model
+        self.api_base = api_base
+        self.temperature = temperature
+        self.max_retries = max_retries
+        self.timeout_s = timeout_s
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._api_key = api_key
+        self._lock = threading.Lock()
+        self._rng = random.Random(0)
+        self._route: str | None = None
+        self._call_key: str | None = None
+        self._price_known = False
+
+    def describe(self) -> dict:
+        """Settings worth recording with results (run_args); never the key."""
+        return {
+            "model": self.model,
+            "api_base": self.api_base,
+            "temperature": self.temperature,
+            "max_retries": self.max_retries,
+        }
+
+    def complete(self, messages: list[dict], tools: list[dict] | None = None, **kwargs: Any) -> LLMReply:
+        """One chat completion, retried on transient failures; extra kwargs go to litellm."""
+        litellm = load_litellm()
+        params = self._params(messages, tools, kwargs)
+        attempt = 0
+        while True:
+            try:
+                response = litellm.completion(**params)
+            except Exception as exc:
+                if attempt >= self.max_retries or not is_retryable(exc):
+                    raise self._error(exc, attempt + 1) from None
+                time.sleep(self._delay(exc, attempt))
+                attempt += 1
+            else:
+                return self._reply(response)
+
+    def _params(self, messages: list[dict], tools: list[dict] | None, extra: dict) -> dict:
+        self._resolve()
+        params: dict[str, Any] = {
+            "model": self._route,
+            "messages": messages,
+            "temperature": self.temperature,
+            "timeout": self.timeout_s,
+            "drop_params": True,
+        }
+        if tools:
+            params["tools"] = tools
+        if self.api_base:
+            params["api_base"] = self.api_base
+        if self._call_key:
+            params["api_key"] = self._call_key
+        params.update(extra)
+        params["num_retries"] = 0
+        return params
+
+    def _resolve(self) -> None:
+        """Work out the route and key once; a placeholder key for keyless local servers."""
+        with self._lock:
+            if self._route is not None:
+                return
+            route = route_model(self.model, self.api_base)
+            key = self._api_key
+            if key is None and self.api_base and not self._env_has_key(route):
+                key = PLACEHOLDER_KEY
+            self._call_key = key
+            self._price_known = self._listed(route)
+            self._route = route
+
+    def _env_has_key(self, route: str) -> bool:
+        try:
+            missing = load_litellm().validate_environment(model=route, api_base=self.api_base)["missing_keys"]
+        except Exception:
+            return False
+        return not any(name.endswith("API_KEY") for name in missing)
+
+    def _delay(self, exc: Exception, attempt: int) -> float:
+        """The server's Retry-After when given, else exponential backoff with up to 25% jitter."""
+        asked = retry_after_s(exc)
+        if asked is not None:
+            return min(asked, self.max_backoff_s)
+        with self._lock:
+            jitter = 1.0 + 0.25 * self._rng.random()
+        return min(self.backoff_s * (2**attempt) * jitter, self.max_backoff_s)
+
+    def _reply(self, response: Any) -> LLMReply:
+        usage = getattr(response, "usage", None)
+        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        prompt_price, completion_price, known = self._price(prompt, completion)
+        return LLMReply(
+            message=plain_message(response.choices[0].message),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            prompt_price=prompt_price,
+            completion_price=completion_price,
+            price_known=known,
+        )
+
+    def _price(self, prompt: int, completion: int) -> tuple[float, float, bool]:
+        """USD from litellm's bundled price table; models it does not list cost 0, unknown."""
+        if not self._price_known:
+            return 0.0, 0.0, False
+        try:
+            prompt_usd, completion_usd = load_litellm().cost_per_token(
+                model=self._route, prompt_tokens=prompt, completion_tokens=completion
+            )
+        except Exception:
+            return 0.0, 0.0, False
+        return float(prompt_usd), float(completion_usd), True
+
+    @staticmethod
+    def _listed(route: str) -> bool:
+        """Whether litellm's price table has token prices for this model."""
+        try:
+            info = load_litellm().get_model_info(model=route)
+        except Exception:
+            return False
+        return info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None
+
+    def _error(self, exc: Exception, attempts: int) -> LLMError:
+        status = status_of(exc)
+        name = type(exc).__name__
+        detail = self._redact(str(exc))[:500]
+        message = (
+            f"model {self.model!r}: {name} (HTTP {status if status is not None else 'n/a'}) "
+            f"after {attempts} attempt(s): {detail}"
+        )
+        return LLMError(message, status_code=status, error_class=name)
+
+    def _redact(self, text: str) -> str:
+        """Strip the configured key and anything key-shaped that a provider echoed back."""
+        for secret in (self._api_key, self._call_key):
+            if secret and secret != PLACEHOLDER_KEY:
+                text = text.replace(secret, "***")
+        return KEY_PATTERN.sub("***", text)

@@ -1,0 +1,214 @@
+"""LLMClient through real litellm against the scripted OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from PersonalWAB.llm import LLMClient, LLMError, route_model
+from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply, prompt_token_count
+from tests.conftest import REPO_ROOT
+
+SENTINEL = "sk-SENTINEL-DO-NOT-LEAK-123"
+SEARCH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "search_product_by_query",
+        "description": "Search products.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    },
+}
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+@pytest.fixture(autouse=True)
+def no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never see (or send) a real key from the developer's environment."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def client_for(server: ScriptedLLMServer, **kwargs) -> LLMClient:
+    kwargs.setdefault("backoff_s", 0.001)
+    kwargs.setdefault("max_retries", 3)
+    return LLMClient(kwargs.pop("model", "scripted-model"), api_base=server.url, **kwargs)
+
+
+def test_tool_call_round_trip_keeps_name_and_raw_arguments() -> None:
+    arguments = '{"query": "red running shoes"}'
+    with ScriptedLLMServer([ScriptedReply(tool_calls=[("search_product_by_query", arguments)])]) as server:
+        reply = client_for(server).complete(HELLO, tools=[SEARCH_TOOL])
+    (body,) = server.requests
+    assert body["model"] == "scripted-model"
+    assert body["messages"] == HELLO and body["tools"] == [SEARCH_TOOL]
+    assert reply.message == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "search_product_by_query", "arguments": arguments},
+            }
+        ],
+    }
+    assert reply.prompt_tokens == prompt_token_count(body)
+
+
+def test_plain_text_reply_and_server_usage() -> None:
+    with ScriptedLLMServer([ScriptedReply(content="Hi there", prompt_tokens=123, completion_tokens=7)]) as server:
+        reply = client_for(server).complete(HELLO)
+    assert reply.message == {"role": "assistant", "content": "Hi there"}
+    assert (reply.prompt_tokens, reply.completion_tokens) == (123, 7)
+
+
+def test_malformed_tool_arguments_pass_through_unchanged() -> None:
+    broken = '{"query": "shoes", '
+    with ScriptedLLMServer([ScriptedReply(tool_calls=[("search_product_by_query", broken)])]) as server:
+        reply = client_for(server).complete(HELLO, tools=[SEARCH_TOOL])
+    assert reply.message["tool_calls"][0]["function"]["arguments"] == broken
+
+
+def test_rate_limit_is_retried_honouring_retry_after_and_usage_counts_once() -> None:
+    script = [ScriptedReply(status=429), ScriptedReply(content="ok", prompt_tokens=10, completion_tokens=2)]
+    with ScriptedLLMServer(script) as server:
+        started = time.monotonic()
+        reply = client_for(server, backoff_s=5.0).complete(HELLO)
+        elapsed = time.monotonic() - started
+    assert reply.message["content"] == "ok"
+    assert (reply.prompt_tokens, reply.completion_tokens) == (10, 2)
+    assert len(server.requests) == 2
+    assert elapsed < 2.5, "Retry-After: 0 should replace the 5 s backoff"
+
+
+def test_persistent_server_error_gives_up_after_max_retries() -> None:
+    with ScriptedLLMServer([ScriptedReply(status=500)]) as server:
+        with pytest.raises(LLMError) as caught:
+            client_for(server, max_retries=2).complete(HELLO)
+    assert len(server.requests) == 3
+    assert caught.value.status_code == 500
+    text = str(caught.value)
+    assert "scripted-model" in text and "InternalServerError" in text and "HTTP 500" in text
+
+
+def test_unreachable_server_is_a_retried_connection_error() -> None:
+    server = ScriptedLLMServer([ScriptedReply(content="never")]).start()
+    url = server.url
+    server.stop()
+    with pytest.raises(LLMError) as caught:
+        LLMClient("scripted-model", api_base=url, max_retries=1, backoff_s=0.001, timeout_s=5).complete(HELLO)
+    assert "attempt(s)" in str(caught.value) and "2 attempt" in str(caught.value)
+
+
+def test_slow_server_times_out_and_is_retried() -> None:
+    with ScriptedLLMServer([ScriptedReply(content="late", delay_s=1.0)]) as server:
+        with pytest.raises(LLMError) as caught:
+            client_for(server, max_retries=1, timeout_s=0.3).complete(HELLO)
+    assert len(server.requests) == 2
+    assert "Timeout" in str(caught.value)
+
+
+def test_authentication_error_is_not_retried() -> None:
+    with ScriptedLLMServer([ScriptedReply(status=401, content="bad key")]) as server:
+        with pytest.raises(LLMError) as caught:
+            client_for(server, max_retries=5).complete(HELLO)
+    assert len(server.requests) == 1
+    assert caught.value.status_code == 401 and "AuthenticationError" in str(caught.value)
+
+
+def test_sentinel_key_never_leaks(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    echo = f"Incorrect API key provided: {SENTINEL}"
+    script = [ScriptedReply(content="fine"), ScriptedReply(status=500, content=echo), ScriptedReply(status=401, content=echo)]
+    with ScriptedLLMServer(script) as server:
+        client = client_for(server, api_key=SENTINEL, max_retries=1)
+        client.complete(HELLO)
+        errors = []
+        for _ in range(2):
+            with pytest.raises(LLMError) as caught:
+                client.complete(HELLO)
+            errors.append(str(caught.value))
+    captured = capfd.readouterr()
+    assert SENTINEL not in json.dumps(client.describe())
+    assert all(SENTINEL not in text and "***" in text for text in errors)
+    assert SENTINEL not in caplog.text
+    assert SENTINEL not in captured.out and SENTINEL not in captured.err
+
+
+def test_concurrent_threads_share_one_client() -> None:
+    def echo(body: dict) -> ScriptedReply:
+        return ScriptedReply(content="echo:" + body["messages"][-1]["content"])
+
+    with ScriptedLLMServer(echo) as server:
+        client = client_for(server)
+        failures: list[str] = []
+
+        def worker(thread: int) -> None:
+            for call in range(20):
+                text = f"t{thread}-c{call}"
+                try:
+                    reply = client.complete([{"role": "user", "content": text}])
+                except LLMError as exc:
+                    failures.append(str(exc))
+                    continue
+                if reply.message["content"] != "echo:" + text:
+                    failures.append(f"{text} got {reply.message['content']}")
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert failures == []
+    assert len(server.requests) == 160
+
+
+def test_importing_llm_does_not_import_litellm() -> None:
+    code = "import sys, PersonalWAB.llm; print('litellm' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_prices_from_litellm_table_and_unknown_model_is_free() -> None:
+    reply_1k = ScriptedReply(content="x", prompt_tokens=1000, completion_tokens=1000)
+    with ScriptedLLMServer([reply_1k]) as server:
+        unknown = client_for(server, model="my-local-model").complete(HELLO)
+        known = client_for(server, model="openai/gpt-4o-mini").complete(HELLO)
+    assert server.requests[0]["model"] == "my-local-model"
+    assert (unknown.prompt_price, unknown.completion_price, unknown.price_known) == (0.0, 0.0, False)
+    assert known.price_known and known.prompt_price > 0 and known.completion_price > known.prompt_price
+
+
+def test_route_model_uses_openai_compatible_route_only_behind_api_base() -> None:
+    base = "http://127.0.0.1:1/v1"
+    assert route_model("Qwen/Qwen2.5-7B-Instruct", base) == "openai/Qwen/Qwen2.5-7B-Instruct"
+    assert route_model("anthropic/claude-sonnet-4-5", base) == "anthropic/claude-sonnet-4-5"
+    assert route_model("gpt-4o-mini", None) == "gpt-4o-mini"
+
+
+def test_scripted_server_repeats_last_reply_and_stops_by_itself() -> None:
+    server = ScriptedLLMServer([ScriptedReply(content="a"), ScriptedReply(content="b")], max_lifetime_s=0.6)
+    with server:
+        client = client_for(server)
+        contents = [client.complete(HELLO).message["content"] for _ in range(3)]
+        request = urllib.request.Request(server.url + "/nope", data=b"{}", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(request, timeout=5)
+        assert missing.value.code == 404
+        time.sleep(0.9)
+        with pytest.raises(urllib.error.URLError):
+            urllib.request.urlopen(server.url + "/chat/completions", data=b"{}", timeout=2)
+    assert contents == ["a", "b", "b"]
