@@ -1,5 +1,7 @@
-"""Build the derived artefacts a data directory needs: search index(es) and the
-SASRec recommender. Each is built once and reused; `--force` rebuilds.
+"""Build the derived artefacts a data directory needs: search index(es), the SASRec
+recommender, and the MiniLM embedding caches (target reviews; behaviours and
+instructions for relevant/task-specific memory). Each is built once and reused;
+`--force` rebuilds.
 
 `python -m PersonalWAB.build --data_dir DIR [--search_backend lucene|bm25s|all]`
 """
@@ -47,7 +49,7 @@ def _record_build_times(data: BenchmarkData, seconds: dict[str, float]) -> None:
 
 
 def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lucene",), recommender: bool = True,
-                    review_embeddings: bool = False, force: bool = False,
+                    review_embeddings: bool = False, memory_embeddings: bool = False, force: bool = False,
                     log: Callable[[str], None] = print) -> dict[str, float]:
     """Build what is missing (or everything with `force`); return seconds per artefact built
     (also recorded in the cache folder's build_times.json)."""
@@ -86,6 +88,10 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
         if encoded:
             seconds["review_embeddings"] = time.perf_counter() - start
             log(f"embedded {encoded} target reviews into {review_cache_file(data)}")
+    if memory_embeddings:
+        from PersonalWAB.memory_embeddings import build_behaviour_embeddings
+
+        seconds.update(build_behaviour_embeddings(data, force=force, log=log))
     _record_build_times(data, seconds)
     return seconds
 
@@ -96,13 +102,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data_dir", default=None, help="data directory (default: official data, else synthetic)")
     parser.add_argument("--search_backend", choices=("lucene", "bm25s", "all"), default="lucene")
     parser.add_argument("--no_recommender", action="store_true", help="skip training SASRec")
+    parser.add_argument("--no_memory_embeddings", action="store_true",
+                        help="skip the behaviour/instruction embeddings used by relevant and taskspe memory")
     parser.add_argument("--force", action="store_true", help="rebuild even when the artefacts exist")
     args = parser.parse_args(argv)
     backends = ("lucene", "bm25s") if args.search_backend == "all" else (args.search_backend,)
     try:
         data = load_benchmark_data(args.data_dir or default_data_dir())
         seconds = build_artifacts(data, backends, recommender=not args.no_recommender,
-                                  review_embeddings=True, force=args.force)
+                                  review_embeddings=True, memory_embeddings=not args.no_memory_embeddings,
+                                  force=args.force)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

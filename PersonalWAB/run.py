@@ -23,6 +23,7 @@ from PersonalWAB import __version__
 from PersonalWAB.errors import DataError
 
 SYNTHETIC_NOTE = "synthetic data: these numbers are not comparable to the paper's"
+UNPRICED_NOTE = "the model has no price in litellm's table; its calls are counted as costing 0"
 
 
 @dataclass
@@ -55,6 +56,9 @@ class RunConfig:
     data_dir: str | None = None
     search_backend: str = "lucene"
     output: str | None = None
+    api_base: str | None = None
+    user_api_base: str | None = None
+    max_retries: int = 5
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="data directory (default: official data if placed, else data/synthetic/small)")
     p.add_argument("--search_backend", default=d.search_backend, choices=["lucene", "bm25s"])
     p.add_argument("--output", default=d.output, help="result file path (default: derived from the run args)")
+    p.add_argument("--api_base", default=d.api_base,
+                   help="base URL of an OpenAI-compatible server (vLLM, Ollama, ...) for the agent's model")
+    p.add_argument("--user_api_base", default=d.user_api_base, help="the same for the user simulator's model")
+    p.add_argument("--max_retries", type=int, default=d.max_retries,
+                   help="retries of a model call on rate limits, timeouts and server errors")
     return p
 
 
@@ -168,16 +177,19 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
 
     kinds = {tasks[tid]["type"] for _, tid in jobs}
     build_artifacts(data, (config.search_backend,) if "search" in kinds else (),
-                    recommender="recommend" in kinds, log=log)
+                    recommender="recommend" in kinds,
+                    memory_embeddings=config.agent_memory in ("relevant", "taskspe"), log=log)
     engines = shared_engines(data, config.search_backend)
     cache_review_embeddings(data, [tasks[tid] for _, tid in jobs])
     agent = build_agent(config.agent_strategy, data, config)
 
     def run_one(trial: int, task_id: int) -> dict[str, Any]:
         env = PWABEnv(engines, config.task_split, get_user(config.user_mode, config.user_model),
-                      config.max_steps)
+                      config.max_steps, offer_details=agent.offers_details)
         try:
             episode = agent.solve(env, task_id)
+            if episode.usage.price_unknown:
+                run_args["cost_note"] = UNPRICED_NOTE
         except DataError:
             raise
         except Exception as exc:  # an agent/API failure is recorded; resume retries the task

@@ -38,6 +38,7 @@ class Usage:
     total_tokens: list[int] = field(default_factory=list)
     completion_price: float = 0.0
     prompt_price: float = 0.0
+    price_unknown: bool = False  # some call's model had no price in litellm's table (cost counted as 0)
 
     def add_call(self, prompt_tokens: int = 0, completion_tokens: int = 0,
                  prompt_price: float = 0.0, completion_price: float = 0.0) -> None:

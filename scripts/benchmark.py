@@ -6,7 +6,9 @@ Figures: one-time build costs (search index, SASRec training, review-embedding
 cache; built now if missing, else read from the cache folder's record),
 start-up time to the first finished task (fresh process), per-function latency
 (p50/p95), and whole-test-split throughput of the offline agent with and without
-history (whose per-type scores show the personalization signal).
+history (whose per-type scores show the personalization signal), and with
+`--llm_agent` the function-calling agent with relevant memory against a scripted
+local model server.
 """
 
 from __future__ import annotations
@@ -97,6 +99,24 @@ def whole_split(data_dir: Path, backend: str, memory: str, concurrency: int, out
             "results": header["results"]}
 
 
+def scripted_llm_split(data_dir: Path, backend: str, out_dir: Path, concurrency: int = 8) -> dict[str, Any]:
+    """Whole test split with the function-calling agent and relevant memory against a
+    scripted OpenAI-compatible server on 127.0.0.1 (zero model latency): the cost of
+    everything around the model (litellm, memory retrieval, engines, checkpointing)."""
+    from PersonalWAB.run import RunConfig, run
+    from PersonalWAB.testing.responders import tool_caller
+    from PersonalWAB.testing.scripted_server import ScriptedLLMServer
+
+    with ScriptedLLMServer(tool_caller) as server:
+        config = RunConfig(data_dir=str(data_dir), search_backend=backend, agent_strategy="function_calling",
+                           model="openai/scripted", api_base=server.url, agent_memory="relevant",
+                           memory_length=50, max_concurrency=concurrency,
+                           output=str(out_dir / "test_split_function_calling_relevant.json"))
+        header, _, wall = run(config, log=lambda _: None)
+    return {"wall_s": round(wall, 2), "tasks": header["results"]["overall"]["total_count"],
+            "max_concurrency": concurrency}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default="data/synthetic/full")
@@ -104,6 +124,9 @@ def main() -> int:
     parser.add_argument("--search_backend", default="lucene", choices=["lucene", "bm25s"])
     parser.add_argument("--max_concurrency", type=int, default=2)
     parser.add_argument("--samples", type=int, default=200, help="calls per function for latency")
+    parser.add_argument("--llm_agent", action="store_true",
+                        help="also run the whole split with the function-calling agent (relevant memory, "
+                             "concurrency 8) against a scripted local model server")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -140,6 +163,10 @@ def main() -> int:
     figures["heuristic_memory_last"] = with_history["results"]
     figures["heuristic_memory_none"] = without_history["results"]
     figures["heuristic_memory_none_wall_s"] = without_history["wall_s"]
+    if args.llm_agent:
+        with tempfile.TemporaryDirectory() as tmp:
+            figures["scripted_llm_function_calling_relevant"] = scripted_llm_split(
+                data_dir, args.search_backend, Path(tmp))
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-AGENT_STRATEGIES = ("heuristic",)
+AGENT_STRATEGIES = ("heuristic", "function_calling", "react", "react_reflect", "recmind")
+LLM_STRATEGIES = AGENT_STRATEGIES[1:]
 
 
 def build_agent(strategy: str, data: Any, config: Any) -> Any:
@@ -13,4 +14,38 @@ def build_agent(strategy: str, data: Any, config: Any) -> Any:
         from PersonalWAB.agents.heuristic import HeuristicAgent
 
         return HeuristicAgent(data, config.agent_memory, config.memory_length, config.seed)
-    raise ValueError(f"unknown agent strategy {strategy!r}; expected one of {AGENT_STRATEGIES}")
+    if strategy not in LLM_STRATEGIES:
+        raise ValueError(f"unknown agent strategy {strategy!r}; expected one of {AGENT_STRATEGIES}")
+    if not config.model:
+        raise ValueError(f"--agent_strategy {strategy} needs --model (any litellm model string)")
+    from PersonalWAB.agents.function_calling import FunctionCallingAgent, RecMindAgent
+    from PersonalWAB.agents.llm_agent import MemorySettings
+    from PersonalWAB.agents.react import ReActAgent, ReflectiveReActAgent
+    from PersonalWAB.llm import LLMClient
+
+    client = LLMClient(config.model, api_base=config.api_base, temperature=config.temperature,
+                       max_retries=config.max_retries)
+    memory = MemorySettings(config.agent_memory, config.memory_length, config.seed,
+                            function_file=_function_file(config), interec_store=_interec_store(config))
+    agent_class = {"function_calling": FunctionCallingAgent, "react": ReActAgent,
+                   "react_reflect": ReflectiveReActAgent, "recmind": RecMindAgent}[strategy]
+    return agent_class(client, data, memory)
+
+
+def _function_file(config: Any) -> dict[str, str] | None:
+    if not config.puma_function_file:
+        return None
+    from PersonalWAB.memory import load_function_file
+
+    return load_function_file(config.puma_function_file)
+
+
+def _interec_store(config: Any) -> Any:
+    if config.agent_memory != "interecagent":
+        return None
+    if not config.interec_memory_file:
+        raise ValueError("--agent_memory interecagent needs --interec_memory_file (create one with "
+                         "scripts/tools/init_interecagent_memory.py)")
+    from PersonalWAB.interec_memory import InterecMemoryStore
+
+    return InterecMemoryStore(config.interec_memory_file)

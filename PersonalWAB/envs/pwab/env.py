@@ -98,7 +98,9 @@ class PWABEnv:
         if action.name == RESPOND:
             if self.single_turn:
                 return "", None, True
-            return self._user_turn(str(action.arguments.get("content", "")))
+            arguments = action.arguments
+            content = arguments.get("content", "") if isinstance(arguments, dict) else arguments
+            return self._user_turn(str(content))
         if action.name == STOP:
             return "Task finished.", None, True
         function = WEB_FUNCTIONS.get(action.name)

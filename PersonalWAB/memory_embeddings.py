@@ -1,0 +1,278 @@
+"""MiniLM embeddings of every behaviour and every instruction of a data directory,
+computed once and kept on disk.
+
+`relevant` and `taskspe` memory rank a user's past behaviours by cosine similarity
+to the instruction. Encoding ~40 behaviours per task would cost seconds; with the
+vectors cached, a task costs one dot product over the user's rows.
+
+Cache layout (in `data.artifacts.cache_dir`):
+
+- `behaviour_embeddings.npy`: float32 `[n_behaviours, 384]`, L2-normalised. Users in
+  sorted id order; each user's rows in the loader's (time) order, so row `first + i`
+  belongs to `data.histories[user_id][i]`.
+- `behaviour_embeddings.json`: `{"fingerprint", "rows", "users": {user_id: [first, count]}}`.
+- `instruction_embeddings.npy` / `.json`: the distinct instruction texts of the train
+  split then the test split, in order of first appearance (`{"fingerprint", "rows"}`);
+  the text -> row map is rebuilt from the data on load.
+
+The fingerprints hash the embedded texts themselves (and the model name), so changed
+data, or a changed `behaviour_text`, invalidates the cache. The
+arrays are memory-mapped, so worker threads share one read-only copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Protocol
+
+import numpy as np
+
+from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.data.product_text import format_price
+
+EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+DIMENSION = 384
+REVIEW_CHARS = 300  # the opening of a review carries its gist; MiniLM cost grows with length
+CHUNK = 1024  # texts per encode call: large batches, with a progress line between them
+BEHAVIOURS = "behaviour_embeddings"
+INSTRUCTIONS = "instruction_embeddings"
+
+
+class Encoder(Protocol):
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+def clip(text: str, limit: int) -> str:
+    """One line of at most `limit` characters, cut at a word boundary."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] or text[:limit]
+    return cut + "…"
+
+
+def behaviour_text(behaviour: dict[str, Any]) -> str:
+    """What a behaviour is about, as matched against instructions: the product's
+    title, categories, store and price, then the user's review (clipped)."""
+    product, review = behaviour["product_info"], behaviour["review"]
+    return (
+        f"{product.get('title', '')}. Categories: {', '.join(product.get('categories') or [])}. "
+        f"Store: {product.get('store', '')}. Price: {format_price(product.get('price'))}. "
+        f"Review: {review.get('title', '')}. {clip(review.get('text', ''), REVIEW_CHARS)}"
+    )
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _fingerprint(texts: list[str]) -> str:
+    digest = hashlib.sha256(EMBEDDING_MODEL.encode())
+    for text in texts:
+        digest.update(text.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _instruction_texts(data: BenchmarkData) -> list[str]:
+    return list(dict.fromkeys(t["task"] for split in ("train", "test") for t in data.tasks.get(split, [])))
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run a block with `threads` intra-op threads (None: leave torch as it is)."""
+    if threads is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def encode_sorted(encoder: Encoder, texts: list[str], label: str,
+                  log: Callable[[str], None] | None = None) -> np.ndarray:
+    """Embed texts in length order (batches of similar length pad little), in
+    chunks with a progress line after each; rows come back in input order."""
+    out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    start = time.perf_counter()
+    for done in range(0, len(order), CHUNK):
+        rows = order[done:done + CHUNK]
+        out[rows] = encoder.encode([texts[i] for i in rows])
+        finished = done + len(rows)
+        if log is not None:
+            elapsed = time.perf_counter() - start
+            eta = elapsed / finished * (len(texts) - finished)
+            log(f"  {label}: {finished}/{len(texts)} embedded ({elapsed:.0f}s, about {eta:.0f}s left)")
+    return out
+
+
+def _write_atomic(path: Path, write: Callable[[Any], None]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as handle:
+        write(handle)
+    os.replace(tmp, path)
+
+
+def _save(cache_dir: Path, name: str, matrix: np.ndarray, index: dict[str, Any]) -> None:
+    """Matrix first, index last: an index is only ever next to the matrix it describes
+    (a reader that catches the old index with the new matrix sees a row-count or
+    fingerprint mismatch and rebuilds)."""
+    _write_atomic(cache_dir / f"{name}.npy", lambda h: np.save(h, matrix))
+    _write_atomic(cache_dir / f"{name}.json", lambda h: h.write(json.dumps(index).encode()))
+
+
+def _load(cache_dir: Path, name: str, fingerprint: str) -> tuple[np.ndarray, dict[str, Any]] | None:
+    """The cached matrix (memory-mapped) and index, or None when missing or stale."""
+    index_file, matrix_file = cache_dir / f"{name}.json", cache_dir / f"{name}.npy"
+    if not index_file.exists() or not matrix_file.exists():
+        return None
+    try:
+        index = json.loads(index_file.read_text())
+        matrix = np.load(matrix_file, mmap_mode="r")
+    except (OSError, ValueError):
+        return None
+    if index.get("fingerprint") != fingerprint or matrix.shape != (index.get("rows"), DIMENSION):
+        return None
+    return matrix, index
+
+
+class BehaviourEmbeddings:
+    """Cached embeddings of one data directory's behaviours and instructions.
+
+    Loaded (or built, once) on first use, under a lock, so threads can share one
+    instance; afterwards lookups are lock-free reads of memory-mapped arrays.
+    """
+
+    def __init__(self, data: BenchmarkData, encoder: Encoder | None = None):
+        self.data = data
+        self._encoder = encoder
+        self._lock = threading.Lock()
+        self._behaviours: np.ndarray | None = None
+        self._users: dict[str, tuple[int, int]] = {}
+        self._instructions: np.ndarray | None = None
+        self._instruction_rows: dict[str, int] = {}
+        self._adhoc: dict[str, np.ndarray] = {}
+
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            from PersonalWAB.envs.pwab.text_embedding import shared_embedder
+
+            self._encoder = shared_embedder()
+        return self._encoder
+
+    def ensure(self, force: bool = False, log: Callable[[str], None] | None = _to_stderr) -> dict[str, float]:
+        """Load both caches, building whichever is missing or stale (all with `force`);
+        returns seconds spent per cache built. A first lookup calls this too, so a run
+        without a prebuilt cache says on stderr why its first task waits."""
+        if self._instructions is not None and not force:
+            return {}
+        with self._lock:
+            if self._instructions is not None and not force:
+                return {}
+            seconds: dict[str, float] = {}
+            self._ensure_behaviours(force, log, seconds)
+            self._ensure_instructions(force, log, seconds)
+            return seconds
+
+    def _ensure_behaviours(self, force: bool, log: Callable[[str], None] | None,
+                           seconds: dict[str, float]) -> None:
+        users: dict[str, list[int]] = {}
+        texts: list[str] = []
+        for user_id in sorted(self.data.histories):
+            behaviours = self.data.histories[user_id]
+            users[user_id] = [len(texts), len(behaviours)]
+            texts.extend(behaviour_text(b) for b in behaviours)
+        fingerprint = _fingerprint(texts)
+        cache_dir = self.data.artifacts.cache_dir
+        loaded = None if force else _load(cache_dir, BEHAVIOURS, fingerprint)
+        if loaded is None:
+            if log is not None:
+                log(f"embedding {len(texts)} behaviours with MiniLM into {cache_dir / BEHAVIOURS}.npy (one-time)")
+            start = time.perf_counter()
+            matrix = encode_sorted(self.encoder, texts, "behaviours", log)
+            _save(cache_dir, BEHAVIOURS, matrix, {"fingerprint": fingerprint, "rows": len(texts), "users": users})
+            seconds[BEHAVIOURS] = time.perf_counter() - start
+            loaded = _load(cache_dir, BEHAVIOURS, fingerprint)
+        self._behaviours = loaded[0]
+        self._users = {user_id: (first, count) for user_id, (first, count) in loaded[1]["users"].items()}
+
+    def _ensure_instructions(self, force: bool, log: Callable[[str], None] | None,
+                             seconds: dict[str, float]) -> None:
+        texts = _instruction_texts(self.data)
+        fingerprint = _fingerprint(texts)
+        cache_dir = self.data.artifacts.cache_dir
+        loaded = None if force else _load(cache_dir, INSTRUCTIONS, fingerprint)
+        if loaded is None:
+            if log is not None:
+                log(f"embedding {len(texts)} instructions into {cache_dir / INSTRUCTIONS}.npy (one-time)")
+            start = time.perf_counter()
+            matrix = encode_sorted(self.encoder, texts, "instructions", log)
+            _save(cache_dir, INSTRUCTIONS, matrix, {"fingerprint": fingerprint, "rows": len(texts)})
+            seconds[INSTRUCTIONS] = time.perf_counter() - start
+            loaded = _load(cache_dir, INSTRUCTIONS, fingerprint)
+        self._instructions = loaded[0]
+        self._instruction_rows = {text: row for row, text in enumerate(texts)}
+
+    def instruction(self, text: str) -> np.ndarray:
+        """The instruction's embedding: from the cache, or encoded live (and kept)
+        for an instruction the data does not hold."""
+        self.ensure()
+        row = self._instruction_rows.get(text)
+        if row is not None:
+            return self._instructions[row]
+        vector = self._adhoc.get(text)
+        if vector is None:
+            vector = self.encoder.encode([text])[0]
+            with self._lock:
+                self._adhoc[text] = vector
+        return vector
+
+    def behaviours(self, user_id: str, count: int | None = None) -> np.ndarray:
+        """The user's first `count` behaviour rows (all by default), oldest first."""
+        self.ensure()
+        first, total = self._users.get(user_id, (0, 0))
+        return self._behaviours[first:first + (total if count is None else min(count, total))]
+
+    def scores(self, user_id: str, instruction: str, count: int) -> np.ndarray:
+        """Cosine similarity of the instruction to each of the user's first `count`
+        behaviours (the vectors are normalised, so a dot product)."""
+        return np.asarray(self.behaviours(user_id, count) @ self.instruction(instruction), dtype=np.float32)
+
+
+_SHARED: dict[Path, BehaviourEmbeddings] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_behaviour_embeddings(data: BenchmarkData) -> BehaviourEmbeddings:
+    """The one instance of a data directory (its caches are loaded lazily)."""
+    key = Path(data.data_dir).resolve()
+    with _SHARED_LOCK:
+        instance = _SHARED.get(key)
+        if instance is None or instance.data is not data:
+            instance = _SHARED[key] = BehaviourEmbeddings(data)
+        return instance
+
+
+def build_behaviour_embeddings(data: BenchmarkData, *, force: bool = False, threads: int | None = None,
+                               log: Callable[[str], None] | None = print) -> dict[str, float]:
+    """Build (or load) the data directory's embedding caches; seconds per cache built.
+
+    `threads` caps torch's intra-op threads while encoding (None: torch's default).
+    """
+    with torch_threads(threads):
+        return shared_behaviour_embeddings(data).ensure(force=force, log=log)
