@@ -197,36 +197,31 @@ class BehaviourEmbeddings:
             behaviours = self.data.histories[user_id]
             users[user_id] = [len(texts), len(behaviours)]
             texts.extend(behaviour_text(b) for b in behaviours)
-        fingerprint = _fingerprint(texts)
-        cache_dir = self.data.artifacts.cache_dir
-        loaded = None if force else _load(cache_dir, BEHAVIOURS, fingerprint)
-        if loaded is None:
-            if log is not None:
-                log(f"embedding {len(texts)} behaviours with MiniLM into {cache_dir / BEHAVIOURS}.npy (one-time)")
-            start = time.perf_counter()
-            matrix = encode_sorted(self.encoder, texts, "behaviours", log)
-            _save(cache_dir, BEHAVIOURS, matrix, {"fingerprint": fingerprint, "rows": len(texts), "users": users})
-            seconds[BEHAVIOURS] = time.perf_counter() - start
-            loaded = _load(cache_dir, BEHAVIOURS, fingerprint)
-        self._behaviours = loaded[0]
-        self._users = {user_id: (first, count) for user_id, (first, count) in loaded[1]["users"].items()}
+        matrix, meta = self._load_or_encode(BEHAVIOURS, "behaviours", texts, {"users": users}, force, log, seconds)
+        self._behaviours = matrix
+        self._users = {user_id: (first, count) for user_id, (first, count) in meta["users"].items()}
 
     def _ensure_instructions(self, force: bool, log: Callable[[str], None] | None,
                              seconds: dict[str, float]) -> None:
         texts = _instruction_texts(self.data)
+        self._instructions, _ = self._load_or_encode(INSTRUCTIONS, "instructions", texts, {}, force, log, seconds)
+        self._instruction_rows = {text: row for row, text in enumerate(texts)}
+
+    def _load_or_encode(self, name: str, label: str, texts: list[str], meta: dict[str, Any], force: bool,
+                        log: Callable[[str], None] | None, seconds: dict[str, float]) -> tuple[Any, dict[str, Any]]:
+        """The cached matrix of `texts` when it matches them, else encode and cache it."""
         fingerprint = _fingerprint(texts)
         cache_dir = self.data.artifacts.cache_dir
-        loaded = None if force else _load(cache_dir, INSTRUCTIONS, fingerprint)
+        loaded = None if force else _load(cache_dir, name, fingerprint)
         if loaded is None:
             if log is not None:
-                log(f"embedding {len(texts)} instructions into {cache_dir / INSTRUCTIONS}.npy (one-time)")
+                log(f"embedding {len(texts)} {label} with MiniLM into {cache_dir / name}.npy (one-time)")
             start = time.perf_counter()
-            matrix = encode_sorted(self.encoder, texts, "instructions", log)
-            _save(cache_dir, INSTRUCTIONS, matrix, {"fingerprint": fingerprint, "rows": len(texts)})
-            seconds[INSTRUCTIONS] = time.perf_counter() - start
-            loaded = _load(cache_dir, INSTRUCTIONS, fingerprint)
-        self._instructions = loaded[0]
-        self._instruction_rows = {text: row for row, text in enumerate(texts)}
+            matrix = encode_sorted(self.encoder, texts, label, log)
+            _save(cache_dir, name, matrix, {"fingerprint": fingerprint, "rows": len(texts), **meta})
+            seconds[name] = time.perf_counter() - start
+            loaded = _load(cache_dir, name, fingerprint)
+        return loaded
 
     def instruction(self, text: str) -> np.ndarray:
         """The instruction's embedding: from the cache, or encoded live (and kept)

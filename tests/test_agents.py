@@ -33,6 +33,7 @@ def test_tool_calls_are_scored_and_usage_recorded(tiny_data_dir, tiny_engines, t
     _, records = load_result_file(path)
     assert header["results"]["overall"]["avg_action_acc"] == 1.0
     assert compute_statistics(records) == header["results"]
+    assert "no price" in header["run_args"]["cost_note"]
     for record in records:
         usage = record["info"]["usage"]
         assert len(usage["total_tokens"]) == 1 and usage["total_tokens"][0] > 0
