@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = RunConfig()
     p.add_argument("--env", default=d.env, choices=["pwab"])
     p.add_argument("--model", default=d.model, help="any litellm model string (unused by offline agents)")
-    p.add_argument("--user_mode", default=d.user_mode, choices=["no", "naive", "human"])
+    p.add_argument("--user_mode", default=d.user_mode, choices=["no", "naive", "human", "offline"],
+                   help="multi-turn user simulator: naive (LLM), human (terminal), offline (rules, no model)")
     p.add_argument("--user_model", default=d.user_model)
     p.add_argument("--agent_strategy", default=d.agent_strategy, choices=AGENT_STRATEGIES)
     p.add_argument("--temperature", type=float, default=d.temperature)
@@ -127,6 +128,8 @@ def make_record(task_id: int, trial: int, task: dict[str, Any], env: Any, episod
         "user_cost": episode.user_cost,
         "usage": episode.usage.to_dict(),
     }
+    if env.leak_flags:
+        info["leak_guard"] = env.leak_flags
     if episode.error:
         info["error"] = episode.error
     return {
@@ -147,10 +150,14 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
     from PersonalWAB.envs.pwab.engines import shared_engines
     from PersonalWAB.envs.pwab.env import PWABEnv
     from PersonalWAB.envs.user import get_user
+    from PersonalWAB.envs.users.offline_user import NOTE as OFFLINE_USER_NOTE
     from PersonalWAB.paths import default_data_dir
     from PersonalWAB.results import ResultWriter, load_result_file
     from PersonalWAB.types import Episode
 
+    if config.user_mode == "human" and config.max_concurrency > 1:
+        raise ValueError("--user_mode human talks to one person: use --max_concurrency 1")
+    get_user(config.user_mode, config.user_model, config.user_api_base, config.seed)  # fail early on bad settings
     data = load_benchmark_data(config.data_dir or default_data_dir())
     for warning in data.warnings:
         log(f"warning: {warning}")
@@ -173,6 +180,8 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
         Path(config.resume_from) if config.resume_from else default_output_path(config, end))
     run_args = {**asdict(config), "data_dir": str(data.data_dir), "data_source": data.source,
                 "project_version": __version__}
+    if config.user_mode == "offline":
+        run_args["user_simulator_note"] = OFFLINE_USER_NOTE
     writer = ResultWriter(output, run_args, kept)
 
     kinds = {tasks[tid]["type"] for _, tid in jobs}
@@ -184,8 +193,8 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
     agent = build_agent(config.agent_strategy, data, config)
 
     def run_one(trial: int, task_id: int) -> dict[str, Any]:
-        env = PWABEnv(engines, config.task_split, get_user(config.user_mode, config.user_model),
-                      config.max_steps, offer_details=agent.offers_details)
+        user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries)
+        env = PWABEnv(engines, config.task_split, user, config.max_steps, offer_details=agent.offers_details)
         try:
             episode = agent.solve(env, task_id)
             if episode.usage.price_unknown:
@@ -196,6 +205,8 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
             episode = Episode(error=f"{type(exc).__name__}: {exc}")
             if config.verbose:
                 traceback.print_exc()
+        if user is not None:
+            episode.user_cost = user.cost
         return make_record(task_id, trial, tasks[task_id], env, episode)
 
     resumed = f"; {len(kept)} kept from {config.resume_from}" if config.resume_from else ""

@@ -6,6 +6,14 @@ the user's past behaviours: the store the user usually buys in the requested
 product line is added to search queries, past purchases feed the recommender,
 and the user's habitual review sentences shape the review. With `none` it uses
 the instruction alone, which makes the value of history visible in the scores.
+
+In the multi-turn track it reads the user's reply after each attempt and, unless
+built with `use_feedback=False`, refines its call: the content words of the
+user's feedback join the search query, past purchases that match them move to
+the most recent end of the recommender's sequence, and the review is rewritten
+to cover the aspects and rating the user asked for. It stops when the user ends
+the conversation or after `max_attempts` attempts; without feedback it makes one
+attempt and stops, as in the single-turn track.
 """
 
 from __future__ import annotations
@@ -34,6 +42,15 @@ STOPWORDS = frozenset(
     "find get like just also really very what which who how when where there their them they we our us "
     "do does did not no yes usually normally trust brand budget price range usual".split()
 )
+# Words of feedback that say how the user feels rather than what they want.
+FEEDBACK_WORDS = frozenset(
+    "closer but top ones none these after quite said put mention sound sounds more less keep stars give star "
+    "thanks thank okay ok great good not right wrong wanted want should must have from budget firm "
+    "never mind look elsewhere further down looks work "
+    "all at worked hard describe one item product products result results show showed shown try again".split()
+)
+CONTRACTION = re.compile(r"\b\w+'\w+\b")
+USER_MARKER = "\n\nUSER: "
 SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+")
 WORD = re.compile(r"[a-z0-9]+")
 
@@ -111,12 +128,60 @@ def target_product(observation: str, data: BenchmarkData, task: dict[str, Any]) 
     return task["target"]["product_info"]
 
 
+def user_reply(observation: str) -> str | None:
+    """The user's reply appended to an attempt's results (`...\n\nUSER: <reply>`), or None."""
+    _, marker, reply = observation.rpartition(USER_MARKER)
+    return reply.strip() if marker else None
+
+
+def feedback_words(replies: list[str]) -> list[str]:
+    """What the user asked for, as content words, in the order they were said."""
+    found = []
+    for reply in replies:
+        plain = CONTRACTION.sub(" ", reply.lower().replace("\u2019", "'"))
+        found.extend(w for w in WORD.findall(plain)
+                     if w not in STOPWORDS and w not in FEEDBACK_WORDS and len(w) > 1 and not w.isdigit())
+    return list(dict.fromkeys(found))
+
+
+def refine_sequence(sequence: list[str], data: BenchmarkData, wanted: list[str]) -> list[str]:
+    """Move past purchases that match the user's feedback to the most recent end."""
+    wanted_set = set(wanted)
+
+    def matches(asin: str) -> int:
+        product = data.products.get(asin) or {}
+        text = f"{product.get('title', '')} {product.get('store', '')} {' '.join(product.get('categories') or [])}"
+        return len(wanted_set & content_words(text))
+
+    scores = {asin: matches(asin) for asin in sequence}
+    return sorted(sequence, key=lambda asin: scores[asin])  # stable: time order kept within a score
+
+
+def refine_review(review: str, wanted: list[str], replies: list[str]) -> str:
+    """Add the aspects and rating the user asked for."""
+    extra = [w for w in wanted if w not in content_words(review)]
+    rating = None
+    for reply in replies:
+        found = re.search(r"(\d(?:\.\d)?) stars", reply)
+        if found:
+            rating = found.group(1)
+    parts = [review]
+    if extra:
+        parts.append(f"What stands out: {', '.join(extra)}.")
+    if rating:
+        parts.append(f"{rating} stars from me.")
+    return " ".join(parts)
+
+
 class HeuristicAgent(Agent):
-    def __init__(self, data: BenchmarkData, memory_mode: str = "last", memory_length: int = 50, seed: int = 0):
+    def __init__(self, data: BenchmarkData, memory_mode: str = "last", memory_length: int = 50, seed: int = 0,
+                 use_feedback: bool = True, max_attempts: int = 4):
         self.data = data
         self.memory_mode = memory_mode
         self.memory_length = memory_length
         self.seed = seed
+        self.use_feedback = use_feedback
+        self.max_attempts = max_attempts
 
     def decide(self, observation: str, task: dict[str, Any]) -> Action:
         memory = retrieve_memory(self.data, task, self.memory_mode, self.memory_length, self.seed)
@@ -128,13 +193,38 @@ class HeuristicAgent(Agent):
             return Action(name, {"product_sequence": recommendation_sequence(memory)})
         return Action(name, {"review": write_review(target_product(observation, self.data, task), memory)})
 
+    def refine(self, first: Action, replies: list[str]) -> Action:
+        """The first call, refined by everything the user has said since."""
+        wanted = feedback_words(replies)
+        if first.name == "search_product_by_query":
+            query = first.arguments["query"]
+            extra = [w for w in wanted if w not in content_words(query)]
+            return Action(first.name, {"query": " ".join([query, *extra])})
+        if first.name == "get_recommendations_by_history":
+            return Action(first.name, {"product_sequence": refine_sequence(
+                first.arguments["product_sequence"], self.data, wanted)})
+        return Action(first.name, {"review": refine_review(first.arguments["review"], wanted, replies)})
+
+    def next_action(self, observation: str, task: dict[str, Any], episode: Episode, env: PWABEnv,
+                    replies: list[str]) -> Action:
+        if not episode.actions:
+            return self.decide(observation, task)
+        if env.single_turn or not self.use_feedback:
+            return Action("stop")
+        reply = user_reply(observation)
+        if reply is None or len(env.attempts) >= self.max_attempts:
+            return Action("stop")
+        replies.append(reply)
+        return self.refine(Action(**episode.actions[0]), replies)
+
     def solve(self, env: PWABEnv, task_index: int) -> Episode:
         observation, info = env.reset(task_index)
         episode = Episode(traj=[{"role": "system", "content": SYSTEM_PROMPT},
                                 {"role": "user", "content": observation}])
+        replies: list[str] = []
         done = False
         while not done:
-            action = self.decide(observation, info["task"]) if not episode.actions else Action("stop")
+            action = self.next_action(observation, info["task"], episode, env, replies)
             episode.usage.add_call()
             call_id = f"call_{len(episode.actions)}"
             episode.traj.append({

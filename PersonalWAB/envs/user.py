@@ -22,10 +22,28 @@ class UserSimulator(ABC):
         """Answer the agent's message or react to the results it shows; STOP_TOKEN ends."""
 
 
-def get_user(user_mode: str, user_model: str | None = None) -> UserSimulator | None:
-    """`no` is the single-turn track (no simulated user)."""
+USER_MODES = ("no", "naive", "human", "offline")
+
+
+def get_user(user_mode: str, user_model: str | None = None, user_api_base: str | None = None,
+             seed: int = 0, max_retries: int = 5) -> UserSimulator | None:
+    """The simulated user for `--user_mode`: `no` is the single-turn track (no user);
+    `naive` an LLM user (`user_model`, optionally served at `user_api_base`); `human`
+    a person at the terminal; `offline` a rule-based user, deterministic given `seed`."""
     if user_mode == "no":
         return None
-    raise ValueError(
-        f"user_mode {user_mode!r} is not available in this version; the single-turn track uses --user_mode no"
-    )
+    if user_mode == "naive":
+        if not user_model:
+            raise ValueError("--user_mode naive needs --user_model (any litellm model string, e.g. gpt-4o-mini)")
+        from PersonalWAB.envs.users.llm_user import LLMUser
+
+        return LLMUser(user_model, api_base=user_api_base, max_retries=max_retries)
+    if user_mode == "human":
+        from PersonalWAB.envs.users.human_user import HumanUser
+
+        return HumanUser()
+    if user_mode == "offline":
+        from PersonalWAB.envs.users.offline_user import OfflineUser
+
+        return OfflineUser(seed=seed)
+    raise ValueError(f"unknown user_mode {user_mode!r}; expected one of {USER_MODES}")

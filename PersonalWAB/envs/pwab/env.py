@@ -4,7 +4,8 @@ Single-turn (`max_steps == -1`): the task ends at the first action function, or
 with (0, 0) on a message to the user. Multi-turn (`max_steps > 0`): every action
 function call is a scored attempt, the simulated user sees the results and
 replies, and the episode ends on `stop`, on the user's STOP token or after
-`max_steps` agent steps.
+`max_steps` agent steps. Every user message passes the leak guard (target
+ASIN and copied review spans masked) before the agent reads it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from PersonalWAB.envs.pwab.engines import Engines
 from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS, FunctionOutput
 from PersonalWAB.envs.pwab.scoring import score_attempt
 from PersonalWAB.envs.user import STOP_TOKEN, UserSimulator
+from PersonalWAB.envs.users.leak_guard import guard_message
 from PersonalWAB.errors import ToolArgumentError
 from PersonalWAB.types import RESPOND, STOP, Action, Attempt
 
@@ -63,6 +65,7 @@ class PWABEnv:
         self.attempts: list[Attempt] = []
         self.steps = 0
         self.done = True
+        self.leak_flags: list[dict[str, Any]] = []  # user messages the leak guard masked
 
     @property
     def single_turn(self) -> bool:
@@ -76,9 +79,10 @@ class PWABEnv:
         self.attempts = []
         self.steps = 0
         self.done = False
+        self.leak_flags = []
         opening = None
         if self.user is not None:
-            opening = self.user.reset(self.task, self.data.profile(self.task["user_id"]))
+            opening = self._guard(self.user.reset(self.task, self.data.profile(self.task["user_id"])))
         return first_observation(self.task, opening), {"task": self.task, "task_index": task_index}
 
     def step(self, action: Action | dict[str, Any]) -> tuple[str, list[float], bool, dict[str, Any]]:
@@ -125,7 +129,14 @@ class PWABEnv:
     def _user_turn(self, message: str) -> tuple[str, None, bool]:
         reply = self.user.reply(message)
         done = STOP_TOKEN in reply
-        return reply, None, done
+        return self._guard(reply), None, done
+
+    def _guard(self, message: str) -> str:
+        """Mask the target ASIN and copied review spans before the agent reads a user message."""
+        guarded = guard_message(message, self.task)
+        if guarded.flagged:
+            self.leak_flags.append({"step": self.steps, "masked": guarded.masked, "message": guarded.text})
+        return guarded.text
 
 
 def get_env(env_name: str = "pwab", user_mode: str = "no", user_model: str | None = None,

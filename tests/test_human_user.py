@@ -1,0 +1,84 @@
+"""`--user_mode human`: a person at a terminal plays the user (driven here through a pseudo-terminal)."""
+
+import io
+import json
+import os
+import pty
+import select
+import sys
+import time
+
+from PersonalWAB.envs.user import STOP_TOKEN
+from PersonalWAB.envs.users.human_user import PROMPT, HumanUser
+from tests.conftest import REPO_ROOT
+
+
+def test_human_user_reads_lines_and_ends_politely_on_eof(tiny_data):
+    task = tiny_data.split("test")[0]
+    lines = iter(["", "cheaper please"])
+
+    def read(prompt):
+        try:
+            return next(lines)
+        except StopIteration:
+            raise EOFError from None
+
+    out = io.StringIO()
+    user = HumanUser(read=read, out=out)
+    assert user.reset(task, tiny_data.profile(task["user_id"])) == task["task"]
+    assert user.reply("Here are the results") == "cheaper please"
+    assert STOP_TOKEN in user.reply("Better?")
+    shown = out.getvalue()
+    assert "AGENT: Here are the results" in shown and "end of input" in shown
+
+
+def read_until(fd, needle, buffer, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while needle not in buffer[0]:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"timed out waiting for {needle!r}; got:\n{buffer[0][-2000:]}"
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536).decode(errors="replace")
+            except OSError:  # the child closed the terminal
+                chunk = ""
+            assert chunk, f"the session ended before {needle!r}; got:\n{buffer[0][-2000:]}"
+            buffer[0] += chunk
+    position = buffer[0].index(needle) + len(needle)
+    buffer[0] = buffer[0][position:]
+
+
+def test_human_session_through_a_pseudo_terminal(tiny_data_dir, tiny_engines, tmp_path):
+    output = tmp_path / "human.json"
+    argv = [sys.executable, str(REPO_ROOT / "run.py"), "--user_mode", "human", "--max_steps", "3",
+            "--agent_strategy", "heuristic", "--agent_memory", "none", "--data_dir", str(tiny_data_dir),
+            "--search_backend", "lucene", "--end_index", "2", "--output", str(output)]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the terminal session
+        os.chdir(REPO_ROOT)
+        os.execv(sys.executable, argv)
+    buffer = [""]
+    try:
+        # Task 0 (search): one refining reply, then end-of-input ends the conversation.
+        read_until(fd, PROMPT, buffer)
+        store = tiny_engines.data.split("test")[0]["target"]["product_info"]["store"]
+        os.write(fd, f"I want it from {store}\n".encode())
+        read_until(fd, PROMPT, buffer)
+        os.write(fd, b"\x04")  # Ctrl-D at the start of a line: EOF
+        read_until(fd, "end of input", buffer)
+        # Task 1 (recommend): the user types the STOP token.
+        read_until(fd, PROMPT, buffer)
+        os.write(fd, f"Great, thanks {STOP_TOKEN}\n".encode())
+        read_until(fd, "result file:", buffer)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.WEXITSTATUS(status) == 0
+    records = {r["task_id"]: r for r in json.loads(output.read_text())[1:]}
+    first, second = records[0], records[1]
+    assert len(first["action_acc"]) == 2
+    refined = first["info"]["actions"][1]["arguments"]["query"]
+    assert store.split()[0].lower() in refined.lower()
+    assert first["traj"][-1]["content"].endswith(STOP_TOKEN)
+    assert len(second["action_acc"]) == 1 and second["traj"][-1]["content"].endswith(STOP_TOKEN)
