@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-AGENT_STRATEGIES = ("heuristic", "function_calling", "react", "react_reflect", "recmind")
-LLM_STRATEGIES = AGENT_STRATEGIES[1:]
+AGENT_STRATEGIES = ("heuristic", "function_calling", "react", "react_reflect", "recmind", "puma")
+LLM_STRATEGIES = ("function_calling", "react", "react_reflect", "recmind")
 
 
 def build_agent(strategy: str, data: Any, config: Any) -> Any:
@@ -14,6 +14,8 @@ def build_agent(strategy: str, data: Any, config: Any) -> Any:
         from PersonalWAB.agents.heuristic import HeuristicAgent
 
         return HeuristicAgent(data, config.agent_memory, config.memory_length, config.seed)
+    if strategy == "puma":
+        return _puma_agent(data, config)
     if strategy not in LLM_STRATEGIES:
         raise ValueError(f"unknown agent strategy {strategy!r}; expected one of {AGENT_STRATEGIES}")
     if not config.model:
@@ -30,6 +32,21 @@ def build_agent(strategy: str, data: Any, config: Any) -> Any:
     agent_class = {"function_calling": FunctionCallingAgent, "react": ReActAgent,
                    "react_reflect": ReflectiveReActAgent, "recmind": RecMindAgent}[strategy]
     return agent_class(client, data, memory)
+
+
+def _puma_agent(data: Any, config: Any) -> Any:
+    from PersonalWAB.agents.puma import LiveGenerator, PumaAgent
+
+    generator = None
+    if config.puma_generate:
+        if not config.puma_model_path:
+            raise ValueError("--puma_generate needs --puma_model_path (a merged model or a LoRA adapter folder)")
+        from PersonalWAB.memory_embeddings import build_behaviour_embeddings
+
+        build_behaviour_embeddings(data, log=None)  # the task-specific memory ranks behaviours by relevance
+        generator = LiveGenerator(config.puma_model_path)
+    return PumaAgent(data, config.puma_function_file, config.puma_param_file, generator,
+                     memory_length=config.memory_length, mem_token_length=config.mem_token_length)
 
 
 def _function_file(config: Any) -> dict[str, str] | None:

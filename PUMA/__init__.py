@@ -1,0 +1,12 @@
+"""PUMA (Personalized User Memory-enhanced Alignment): the fine-tuning pipeline of the
+PersonalWAB paper. Each step is a library module with a thin CLI:
+
+- `PUMA.data`: function and parameter SFT data (step 1)
+- `PUMA.sft`: LoRA SFT on function / param / function_param data (step 2)
+- `PUMA.generate`: function predictions and parameter candidates (step 3)
+- `PUMA.score`: benchmark scores of every candidate (step 4)
+- `PUMA.dpo_data`: chosen/rejected pairs (step 5)
+- `PUMA.merge`, `PUMA.dpo`: merge the SFT LoRA, then DPO with LoRA (step 6)
+- `PersonalWAB.agents.puma`: the evaluated agent (step 7)
+- `PUMA.tiny_model`: a tiny random Llama + local tokenizer for CPU tests and the smoke run
+"""

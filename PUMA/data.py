@@ -1,0 +1,162 @@
+"""Step 1: SFT data for PUMA's function and parameter generation.
+
+Function data: prompt = the function prompt with the instruction, label = the gold
+function name. Parameter data: prompt = the PUMA parameter prompt with the
+instruction (+ a one-line summary of the product under review), the task-specific
+memory for the gold function truncated to `mem_token_length` tokens of the base
+model's tokenizer, and the function name; label =
+- search: a query written by an LLM (through `LLMClient`, `--query_model`) from the
+  instruction and memory on the train split; without a query model (and on the test
+  split) the offline fallback: the instruction plus the store the user usually buys
+  in that product line (`PersonalWAB.agents.heuristic.search_query`);
+- recommend: the ASINs of the user's earlier purchases in the target's category
+  (main category), oldest first, the last 30, ", "-joined; the target ASIN if none;
+- review: the real review text.
+
+Files (JSON lists of {instruction, type, split, function, prompt, label}):
+`function_{train,test}.json`, `param_{train,test}.json` in `--out_dir`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from PersonalWAB.agents.heuristic import search_query
+from PersonalWAB.agents.puma import function_prompt, parameter_prompt, truncate_tokens
+from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH, numbered, retrieve_memory, taskspe_entries
+from PUMA.cli import add_dataclass_arguments, config_from_args
+from PUMA.modeling import write_json
+
+RECOMMEND_LIMIT = 30
+QUERY_SYSTEM = ("You write product search queries for an online shop. Reply with the query only: a few "
+                "keywords, no explanation.")
+QUERY_USER = ("A user asked: {instruction}\n\nTheir past purchases (title | category | price | store):\n"
+              "{memory}\n\nWrite the search query that finds the product this user wants, adding the brand, "
+              "store or price range they favour when the history shows one.")
+
+
+@dataclass
+class DataConfig:
+    data_dir: str | None = None
+    out_dir: str = "PUMA/data"
+    model_path: str = "meta-llama/Llama-2-7b-chat-hf"  # only its tokenizer is used (memory truncation)
+    mem_token_length: int = 768
+    memory_length: int = 50
+    splits: str = "train,test"
+    query_model: str | None = None  # litellm model string for the search labels
+    api_base: str | None = None
+    max_retries: int = 5
+
+
+def gold_function(task: dict[str, Any]) -> str:
+    return FUNCTION_FOR_TASK_TYPE[task["type"]]
+
+
+def function_examples(tasks: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+    return [{"instruction": t["task"], "type": t["type"], "split": split, "function": gold_function(t),
+             "prompt": function_prompt(t["task"]), "label": gold_function(t)} for t in tasks]
+
+
+def recommend_label(data: BenchmarkData, task: dict[str, Any], limit: int = RECOMMEND_LIMIT) -> str:
+    target = task["target"]["product_info"]
+    earlier = data.behaviours_before(task["user_id"], task["timestamp"])
+    same = [b["product_info"]["parent_asin"] for b in earlier
+            if b["product_info"].get("main_category") == target.get("main_category")]
+    asins = list(dict.fromkeys(reversed(same)))[:limit][::-1]  # the latest `limit` distinct, oldest first
+    return ", ".join(asins) if asins else target["parent_asin"]
+
+
+def llm_query(client: Any, instruction: str, behaviours: list[dict[str, Any]]) -> str:
+    memory = numbered(taskspe_entries(behaviours, SEARCH)) or "(none)"
+    reply = client.complete([{"role": "system", "content": QUERY_SYSTEM},
+                             {"role": "user", "content": QUERY_USER.format(instruction=instruction, memory=memory)}])
+    text = " ".join((reply.message.get("content") or "").split()).strip().strip('"')
+    return text or search_query(instruction, behaviours)
+
+
+def param_label(data: BenchmarkData, task: dict[str, Any], behaviours: list[dict[str, Any]],
+                client: Any = None) -> str:
+    function = gold_function(task)
+    if function == SEARCH:
+        return llm_query(client, task["task"], behaviours) if client else search_query(task["task"], behaviours)
+    if function == RECOMMEND:
+        return recommend_label(data, task)
+    return task["target"]["review"]["text"]
+
+
+def param_examples(data: BenchmarkData, tasks: list[dict[str, Any]], split: str, tokenizer: Any,
+                   mem_token_length: int, memory_length: int, client: Any = None) -> list[dict[str, Any]]:
+    examples = []
+    for task in tasks:
+        function = gold_function(task)
+        behaviours = retrieve_memory(data, task, "taskspe", memory_length, function_name=function)
+        memory = truncate_tokens(numbered(taskspe_entries(behaviours, function)) or "(no history)",
+                                 tokenizer, mem_token_length)
+        product = task["target"]["product_info"] if function == REVIEW else None
+        examples.append({"instruction": task["task"], "type": task["type"], "split": split, "function": function,
+                         "prompt": parameter_prompt(task["task"], function, memory, product),
+                         "label": param_label(data, task, behaviours, client)})
+    return examples
+
+
+def _load(config: DataConfig) -> BenchmarkData:
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.paths import default_data_dir
+
+    return load_benchmark_data(config.data_dir or default_data_dir())
+
+
+def prepare_function_data(config: DataConfig, log: Callable[[str], None] = print) -> list[Path]:
+    data = _load(config)
+    written = []
+    for split in config.splits.split(","):
+        path = write_json(Path(config.out_dir) / f"function_{split}.json", function_examples(data.split(split), split))
+        log(f"{path}: {len(data.split(split))} function examples")
+        written.append(path)
+    return written
+
+
+def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -> list[Path]:
+    from PersonalWAB.memory_embeddings import build_behaviour_embeddings
+    from PUMA.modeling import load_tokenizer
+
+    data = _load(config)
+    build_behaviour_embeddings(data, log=log)
+    tokenizer = load_tokenizer(config.model_path)
+    client = None
+    if config.query_model:
+        from PersonalWAB.llm import LLMClient
+
+        client = LLMClient(config.query_model, api_base=config.api_base, max_retries=config.max_retries)
+    written = []
+    for split in config.splits.split(","):
+        examples = param_examples(data, data.split(split), split, tokenizer, config.mem_token_length,
+                                  config.memory_length, client if split == "train" else None)
+        path = write_json(Path(config.out_dir) / f"param_{split}.json", examples)
+        log(f"{path}: {len(examples)} parameter examples")
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m PUMA.data", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=("function", "param", "all"))
+    add_dataclass_arguments(parser, DataConfig)
+    args = parser.parse_args(argv)
+    config = config_from_args(DataConfig, args)
+    if args.kind in ("function", "all"):
+        prepare_function_data(config)
+    if args.kind in ("param", "all"):
+        prepare_param_data(config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

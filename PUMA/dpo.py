@@ -1,0 +1,95 @@
+"""Step 6b: DPO (TRL `DPOTrainer`) with a LoRA adapter on the merged SFT model.
+
+Defaults are the release's: beta 0.1, lr 5e-5, 5 epochs, max length 1024, max prompt
+length 768. TRL 1.16's `DPOConfig` has no prompt-length field, so prompts longer than
+`max_prompt_length` tokens are cut here, keeping their end (memory tail and the
+parameter cue), before TRL truncates whole sequences to `max_length`.
+Runs under `accelerate launch` like the SFT step.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PUMA.sft import LORA_TARGETS
+
+
+@dataclass
+class DPOStepConfig:
+    model_path: str = "PUMA/output/sft_merged"
+    data_file: str = "PUMA/data/dpo_train.json"
+    output_dir: str = "PUMA/output/dpo"
+    beta: float = 0.1
+    learning_rate: float = 5e-5
+    num_train_epochs: float = 5
+    max_length: int = 1024
+    max_prompt_length: int = 768
+    per_device_train_batch_size: int = 1
+    gradient_accumulation_steps: int = 16
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: str = LORA_TARGETS
+    logging_steps: int = 10
+    save_strategy: str = "epoch"
+    save_total_limit: int = 2
+    bf16: bool = False
+    fp16: bool = False
+    gradient_checkpointing: bool = False
+    deepspeed: str | None = None
+    seed: int = 42
+
+
+def cut_prompt(tokenizer: Any, prompt: str, max_tokens: int) -> str:
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    return prompt if len(ids) <= max_tokens else tokenizer.decode(ids[-max_tokens:], skip_special_tokens=True)
+
+
+def train_dpo(config: DPOStepConfig) -> Path:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import DPOConfig, DPOTrainer
+
+    from PUMA.modeling import _offline_if_local, load_tokenizer, read_json, torch_dtype
+    from PUMA.sft import lora_config
+
+    _offline_if_local(config.model_path)
+    tokenizer = load_tokenizer(config.model_path)
+    pairs = read_json(config.data_file)
+    if not pairs:
+        raise ValueError(f"{config.data_file}: no preference pairs (all candidates scored alike?)")
+    dataset = Dataset.from_list([{"prompt": cut_prompt(tokenizer, p["prompt"], config.max_prompt_length),
+                                  "chosen": p["chosen"], "rejected": p["rejected"]} for p in pairs])
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, dtype=torch_dtype(config.bf16, config.fp16))
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    args = DPOConfig(
+        output_dir=config.output_dir, beta=config.beta, learning_rate=config.learning_rate,
+        num_train_epochs=config.num_train_epochs, max_length=config.max_length,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps, logging_steps=config.logging_steps,
+        save_strategy=config.save_strategy, save_total_limit=config.save_total_limit, bf16=config.bf16,
+        fp16=config.fp16, gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed,
+        seed=config.seed, report_to="none", disable_tqdm=True,
+    )
+    trainer = DPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                         peft_config=lora_config(config))
+    trainer.train()
+    trainer.save_model(config.output_dir)
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(config.output_dir)
+    return Path(config.output_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from PUMA.cli import parse_config
+
+    print(f"DPO LoRA adapter saved in {train_dpo(parse_config(DPOStepConfig, argv, 'python -m PUMA.dpo', __doc__))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

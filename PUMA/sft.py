@@ -1,0 +1,158 @@
+"""Step 2: supervised fine-tuning with LoRA on PUMA's function and/or parameter data.
+
+The loss covers only the label tokens (and the EOS after them): prompt and padding
+positions get label -100. Batches are padded to their longest example. Training
+runs through the Hugging Face `Trainer`, so `accelerate launch` (optionally with a
+DeepSpeed config) spreads it over several GPUs:
+
+    accelerate launch --config_file PUMA/configs/accelerate_multi_gpu.yaml -m PUMA.sft \\
+        --model_path meta-llama/Llama-2-7b-chat-hf --train_on function_param --bf16
+
+Defaults are the release's: LoRA r=16, alpha=32, dropout 0 on q,k,v,o,gate,up,down;
+10 epochs; lr 3e-4; per-device batch 1 x gradient accumulation 16; max length 1280.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+IGNORE_INDEX = -100
+LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+
+
+@dataclass
+class SFTConfig:
+    model_path: str = "meta-llama/Llama-2-7b-chat-hf"
+    train_on: str = "function_param"  # function | param | function_param
+    function_data: str = "PUMA/data/function_train.json"
+    param_data: str = "PUMA/data/param_train.json"
+    output_dir: str = "PUMA/output/sft"
+    num_train_epochs: float = 10
+    learning_rate: float = 3e-4
+    per_device_train_batch_size: int = 1
+    gradient_accumulation_steps: int = 16
+    max_length: int = 1280
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0
+    lora_target_modules: str = LORA_TARGETS
+    warmup_steps: int = 0
+    logging_steps: int = 10
+    save_strategy: str = "epoch"
+    save_total_limit: int = 2
+    bf16: bool = False
+    fp16: bool = False
+    gradient_checkpointing: bool = False
+    deepspeed: str | None = None
+    seed: int = 42
+    max_examples: int = -1  # -1: all
+
+
+def encode_example(tokenizer: Any, prompt: str, label: str, max_length: int) -> dict[str, list[int]]:
+    """input_ids = [BOS] prompt label EOS; labels = -100 over the prompt. Over-long
+    examples keep the label (up to half the budget) and the prompt's head and tail."""
+    prompt_ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    label_ids = tokenizer(label, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    if len(prompt_ids) + len(label_ids) > max_length:
+        label_ids = label_ids[:max(max_length // 2, max_length - len(prompt_ids))]
+        room = max_length - len(label_ids)
+        if len(prompt_ids) > room:
+            head = room // 2
+            prompt_ids = prompt_ids[:head] + prompt_ids[len(prompt_ids) - (room - head):]
+    return {"input_ids": prompt_ids + label_ids,
+            "labels": [IGNORE_INDEX] * len(prompt_ids) + label_ids}
+
+
+class PadToLongestCollator:
+    """Right-pads a batch to its longest example: pad id / attention 0 / label -100."""
+
+    def __init__(self, pad_token_id: int):
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, features: list[dict[str, list[int]]]) -> dict[str, Any]:
+        import torch
+
+        longest = max(len(f["input_ids"]) for f in features)
+        input_ids, attention, labels = [], [], []
+        for f in features:
+            pad = longest - len(f["input_ids"])
+            input_ids.append(list(f["input_ids"]) + [self.pad_token_id] * pad)
+            attention.append([1] * len(f["input_ids"]) + [0] * pad)
+            labels.append(list(f["labels"]) + [IGNORE_INDEX] * pad)
+        return {"input_ids": torch.tensor(input_ids), "attention_mask": torch.tensor(attention),
+                "labels": torch.tensor(labels)}
+
+
+def load_examples(config: SFTConfig) -> list[dict[str, str]]:
+    from PUMA.modeling import read_json
+
+    if config.train_on not in ("function", "param", "function_param"):
+        raise ValueError(f"--train_on must be function, param or function_param, got {config.train_on!r}")
+    examples: list[dict[str, str]] = []
+    if config.train_on in ("function", "function_param"):
+        examples += read_json(config.function_data)
+    if config.train_on in ("param", "function_param"):
+        examples += read_json(config.param_data)
+    if config.max_examples > 0:
+        examples = examples[:config.max_examples]
+    if not examples:
+        raise ValueError("no SFT examples: run PUMA/scripts/pre_sft_func_data.sh and pre_sft_param_data.sh first")
+    return examples
+
+
+def lora_config(config: Any) -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                      target_modules=[m.strip() for m in config.lora_target_modules.split(",") if m.strip()],
+                      bias="none", task_type="CAUSAL_LM")
+
+
+def train_sft(config: SFTConfig) -> Path:
+    """Fine-tune and save the LoRA adapter (and tokenizer) in `output_dir`; returns it."""
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+    from PUMA.modeling import _offline_if_local, load_tokenizer, torch_dtype
+
+    _offline_if_local(config.model_path)
+    tokenizer = load_tokenizer(config.model_path)
+    dataset = [encode_example(tokenizer, e["prompt"], e["label"], config.max_length) for e in load_examples(config)]
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, dtype=torch_dtype(config.bf16, config.fp16))
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.enable_input_require_grads()
+    model = get_peft_model(model, lora_config(config))
+    args = TrainingArguments(
+        output_dir=config.output_dir, num_train_epochs=config.num_train_epochs, learning_rate=config.learning_rate,
+        per_device_train_batch_size=config.per_device_train_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps, warmup_steps=config.warmup_steps,
+        logging_steps=config.logging_steps, save_strategy=config.save_strategy,
+        save_total_limit=config.save_total_limit, bf16=config.bf16, fp16=config.fp16, seed=config.seed,
+        deepspeed=config.deepspeed, report_to="none", remove_unused_columns=False,
+        disable_tqdm=True, dataloader_num_workers=0,
+    )
+    trainer = Trainer(model=model, args=args, train_dataset=dataset,
+                      data_collator=PadToLongestCollator(tokenizer.pad_token_id), processing_class=tokenizer)
+    trainer.train()
+    trainer.save_model(config.output_dir)
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(config.output_dir)
+    return Path(config.output_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from PUMA.cli import parse_config
+
+    out = train_sft(parse_config(SFTConfig, argv, "python -m PUMA.sft", __doc__))
+    print(f"LoRA adapter saved in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""A tiny randomly initialised Llama and a BPE tokenizer trained locally on a data
+directory's texts, saved like a hub model so every PUMA step loads them by path.
+For CPU tests and the smoke run only: it learns little.
+
+`python -m PUMA.tiny_model --data_dir DIR --out DIR [--vocab_size 1000 --hidden_size 64 --layers 2 --heads 4]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
+
+
+@dataclass
+class TinyModelConfig:
+    vocab_size: int = 1000
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    layers: int = 2
+    heads: int = 4
+    max_positions: int = 2048
+    seed: int = 0
+
+
+def corpus(data_dir: Path | str, limit: int = 20_000) -> Iterator[str]:
+    """Instructions, product titles/stores and review texts of a data directory, plus the
+    function names and prompt words every PUMA prompt uses."""
+    from PersonalWAB.agents.puma import FUNCTION_PROMPT, PARAMETER_PROMPT, TOOL_GOALS
+    from PersonalWAB.data.loader import load_benchmark_data
+
+    data = load_benchmark_data(data_dir)
+    yield FUNCTION_PROMPT
+    yield PARAMETER_PROMPT
+    yield from TOOL_GOALS.values()
+    count = 0
+    for split in data.tasks.values():
+        for task in split:
+            yield task["task"]
+    for product in data.products.values():
+        yield f"{product.get('title', '')} | {product.get('main_category', '')} | {product.get('store', '')} | " \
+              f"{product.get('parent_asin', '')}"
+        count += 1
+        if count >= limit:
+            break
+    for behaviours in data.histories.values():
+        for behaviour in behaviours:
+            yield behaviour["review"].get("text", "")
+
+
+def train_tokenizer(texts: Iterator[str], vocab_size: int = 1000) -> "PreTrainedTokenizerFast":
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE(unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    backend.train_from_iterator(texts, trainer=trainer)
+    bos = backend.token_to_id("<s>")
+    backend.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B",
+                                                           special_tokens=[("<s>", bos)])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                                   pad_token="<pad>", model_max_length=4096)
+
+
+def make_tiny_model(data_dir: Path | str, out: Path | str, config: TinyModelConfig | None = None) -> Path:
+    """Train the tokenizer, build the random Llama, save both into `out`; returns `out`."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = config or TinyModelConfig()
+    out = Path(out)
+    tokenizer = train_tokenizer(corpus(data_dir), config.vocab_size)
+    torch.manual_seed(config.seed)
+    model_config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.layers, num_attention_heads=config.heads, num_key_value_heads=config.heads,
+        max_position_embeddings=config.max_positions, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(model_config)
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m PUMA.tiny_model", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", required=True)
+    parser.add_argument("--out", required=True)
+    d = TinyModelConfig()
+    parser.add_argument("--vocab_size", type=int, default=d.vocab_size)
+    parser.add_argument("--hidden_size", type=int, default=d.hidden_size)
+    parser.add_argument("--layers", type=int, default=d.layers)
+    parser.add_argument("--heads", type=int, default=d.heads)
+    parser.add_argument("--seed", type=int, default=d.seed)
+    args = parser.parse_args(argv)
+    config = TinyModelConfig(vocab_size=args.vocab_size, hidden_size=args.hidden_size,
+                             intermediate_size=2 * args.hidden_size, layers=args.layers, heads=args.heads,
+                             seed=args.seed)
+    out = make_tiny_model(args.data_dir, args.out, config)
+    print(f"tiny model and tokenizer saved in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

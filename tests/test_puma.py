@@ -1,0 +1,148 @@
+"""PUMA pipeline: SFT labels/loss, DPO pairs, parameter parsing, the puma agent, and a
+short SFT -> generation -> DPO pass on a tiny random Llama (CPU, no hub)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from PersonalWAB.agents.puma import parse_asins, parse_parameters
+from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
+from PUMA.dpo_data import make_pairs
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tiny_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from PUMA.tiny_model import make_tiny_model
+
+    return make_tiny_model(tiny_data_dir, tmp_path_factory.mktemp("tiny_llama"))
+
+
+def test_parameter_parsing_rules():
+    assert parse_asins(" B1, B2 ,B1,, B3 ,B2") == ["B1", "B2", "B3"]
+    action = parse_parameters(RECOMMEND, "B9, B2, B9, B1")
+    assert action.name == RECOMMEND and action.arguments == {"product_sequence": ["B9", "B2", "B1"]}
+    assert parse_parameters(SEARCH, "  red kettle  ").arguments == {"query": "red kettle"}
+    assert parse_parameters(REVIEW, "Great mug.").arguments == {"review": "Great mug."}
+    say = parse_parameters(SEARCH, "Say: which colour do you want?")
+    assert say.name == "respond" and say.arguments == {"content": "which colour do you want?"}
+    assert parse_parameters(REVIEW, " stop ").name == "stop"
+
+
+def test_dpo_pairs_chosen_best_rejected_worst():
+    scores = {"a": {"x": 0.2, "y": 0.9, "z": 0.0}, "same": {"p": 0.5, "q": 0.5}, "one": {"r": 1.0},
+              "no_prompt": {"s": 0.1, "t": 0.3}}
+    pairs = make_pairs(scores, {"a": "PA", "same": "PS", "one": "PO"})
+    assert pairs == [{"prompt": "PA", "chosen": "y", "rejected": "z", "instruction": "a",
+                      "chosen_score": 0.9, "rejected_score": 0.0}]
+
+
+def test_collator_masks_prompt_and_padding_and_loss_covers_labels_only(tiny_model_dir: Path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from PUMA.modeling import load_tokenizer
+    from PUMA.sft import IGNORE_INDEX, PadToLongestCollator, encode_example
+
+    tokenizer = load_tokenizer(tiny_model_dir)
+    examples = [encode_example(tokenizer, "Instruction: find a kettle\nFunction: ", "search_product_by_query", 64),
+                encode_example(tokenizer, "Instruction: review it please, the mug I bought\nParameter: ", "ok", 64)]
+    for example, label in zip(examples, ["search_product_by_query", "ok"]):
+        n_label = len(tokenizer(label, add_special_tokens=False)["input_ids"]) + 1
+        assert example["labels"][:-n_label] == [IGNORE_INDEX] * (len(example["input_ids"]) - n_label)
+        assert example["labels"][-n_label:] == example["input_ids"][-n_label:]
+        assert example["input_ids"][-1] == tokenizer.eos_token_id
+    batch = PadToLongestCollator(tokenizer.pad_token_id)(examples)
+    longest = max(len(e["input_ids"]) for e in examples)
+    assert batch["input_ids"].shape == (2, longest)
+    short = min(range(2), key=lambda i: len(examples[i]["input_ids"]))
+    pad = longest - len(examples[short]["input_ids"])
+    assert pad > 0
+    assert (batch["labels"][short, -pad:] == IGNORE_INDEX).all()
+    assert (batch["attention_mask"][short, -pad:] == 0).all()
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        out = model(**batch)
+    logits = out.logits[:, :-1]
+    targets = batch["input_ids"][:, 1:]
+    keep = batch["labels"][:, 1:] != IGNORE_INDEX
+    manual = torch.nn.functional.cross_entropy(logits[keep], targets[keep])
+    assert torch.isclose(out.loss, manual, atol=1e-5)
+
+
+def test_gold_files_round_trip_through_the_puma_agent(tiny_data, tiny_engines, tmp_path: Path):
+    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+    from PersonalWAB.run import RunConfig, run
+
+    tasks = tiny_data.split("test")
+    functions = {t["task"]: [FUNCTION_FOR_TASK_TYPE[t["type"]]] for t in tasks}
+    params = {}
+    for t in tasks:
+        target = t["target"]
+        params[t["task"]] = {"search": target["product_info"]["title"], "review": target["review"]["text"],
+                             "recommend": target["product_info"]["parent_asin"]}[t["type"]]
+    (tmp_path / "f.json").write_text(json.dumps(functions))
+    (tmp_path / "p.json").write_text(json.dumps(params))
+    config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test",
+                       puma_function_file=str(tmp_path / "f.json"), puma_param_file=str(tmp_path / "p.json"),
+                       output=str(tmp_path / "result.json"), agent_memory="none")
+    header, _, _ = run(config, log=lambda _: None)
+    from PersonalWAB.results import load_result_file
+
+    assert header["results"]["overall"]["avg_action_acc"] == 1.0
+    _, records = load_result_file(tmp_path / "result.json")
+    assert len(records) == len(tasks)
+    assert all(r["action_acc"] == [1.0] for r in records)
+    reviews = [r["res_acc"][0] for r in records if r["info"]["task"]["type"] == "review"]
+    assert reviews and min(reviews) > 0.99
+    searches = [r["res_acc"][0] for r in records if r["info"]["task"]["type"] == "search"]
+    assert sum(searches) / len(searches) > 0.5
+
+
+def test_missing_instruction_and_bad_function_output(tiny_data, tmp_path: Path):
+    from PersonalWAB.agents.puma import PumaAgent
+
+    task = tiny_data.split("test")[0]
+    (tmp_path / "f.json").write_text(json.dumps({task["task"]: "I do not know"}))
+    (tmp_path / "p.json").write_text(json.dumps({}))
+    agent = PumaAgent(tiny_data, str(tmp_path / "f.json"), str(tmp_path / "p.json"))
+    assert agent.decide(task).name == "respond"
+    with pytest.raises(ValueError, match="function file has no entry"):
+        agent.decide(tiny_data.split("test")[1])
+
+
+def test_short_sft_generate_dpo_pass(tiny_data, tiny_model_dir: Path, tmp_path: Path):
+    from PUMA.data import function_examples
+    from PUMA.dpo import DPOStepConfig, train_dpo
+    from PUMA.generate import GenerateConfig, generate_file
+    from PUMA.merge import MergeConfig, merge_adapter
+    from PUMA.modeling import write_json
+    from PUMA.sft import SFTConfig, train_sft
+
+    tasks = tiny_data.split("train")[:6]
+    examples = function_examples(tasks, "train")
+    write_json(tmp_path / "function_train.json", examples)
+    sft = train_sft(SFTConfig(model_path=str(tiny_model_dir), train_on="function",
+                              function_data=str(tmp_path / "function_train.json"), output_dir=str(tmp_path / "sft"),
+                              num_train_epochs=1, per_device_train_batch_size=2, gradient_accumulation_steps=1,
+                              max_length=128, save_strategy="no", logging_steps=1))
+    assert (sft / "adapter_config.json").exists()
+    merged = merge_adapter(MergeConfig(adapter_path=str(sft), output_dir=str(tmp_path / "merged")))
+    out = generate_file(GenerateConfig(model_path=str(merged), mode="param",
+                                       data_file=str(tmp_path / "function_train.json"),
+                                       output_file=str(tmp_path / "cands.json"), max_new_tokens=6,
+                                       num_return_sequences=3, num_beams=1, do_sample=True, batch_size=6),
+                        log=lambda _: None)
+    candidates = json.loads(out.read_text())
+    assert set(candidates) == {t["task"] for t in tasks}
+    assert all(1 <= len(v) <= 3 for v in candidates.values())
+    pairs = [{"prompt": e["prompt"], "chosen": e["label"], "rejected": "add_product_review"} for e in examples]
+    write_json(tmp_path / "dpo.json", pairs)
+    dpo = train_dpo(DPOStepConfig(model_path=str(merged), data_file=str(tmp_path / "dpo.json"),
+                                  output_dir=str(tmp_path / "dpo"), num_train_epochs=1,
+                                  per_device_train_batch_size=2, gradient_accumulation_steps=1, max_length=128,
+                                  max_prompt_length=96, save_strategy="no", logging_steps=1))
+    assert (dpo / "adapter_config.json").exists()
