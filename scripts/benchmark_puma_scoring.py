@@ -1,0 +1,125 @@
+"""Time PUMA step 4 (scoring parameter candidates in the benchmark) at full scale.
+
+    python scripts/benchmark_puma_scoring.py --data_dir data/synthetic/full --out data/benchmark_puma_scoring.json
+
+Builds 10 distinct candidates for every train instruction without a model (query,
+sequence and review variants derived from the user's history, as sampled outputs
+would vary), scores them all with `PUMA.score.score_candidates` (batched search,
+batched recommendation, one batched MiniLM encode), and compares with scoring a
+sample one call at a time through the web functions, extrapolated to all candidates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+CANDIDATES_PER_INSTRUCTION = 10
+
+
+def candidate_variants(data: Any, task: dict[str, Any], rng: random.Random) -> list[str]:
+    """Ten distinct parameter strings for one task, in the shape the model would write them."""
+    from PersonalWAB.agents.heuristic import recommendation_sequence, search_query, write_review
+    from PersonalWAB.memory import retrieve_memory
+
+    memory = retrieve_memory(data, task, "last", 50)
+    variants: list[str] = []
+    if task["type"] == "search":
+        words = task["task"].split()
+        base = [task["task"], search_query(task["task"], memory)]
+        base += [" ".join(rng.sample(words, max(1, len(words) // 2))) for _ in range(6)]
+        base += [b["product_info"]["title"] for b in memory[:4]]
+        variants = base
+    elif task["type"] == "recommend":
+        sequence = recommendation_sequence(memory)
+        for cut in (30, 20, 10, 5, 3, 1):
+            variants.append(", ".join(sequence[-cut:]))
+        for _ in range(6):
+            variants.append(", ".join(rng.sample(sequence, min(len(sequence), 10))))
+    else:
+        product = task["target"]["product_info"]
+        variants = [write_review(product, memory), write_review(product, [])]
+        variants += [b["review"]["text"] for b in memory[:6]]
+        variants += [f"{product['title']} is {word}." for word in ("great", "fine", "disappointing", "ok")]
+    return list(dict.fromkeys(v for v in variants if v.strip()))[:CANDIDATES_PER_INSTRUCTION]
+
+
+def one_by_one_seconds(engines: Any, tasks: list[dict[str, Any]], candidates: dict[str, list[str]],
+                       sample: int) -> tuple[float, int]:
+    """Seconds to score `sample` candidates one web-function call at a time."""
+    from PersonalWAB.agents.puma import parse_parameters
+    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE, WEB_FUNCTIONS
+    from PersonalWAB.envs.pwab.scoring import score_attempt
+
+    jobs = [(task, c) for task in tasks for c in candidates.get(task["task"], [])]
+    jobs = random.Random(0).sample(jobs, min(sample, len(jobs)))
+    start = time.perf_counter()
+    for task, candidate in jobs:
+        name = FUNCTION_FOR_TASK_TYPE[task["type"]]
+        action = parse_parameters(name, candidate)
+        output = WEB_FUNCTIONS[name](engines, action.arguments)
+        score_attempt(task, name, output, engines.embedder)
+    return time.perf_counter() - start, len(jobs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_dir", default="data/synthetic/full")
+    parser.add_argument("--out", default="data/benchmark_puma_scoring.json")
+    parser.add_argument("--sample", type=int, default=1500, help="candidates scored one by one for the baseline")
+    args = parser.parse_args()
+
+    from PersonalWAB.build import build_artifacts
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.envs.pwab.engines import Engines
+    from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
+    from PUMA.score import score_candidates
+
+    data = load_benchmark_data(args.data_dir)
+    build_artifacts(data, ("lucene",), recommender=True)
+    tasks = data.tasks["train"]
+    rng = random.Random(0)
+    candidates = {task["task"]: candidate_variants(data, task, rng) for task in tasks}
+    total = sum(len(v) for v in candidates.values())
+
+    def warm_engines() -> Engines:
+        """Engines with their own (empty) embedding memo, so neither pass reuses the other's work."""
+        engines = Engines(data, "lucene", embedder=TextEmbedder())
+        engines.search.search("warm up")
+        engines.recommender.recommend([])
+        engines.embedder.encode(["warm up"])
+        return engines
+
+    engines = warm_engines()
+    start = time.perf_counter()
+    scores = score_candidates(engines, tasks, candidates)
+    batched_s = time.perf_counter() - start
+    sample_s, sampled = one_by_one_seconds(warm_engines(), tasks, candidates, args.sample)
+    one_by_one_s = sample_s / sampled * total
+    figures = {
+        "data_source": data.source,
+        "instructions": len(candidates),
+        "candidates": total,
+        "scored": sum(len(v) for v in scores.values()),
+        "batched_s": round(batched_s, 1),
+        "one_by_one_sample": sampled,
+        "one_by_one_extrapolated_s": round(one_by_one_s, 1),
+        "speedup": round(one_by_one_s / batched_s, 2),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(figures, indent=2))
+    print(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
