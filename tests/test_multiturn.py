@@ -238,3 +238,23 @@ def test_offline_simulator_over_the_small_test_split(tmp_path_factory, monkeypat
     assert header["results"]["overall"]["avg_res_acc"] > blind["results"]["overall"]["avg_res_acc"]
     assert header["results"]["search"]["avg_res_acc"] > blind["results"]["search"]["avg_res_acc"]
     assert header["results"]["review"]["avg_res_acc"] > blind["results"]["review"]["avg_res_acc"]
+
+
+def test_react_reflect_reflects_after_each_user_message(tiny_data_dir, tiny_engines, tmp_path):
+    def react_agent(request):
+        last = request["messages"][-1]["content"]
+        if "Reflect briefly" in last:
+            return ScriptedReply(content="Reflection: the user wants it cheaper; I will add that.")
+        name, arguments = sensible_call(instruction_of(request))
+        return ScriptedReply(content=f"Thought: go.\nAction: {name}\nArguments: {json.dumps(arguments)}")
+
+    user_replies = [ScriptedReply(content="Not quite, cheaper please."),
+                    ScriptedReply(content=f"Good enough. {STOP_TOKEN}")]
+    with ScriptedLLMServer(react_agent) as agent, ScriptedLLMServer(user_replies) as user:
+        _, records, _ = run_multiturn(agent, user, tiny_data_dir, tmp_path, "reflect.json",
+                                      agent_strategy="react_reflect", end_index=1)
+    traj = records[0]["traj"]
+    reflections = [m for m in traj if m["role"] == "assistant" and m["content"].startswith("Reflection:")]
+    assert len(reflections) == 1
+    assert len(records[0]["action_acc"]) == 2
+    assert steps(records[0]) == 3  # two actions and one reflection are model calls

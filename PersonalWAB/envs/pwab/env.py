@@ -141,7 +141,8 @@ class PWABEnv:
 
 def get_env(env_name: str = "pwab", user_mode: str = "no", user_model: str | None = None,
             task_split: str = "test", max_steps: int = -1, *, data_dir: str | Path | None = None,
-            search_backend: str = "lucene", offer_details: bool = False) -> PWABEnv:
+            search_backend: str = "lucene", offer_details: bool = False, user_api_base: str | None = None,
+            seed: int = 0) -> PWABEnv:
     """Build the environment over the shared data and engines of `data_dir`
     (default: the official data if placed, else the synthetic default)."""
     from PersonalWAB.data.loader import load_benchmark_data
@@ -152,5 +153,5 @@ def get_env(env_name: str = "pwab", user_mode: str = "no", user_model: str | Non
     if env_name != "pwab":
         raise ValueError(f"unknown env {env_name!r}; the only environment is 'pwab'")
     engines = shared_engines(load_benchmark_data(data_dir or default_data_dir()), search_backend)
-    user = get_user(user_mode, user_model)
+    user = get_user(user_mode, user_model, user_api_base, seed)
     return PWABEnv(engines, task_split=task_split, user=user, max_steps=max_steps, offer_details=offer_details)
