@@ -39,7 +39,8 @@ class DPOStepConfig:
     bf16: bool = False
     fp16: bool = False
     gradient_checkpointing: bool = False
-    deepspeed: str | None = None
+    deepspeed: str | None = None  # e.g. PUMA/configs/deepspeed_zero2.json
+    report_to: str = "none"  # "tensorboard" or "wandb" (the package must be installed)
     seed: int = 42
 
 
@@ -73,7 +74,7 @@ def train_dpo(config: DPOStepConfig) -> Path:
         gradient_accumulation_steps=config.gradient_accumulation_steps, logging_steps=config.logging_steps,
         save_strategy=config.save_strategy, save_total_limit=config.save_total_limit, bf16=config.bf16,
         fp16=config.fp16, gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed,
-        seed=config.seed, report_to="none", disable_tqdm=True,
+        seed=config.seed, report_to=config.report_to, disable_tqdm=True,
     )
     trainer = DPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=lora_config(config))

@@ -46,7 +46,8 @@ class SFTConfig:
     bf16: bool = False
     fp16: bool = False
     gradient_checkpointing: bool = False
-    deepspeed: str | None = None
+    deepspeed: str | None = None  # e.g. PUMA/configs/deepspeed_zero2.json
+    report_to: str = "none"  # "tensorboard" or "wandb" (the package must be installed)
     seed: int = 42
     max_examples: int = -1  # -1: all
 
@@ -134,7 +135,7 @@ def train_sft(config: SFTConfig) -> Path:
         gradient_accumulation_steps=config.gradient_accumulation_steps, warmup_steps=config.warmup_steps,
         logging_steps=config.logging_steps, save_strategy=config.save_strategy,
         save_total_limit=config.save_total_limit, bf16=config.bf16, fp16=config.fp16, seed=config.seed,
-        deepspeed=config.deepspeed, report_to="none", remove_unused_columns=False,
+        deepspeed=config.deepspeed, report_to=config.report_to, remove_unused_columns=False,
         disable_tqdm=True, dataloader_num_workers=0,
     )
     trainer = Trainer(model=model, args=args, train_dataset=dataset,

@@ -90,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interec_memory_file", default=d.interec_memory_file)
     p.add_argument("--puma_param_file", default=d.puma_param_file)
     p.add_argument("--puma_function_file", default=d.puma_function_file)
-    p.add_argument("--puma_generate", action="store_true")
+    p.add_argument("--puma_generate", type=int, nargs="?", const=1, default=int(d.puma_generate), choices=[0, 1],
+                   help="1: generate PUMA's function and parameters live with --puma_model_path; "
+                        "0: read them from --puma_function_file / --puma_param_file")
     p.add_argument("--puma_model_path", default=d.puma_model_path)
     p.add_argument("--mem_token_length", type=int, default=d.mem_token_length)
     p.add_argument("--data_dir", default=d.data_dir,
@@ -236,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     config = RunConfig(**{f.name: getattr(args, f.name) for f in fields(RunConfig)})
+    config.puma_generate = bool(config.puma_generate)
     try:
         header, output, wall_s = run(config)
     except (DataError, ValueError) as exc:
