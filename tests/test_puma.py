@@ -146,3 +146,33 @@ def test_short_sft_generate_dpo_pass(tiny_data, tiny_model_dir: Path, tmp_path: 
                                   per_device_train_batch_size=2, gradient_accumulation_steps=1, max_length=128,
                                   max_prompt_length=96, save_strategy="no", logging_steps=1))
     assert (dpo / "adapter_config.json").exists()
+
+
+def test_search_labels_written_by_an_llm(tiny_data):
+    from PersonalWAB.agents.heuristic import search_query
+    from PersonalWAB.llm import LLMClient
+    from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+    from PUMA.data import llm_query
+
+    task = next(t for t in tiny_data.split("train") if t["type"] == "search")
+    behaviours = tiny_data.behaviours_before(task["user_id"], task["timestamp"])
+    replies = [ScriptedReply(content='"wireless earbuds  TROOIX"'), ScriptedReply(content="")]
+    with ScriptedLLMServer(replies) as server:
+        client = LLMClient("openai/query-writer", api_base=server.url, max_retries=0)
+        assert llm_query(client, task["task"], behaviours) == "wireless earbuds TROOIX"
+        assert llm_query(client, task["task"], behaviours) == search_query(task["task"], behaviours)
+        assert task["task"] in json.dumps(server.requests[0]["messages"])
+
+
+def test_live_generation_with_the_puma_agent(tiny_data, tiny_engines, tiny_model_dir: Path, tmp_path: Path):
+    from PersonalWAB.results import load_result_file
+    from PersonalWAB.run import RunConfig, run
+
+    config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test",
+                       puma_generate=True, puma_model_path=str(tiny_model_dir), end_index=3,
+                       output=str(tmp_path / "live.json"), agent_memory="none")
+    header, path, _ = run(config, log=lambda _: None)
+    _, records = load_result_file(path)
+    assert len(records) == 3 and not any("error" in r["info"] for r in records)
+    assert all(len(r["info"]["usage"]["total_tokens"]) >= 1 for r in records)
+    assert header["results"]["overall"]["total_count"] == 3
