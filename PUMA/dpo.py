@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PUMA.sft import LORA_TARGETS
+from PUMA.sft import LoRATrainingConfig
 
 
 @dataclass
-class DPOStepConfig:
+class DPOStepConfig(LoRATrainingConfig):
     model_path: str = "PUMA/output/sft_merged"
     data_file: str = "PUMA/data/dpo_train.json"
     output_dir: str = "PUMA/output/dpo"
@@ -27,21 +27,6 @@ class DPOStepConfig:
     num_train_epochs: float = 5
     max_length: int = 1024
     max_prompt_length: int = 768
-    per_device_train_batch_size: int = 1
-    gradient_accumulation_steps: int = 16
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    lora_target_modules: str = LORA_TARGETS
-    logging_steps: int = 10
-    save_strategy: str = "epoch"
-    save_total_limit: int = 2
-    bf16: bool = False
-    fp16: bool = False
-    gradient_checkpointing: bool = False
-    deepspeed: str | None = None  # e.g. PUMA/configs/deepspeed_zero2.json
-    report_to: str = "none"  # "tensorboard" or "wandb" (the package must be installed)
-    seed: int = 42
 
 
 def cut_prompt(tokenizer: Any, prompt: str, max_tokens: int) -> str:

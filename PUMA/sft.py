@@ -24,22 +24,15 @@ LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 
 
 @dataclass
-class SFTConfig:
-    model_path: str = "meta-llama/Llama-2-7b-chat-hf"
-    train_on: str = "function_param"  # function | param | function_param
-    function_data: str = "PUMA/data/function_train.json"
-    param_data: str = "PUMA/data/param_train.json"
-    output_dir: str = "PUMA/output/sft"
-    num_train_epochs: float = 10
-    learning_rate: float = 3e-4
+class LoRATrainingConfig:
+    """Settings SFT and DPO share: LoRA, batching, precision, checkpoints, logging."""
+
     per_device_train_batch_size: int = 1
     gradient_accumulation_steps: int = 16
-    max_length: int = 1280
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.0
     lora_target_modules: str = LORA_TARGETS
-    warmup_steps: int = 0
     logging_steps: int = 10
     save_strategy: str = "epoch"
     save_total_limit: int = 2
@@ -49,6 +42,19 @@ class SFTConfig:
     deepspeed: str | None = None  # e.g. PUMA/configs/deepspeed_zero2.json
     report_to: str = "none"  # "tensorboard" or "wandb" (the package must be installed)
     seed: int = 42
+
+
+@dataclass
+class SFTConfig(LoRATrainingConfig):
+    model_path: str = "meta-llama/Llama-2-7b-chat-hf"
+    train_on: str = "function_param"  # function | param | function_param
+    function_data: str = "PUMA/data/function_train.json"
+    param_data: str = "PUMA/data/param_train.json"
+    output_dir: str = "PUMA/output/sft"
+    num_train_epochs: float = 10
+    learning_rate: float = 3e-4
+    max_length: int = 1280
+    warmup_steps: int = 0
     max_examples: int = -1  # -1: all
 
 

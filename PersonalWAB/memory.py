@@ -20,7 +20,6 @@ target (or anything after it) can leak into the memory. Modes:
 
 from __future__ import annotations
 
-import json
 import random
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.product_text import format_price
-from PersonalWAB.errors import DataError
 from PersonalWAB.interec_memory import InterecMemoryStore
 from PersonalWAB.memory_embeddings import clip, shared_behaviour_embeddings
 
@@ -156,19 +155,9 @@ def load_function_file(path: Path | str) -> dict[str, str]:
     counts). Outputs that name no task function are left out, so callers fall back to
     their default for them as for instructions the file does not hold.
     """
-    path = Path(path)
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: function file not found") from None
-    except ValueError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(content, dict):
-        raise DataError(f"{path}: expected a JSON object mapping instruction text to function names")
     functions: dict[str, str] = {}
-    for instruction, output in content.items():
-        first = output[0] if isinstance(output, list) and output else output
-        name = normalise_function_name(first) if isinstance(first, str) else None
+    for instruction, output in read_instruction_outputs(path, "function").items():
+        name = normalise_function_name(output) if isinstance(output, str) else None
         if name is not None:
             functions[instruction] = name
     return functions

@@ -1,6 +1,5 @@
 """LLM agents end to end through litellm against a scripted OpenAI-compatible server on 127.0.0.1."""
 
-import json
 import time
 
 import pytest

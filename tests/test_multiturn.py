@@ -1,7 +1,6 @@
 """The multi-turn track: scripted agent and user servers, the leak guard, and the offline simulator."""
 
 import json
-import re
 
 import pytest
 

@@ -21,6 +21,7 @@ from PersonalWAB.agents.base import Agent
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.product_text import format_price
 from PersonalWAB.envs.pwab.env import PWABEnv
+from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.errors import DataError
 from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS, normalise_function_name, numbered
 from PersonalWAB.types import RESPOND, STOP, Action, Episode
@@ -119,21 +120,10 @@ def parse_parameters(function_name: str, output: str) -> Action:
 
 def load_output_file(path: Path | str, what: str) -> dict[str, str]:
     """instruction -> generated output (the first one where the file holds a list)."""
-    path = Path(path)
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: {what} file not found") from None
-    except ValueError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(content, dict):
-        raise DataError(f"{path}: expected a JSON object mapping instruction text to generated outputs")
-    outputs: dict[str, str] = {}
-    for instruction, value in content.items():
-        first = value[0] if isinstance(value, list) and value else value
-        if not isinstance(first, str):
+    outputs = read_instruction_outputs(path, what)
+    for instruction, output in outputs.items():
+        if not isinstance(output, str):
             raise DataError(f"{path}: the output for {instruction[:60]!r} is not a string (or list of strings)")
-        outputs[instruction] = first
     return outputs
 
 

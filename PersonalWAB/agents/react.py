@@ -9,7 +9,6 @@ arguments, a call the environment rejects. Neither crashes the run.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
