@@ -41,7 +41,7 @@ FUNCTION_PROMPT = (
     "product by a query), get_recommendations_by_history (recommend from past purchases) or "
     "add_product_review (post a review).\n"
     "Instruction: {instruction}\n"
-    "Function: "
+    "Function:\n"
 )
 PARAMETER_PROMPT = (
     "You act for a user on a shopping website. Fill in the parameter of the web function for the "
@@ -51,7 +51,7 @@ PARAMETER_PROMPT = (
     "Instruction: {instruction}\n"
     "{product}"
     "User history:\n{memory}\n"
-    "Parameter ({parameter}): "
+    "Parameter ({parameter}):\n"
 )
 SAY_PREFIX = "say:"
 
