@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 def default_output_path(config: RunConfig, end_index: int) -> Path:
     track = "singleturn" if config.max_steps == -1 else "multiturn"
     model = (config.model or "offline").replace("/", "_")
-    user = (config.user_model or "none").replace("/", "_")
+    user = (config.user_model or ("none" if config.user_mode == "no" else config.user_mode)).replace("/", "_")
     stamp = datetime.now().strftime("%m%d%H%M")
     name = (f"step{config.max_steps}_{config.agent_strategy}-{model}-{config.temperature}"
             f"_mem{config.agent_memory}_range{config.start_index}-{end_index}_user{user}_{stamp}.json")
