@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PUMA.sft import LoRATrainingConfig
+from PUMA.sft import LoRATrainingConfig, save_adapter
 
 
 @dataclass
@@ -55,19 +55,12 @@ def train_dpo(config: DPOStepConfig) -> Path:
     args = DPOConfig(
         output_dir=config.output_dir, beta=config.beta, learning_rate=config.learning_rate,
         num_train_epochs=config.num_train_epochs, max_length=config.max_length,
-        per_device_train_batch_size=config.per_device_train_batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps, logging_steps=config.logging_steps,
-        save_strategy=config.save_strategy, save_total_limit=config.save_total_limit, bf16=config.bf16,
-        fp16=config.fp16, gradient_checkpointing=config.gradient_checkpointing, deepspeed=config.deepspeed,
-        seed=config.seed, report_to=config.report_to, disable_tqdm=True,
+        gradient_checkpointing=config.gradient_checkpointing, **config.trainer_arguments(),
     )
     trainer = DPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=lora_config(config))
     trainer.train()
-    trainer.save_model(config.output_dir)
-    if trainer.is_world_process_zero():
-        tokenizer.save_pretrained(config.output_dir)
-    return Path(config.output_dir)
+    return save_adapter(trainer, tokenizer, config.output_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,6 +43,20 @@ class LoRATrainingConfig:
     report_to: str = "none"  # "tensorboard" or "wandb" (the package must be installed)
     seed: int = 42
 
+    def trainer_arguments(self) -> dict[str, Any]:
+        """The HF/TRL trainer arguments both steps set the same way."""
+        names = ("per_device_train_batch_size", "gradient_accumulation_steps", "logging_steps", "save_strategy",
+                 "save_total_limit", "bf16", "fp16", "seed", "deepspeed", "report_to")
+        return {**{name: getattr(self, name) for name in names}, "disable_tqdm": True}
+
+
+def save_adapter(trainer: Any, tokenizer: Any, output_dir: str) -> Path:
+    """Save the trained adapter, and the tokenizer once (main process), so the folder loads by path."""
+    trainer.save_model(output_dir)
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(output_dir)
+    return Path(output_dir)
+
 
 @dataclass
 class SFTConfig(LoRATrainingConfig):
@@ -137,20 +151,13 @@ def train_sft(config: SFTConfig) -> Path:
     model = get_peft_model(model, lora_config(config))
     args = TrainingArguments(
         output_dir=config.output_dir, num_train_epochs=config.num_train_epochs, learning_rate=config.learning_rate,
-        per_device_train_batch_size=config.per_device_train_batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps, warmup_steps=config.warmup_steps,
-        logging_steps=config.logging_steps, save_strategy=config.save_strategy,
-        save_total_limit=config.save_total_limit, bf16=config.bf16, fp16=config.fp16, seed=config.seed,
-        deepspeed=config.deepspeed, report_to=config.report_to, remove_unused_columns=False,
-        disable_tqdm=True, dataloader_num_workers=0,
+        warmup_steps=config.warmup_steps, remove_unused_columns=False, dataloader_num_workers=0,
+        **config.trainer_arguments(),
     )
     trainer = Trainer(model=model, args=args, train_dataset=dataset,
                       data_collator=PadToLongestCollator(tokenizer.pad_token_id), processing_class=tokenizer)
     trainer.train()
-    trainer.save_model(config.output_dir)
-    if trainer.is_world_process_zero():
-        tokenizer.save_pretrained(config.output_dir)
-    return Path(config.output_dir)
+    return save_adapter(trainer, tokenizer, config.output_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
