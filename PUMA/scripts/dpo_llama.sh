@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # Step 6b: DPO with LoRA on the merged SFT model (beta 0.1, lr 5e-5, 5 epochs) with accelerate.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-PY=python
-[ -x .venv/bin/python ] && PY=.venv/bin/python
-export CUDA_VISIBLE_DEVICES="${GPUS:-${CUDA_VISIBLE_DEVICES:-0,1,2,3}}"
-N=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+source "$(dirname "$0")/launch_env.sh"
 exec "$PY" -m accelerate.commands.launch --config_file PUMA/configs/accelerate_multi_gpu.yaml --num_processes "$N" \
   -m PUMA.dpo --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" --data_file "${PUMA_DATA:-PUMA/data}/dpo_train.json" \
   --output_dir "${OUTPUT_DIR:-PUMA/output/dpo}" --bf16 "$@"

@@ -2,11 +2,7 @@
 # Step 2: LoRA SFT on function_param (TRAIN_ON=function|param|function_param) with accelerate.
 #   GPUS=0,1,2,3 MODEL_PATH=meta-llama/Llama-2-7b-chat-hf bash PUMA/scripts/finetune_function_param.sh
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-PY=python
-[ -x .venv/bin/python ] && PY=.venv/bin/python
-export CUDA_VISIBLE_DEVICES="${GPUS:-${CUDA_VISIBLE_DEVICES:-0,1,2,3}}"
-N=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+source "$(dirname "$0")/launch_env.sh"
 exec "$PY" -m accelerate.commands.launch --config_file PUMA/configs/accelerate_multi_gpu.yaml --num_processes "$N" \
   -m PUMA.sft --model_path "${MODEL_PATH:-meta-llama/Llama-2-7b-chat-hf}" --train_on "${TRAIN_ON:-function_param}" \
   --function_data "${PUMA_DATA:-PUMA/data}/function_train.json" --param_data "${PUMA_DATA:-PUMA/data}/param_train.json" \
