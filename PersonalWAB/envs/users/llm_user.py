@@ -27,21 +27,17 @@ wrong or missing (the brand, the price, a feature, the kind of product), without
 - When you are satisfied, or when it is clear the assistant cannot help, end the conversation by writing \
 {stop} on its own at the end of your line."""
 
-SEARCH_GOAL = """The product you have in mind (keep the details to yourself and reveal them only bit by bit, \
-as a real shopper would):
-- Kind of product: {kind}
+TARGET_FACTS = """- Kind of product: {kind}
 - Brand / store: {store}
 - Price: {price}
 - Notable features: {features}
 - What it is, roughly: {title}
-You are satisfied when it appears among the first three results."""
-RECOMMEND_GOAL = """You want suggestions that match your taste. Secretly, the item you would actually pick next is:
-- Kind of product: {kind}
-- Brand / store: {store}
-- Price: {price}
-- Notable features: {features}
-- What it is, roughly: {title}
-You are satisfied when it appears among the first three suggestions."""
+"""
+SEARCH_GOAL = ("The product you have in mind (keep the details to yourself and reveal them only bit by bit, "
+               "as a real shopper would):\n" + TARGET_FACTS
+               + "You are satisfied when it appears among the first three results.")
+RECOMMEND_GOAL = ("You want suggestions that match your taste. Secretly, the item you would actually pick next is:\n"
+                  + TARGET_FACTS + "You are satisfied when it appears among the first three suggestions.")
 REVIEW_GOAL = """You want the assistant to write and post a review of a product you bought:
 - Product: {title} (brand / store: {store})
 - The review you would write yourself, rating {rating} out of 5 (for your eyes only; guide the assistant \
