@@ -36,3 +36,11 @@ def tiny_engines(tiny_data):
 
     build_artifacts(tiny_data, ("lucene", "bm25s"), recommender=True, log=lambda _: None)
     return shared_engines(tiny_data, "lucene")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tiny_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Llama with a tokenizer trained on the tiny data (PUMA tests)."""
+    from PUMA.tiny_model import make_tiny_model
+
+    return make_tiny_model(tiny_data_dir, tmp_path_factory.mktemp("tiny_llama"))

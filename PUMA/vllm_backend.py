@@ -1,0 +1,96 @@
+"""Step 3 on vLLM: the optional fast generation backend of `PUMA.generate`.
+
+`--backend auto` picks it when the `vllm` package is installed and a GPU is visible;
+`--backend vllm` insists on it. Prompts are tokenized by the model's own tokenizer
+exactly as the HF backend does (BOS added, over-long prompts keep their end) and sent as
+token ids, and outputs are decoded by that tokenizer too, so both backends read and
+write the same text. A LoRA adapter folder is served on its base model through vLLM's
+LoRA support instead of being merged.
+
+Decoding maps onto vLLM's offline API (checked against vLLM 0.33.0):
+- sampling (`do_sample`): `n` samples at `temperature`/`top_p`, seeded per request.
+  vLLM has no beam *sampling*, so the release's candidate setting (10 beams with
+  sampling) becomes plain sampling there;
+- no sampling with several beams or return sequences: `LLM.beam_search` with width
+  max(num_beams, num_return_sequences), best beams first;
+- otherwise greedy (temperature 0).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+# The adapter ranks vLLM can reserve room for (vllm.config.lora.MaxLoRARanks).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_installed() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def lora_rank_limit(rank: int) -> int:
+    """The smallest rank vLLM accepts as `max_lora_rank` that holds an adapter of `rank`."""
+    for allowed in VLLM_LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise ValueError(f"LoRA rank {rank} is above the largest vLLM supports ({VLLM_LORA_RANKS[-1]})")
+
+
+def vllm_dtype(bf16: bool, fp16: bool) -> str:
+    return "bfloat16" if bf16 else "float16" if fp16 else "auto"
+
+
+def load_vllm(model_path: str | Path, *, dtype: str = "auto", max_model_len: int | None = None, seed: int = 0,
+              tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9) -> tuple[Any, Any]:
+    """(vllm.LLM, LoRARequest or None) for a model folder / hub name or a LoRA adapter folder."""
+    from vllm import LLM
+
+    from PUMA.modeling import _offline_if_local, adapter_base_path, is_adapter_dir
+
+    path = str(model_path)
+    _offline_if_local(path)
+    settings: dict[str, Any] = dict(dtype=dtype, seed=seed, max_model_len=max_model_len,
+                                    tensor_parallel_size=tensor_parallel_size,
+                                    gpu_memory_utilization=gpu_memory_utilization)
+    if not is_adapter_dir(path):
+        return LLM(model=path, **settings), None
+    from vllm.lora.request import LoRARequest
+
+    rank = int(json.loads((Path(path) / "adapter_config.json").read_text())["r"])
+    base = adapter_base_path(path)
+    tokenizer = path if (Path(path) / "tokenizer_config.json").exists() else base
+    llm = LLM(model=base, tokenizer=tokenizer, enable_lora=True, max_lora_rank=lora_rank_limit(rank), **settings)
+    return llm, LoRARequest(lora_name="puma", lora_int_id=1, lora_path=path)
+
+
+def generate_texts_vllm(llm: Any, tokenizer: Any, prompts: list[str], *, lora_request: Any = None,
+                        max_new_tokens: int = 256, num_return_sequences: int = 1, num_beams: int = 1,
+                        do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
+                        max_prompt_tokens: int | None = None, seed: int | None = None) -> list[list[str]]:
+    """For each prompt, `num_return_sequences` continuations (decoded, stripped), with the
+    decoding arguments of `PUMA.modeling.generate_texts`; vLLM batches all prompts itself."""
+    prompt_ids = tokenizer(prompts, add_special_tokens=True, truncation=max_prompt_tokens is not None,
+                           max_length=max_prompt_tokens)["input_ids"]
+    requests = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
+    width = max(num_beams, num_return_sequences, 1)
+    if not do_sample and width > 1:
+        from vllm.sampling_params import BeamSearchParams
+
+        results = llm.beam_search(requests, BeamSearchParams(beam_width=width, max_tokens=max_new_tokens),
+                                  lora_request=lora_request)
+        continuations = [[beam.tokens[len(ids):] for beam in result.sequences[:num_return_sequences]]
+                         for ids, result in zip(prompt_ids, results)]
+    else:
+        from vllm import SamplingParams
+
+        params = SamplingParams(n=num_return_sequences if do_sample else 1,
+                                temperature=temperature if do_sample else 0.0,
+                                top_p=top_p if do_sample else 1.0, seed=seed,
+                                max_tokens=max_new_tokens, detokenize=False)
+        results = llm.generate(requests, params, use_tqdm=False, lora_request=lora_request)
+        continuations = [[list(output.token_ids) for output in result.outputs] for result in results]
+    return [[text.strip() for text in tokenizer.batch_decode(tokens, skip_special_tokens=True)]
+            for tokens in continuations]
