@@ -34,24 +34,24 @@ def cut_prompt(tokenizer: Any, prompt: str, max_tokens: int) -> str:
     return prompt if len(ids) <= max_tokens else tokenizer.decode(ids[-max_tokens:], skip_special_tokens=True)
 
 
-def train_dpo(config: DPOStepConfig) -> Path:
+def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any = None,
+                      pairs: list[dict[str, str]] | None = None) -> tuple[Any, Any]:
+    """The LoRA `DPOTrainer` (not yet run) and its tokenizer. Model and tokenizer come from
+    `config.model_path` and the pairs from `config.data_file` unless given (the training
+    benchmark passes in-memory ones); a given model is wrapped with LoRA in place."""
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM
     from trl import DPOConfig, DPOTrainer
 
-    from PUMA.modeling import _offline_if_local, load_tokenizer, read_json, torch_dtype
-    from PUMA.sft import lora_config
+    from PUMA.modeling import read_json
+    from PUMA.sft import lora_config, model_and_tokenizer
 
-    _offline_if_local(config.model_path)
-    tokenizer = load_tokenizer(config.model_path)
-    pairs = read_json(config.data_file)
-    if not pairs:
-        raise ValueError(f"{config.data_file}: no preference pairs (all candidates scored alike?)")
+    if pairs is None:
+        pairs = read_json(config.data_file)
+        if not pairs:
+            raise ValueError(f"{config.data_file}: no preference pairs (all candidates scored alike?)")
+    model, tokenizer = model_and_tokenizer(config.model_path, config.bf16, config.fp16, model, tokenizer)
     dataset = Dataset.from_list([{"prompt": cut_prompt(tokenizer, p["prompt"], config.max_prompt_length),
                                   "chosen": p["chosen"], "rejected": p["rejected"]} for p in pairs])
-    model = AutoModelForCausalLM.from_pretrained(config.model_path, dtype=torch_dtype(config.bf16, config.fp16))
-    if model.config.pad_token_id is None:
-        model.config.pad_token_id = tokenizer.pad_token_id
     args = DPOConfig(
         output_dir=config.output_dir, beta=config.beta, learning_rate=config.learning_rate,
         num_train_epochs=config.num_train_epochs, max_length=config.max_length,
@@ -59,6 +59,12 @@ def train_dpo(config: DPOStepConfig) -> Path:
     )
     trainer = DPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=lora_config(config))
+    return trainer, tokenizer
+
+
+def train_dpo(config: DPOStepConfig) -> Path:
+    """Train and save the DPO LoRA adapter (and tokenizer) in `output_dir`; returns it."""
+    trainer, tokenizer = build_dpo_trainer(config)
     trainer.train()
     return save_adapter(trainer, tokenizer, config.output_dir)
 

@@ -42,12 +42,28 @@ class LoRATrainingConfig:
     deepspeed: str | None = None  # e.g. PUMA/configs/deepspeed_zero2.json
     report_to: str = "none"  # "tensorboard" or "wandb" (the package must be installed)
     seed: int = 42
+    max_steps: int = -1  # optimizer steps; -1: num_train_epochs decides
 
     def trainer_arguments(self) -> dict[str, Any]:
         """The HF/TRL trainer arguments both steps set the same way."""
         names = ("per_device_train_batch_size", "gradient_accumulation_steps", "logging_steps", "save_strategy",
-                 "save_total_limit", "bf16", "fp16", "seed", "deepspeed", "report_to")
+                 "save_total_limit", "bf16", "fp16", "seed", "deepspeed", "report_to", "max_steps")
         return {**{name: getattr(self, name) for name in names}, "disable_tqdm": True}
+
+
+def model_and_tokenizer(model_path: str, bf16: bool, fp16: bool, model: Any = None,
+                        tokenizer: Any = None) -> tuple[Any, Any]:
+    """The given model and tokenizer (a caller such as the training benchmark builds them in
+    memory), or both loaded from `model_path` in the training precision; the model gets a pad id."""
+    from PUMA.modeling import load_causal_lm, torch_dtype
+
+    if (model is None) != (tokenizer is None):
+        raise ValueError("pass both model and tokenizer, or neither (both are then loaded from model_path)")
+    if model is None:
+        model, tokenizer = load_causal_lm(model_path, dtype=torch_dtype(bf16, fp16))
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
 
 
 def save_adapter(trainer: Any, tokenizer: Any, output_dir: str) -> Path:
@@ -70,6 +86,8 @@ class SFTConfig(LoRATrainingConfig):
     max_length: int = 1280
     warmup_steps: int = 0
     max_examples: int = -1  # -1: all
+    # "group_by_length": batches of similar lengths (less padding when batches hold several examples)
+    train_sampling_strategy: str = "random"
 
 
 def encode_example(tokenizer: Any, prompt: str, label: str, max_length: int) -> dict[str, list[int]]:
@@ -87,19 +105,25 @@ def encode_example(tokenizer: Any, prompt: str, label: str, max_length: int) -> 
             "labels": [IGNORE_INDEX] * len(prompt_ids) + label_ids}
 
 
-class PadToLongestCollator:
-    """Right-pads a batch to its longest example: pad id / attention 0 / label -100."""
+class PaddingCollator:
+    """Right-pads a batch (pad id / attention 0 / label -100) to its longest example, or to a
+    fixed `pad_to_length` when given: static shapes, and the baseline the training benchmark
+    measures dynamic padding against."""
 
-    def __init__(self, pad_token_id: int):
+    def __init__(self, pad_token_id: int, pad_to_length: int | None = None):
         self.pad_token_id = pad_token_id
+        self.pad_to_length = pad_to_length
 
     def __call__(self, features: list[dict[str, list[int]]]) -> dict[str, Any]:
         import torch
 
         longest = max(len(f["input_ids"]) for f in features)
+        width = longest if self.pad_to_length is None else self.pad_to_length
+        if longest > width:
+            raise ValueError(f"an example has {longest} tokens, more than pad_to_length={width}")
         input_ids, attention, labels = [], [], []
         for f in features:
-            pad = longest - len(f["input_ids"])
+            pad = width - len(f["input_ids"])
             input_ids.append(list(f["input_ids"]) + [self.pad_token_id] * pad)
             attention.append([1] * len(f["input_ids"]) + [0] * pad)
             labels.append(list(f["labels"]) + [IGNORE_INDEX] * pad)
@@ -132,30 +156,36 @@ def lora_config(config: Any) -> Any:
                       bias="none", task_type="CAUSAL_LM")
 
 
-def train_sft(config: SFTConfig) -> Path:
-    """Fine-tune and save the LoRA adapter (and tokenizer) in `output_dir`; returns it."""
+def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = None,
+                      examples: list[dict[str, str]] | None = None,
+                      pad_to_length: int | None = None) -> tuple[Any, Any]:
+    """The LoRA SFT `Trainer` (not yet run) and its tokenizer. Model and tokenizer come from
+    `config.model_path` and the examples from the config's data files unless given; a given
+    model is wrapped with LoRA in place. `pad_to_length` pads every batch to that length."""
     from peft import get_peft_model
-    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+    from transformers import Trainer, TrainingArguments
 
-    from PUMA.modeling import _offline_if_local, load_tokenizer, torch_dtype
-
-    _offline_if_local(config.model_path)
-    tokenizer = load_tokenizer(config.model_path)
-    dataset = [encode_example(tokenizer, e["prompt"], e["label"], config.max_length) for e in load_examples(config)]
-    model = AutoModelForCausalLM.from_pretrained(config.model_path, dtype=torch_dtype(config.bf16, config.fp16))
-    if model.config.pad_token_id is None:
-        model.config.pad_token_id = tokenizer.pad_token_id
+    examples = load_examples(config) if examples is None else examples
+    model, tokenizer = model_and_tokenizer(config.model_path, config.bf16, config.fp16, model, tokenizer)
+    dataset = [encode_example(tokenizer, e["prompt"], e["label"], config.max_length) for e in examples]
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.enable_input_require_grads()
     model = get_peft_model(model, lora_config(config))
     args = TrainingArguments(
         output_dir=config.output_dir, num_train_epochs=config.num_train_epochs, learning_rate=config.learning_rate,
-        warmup_steps=config.warmup_steps, remove_unused_columns=False, dataloader_num_workers=0,
+        warmup_steps=config.warmup_steps, train_sampling_strategy=config.train_sampling_strategy,
+        remove_unused_columns=False, dataloader_num_workers=0,
         **config.trainer_arguments(),
     )
     trainer = Trainer(model=model, args=args, train_dataset=dataset,
-                      data_collator=PadToLongestCollator(tokenizer.pad_token_id), processing_class=tokenizer)
+                      data_collator=PaddingCollator(tokenizer.pad_token_id, pad_to_length), processing_class=tokenizer)
+    return trainer, tokenizer
+
+
+def train_sft(config: SFTConfig) -> Path:
+    """Fine-tune and save the LoRA adapter (and tokenizer) in `output_dir`; returns it."""
+    trainer, tokenizer = build_sft_trainer(config)
     trainer.train()
     return save_adapter(trainer, tokenizer, config.output_dir)
 

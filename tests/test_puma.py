@@ -13,13 +13,6 @@ from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
 from PUMA.dpo_data import make_pairs
 
 
-@pytest.fixture(scope="module")
-def tiny_model_dir(tiny_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from PUMA.tiny_model import make_tiny_model
-
-    return make_tiny_model(tiny_data_dir, tmp_path_factory.mktemp("tiny_llama"))
-
-
 def test_parameter_parsing_rules():
     assert parse_asins(" B1, B2 ,B1,, B3 ,B2") == ["B1", "B2", "B3"]
     action = parse_parameters(RECOMMEND, "B9, B2, B9, B1")
@@ -44,7 +37,7 @@ def test_collator_masks_prompt_and_padding_and_loss_covers_labels_only(tiny_mode
     from transformers import AutoModelForCausalLM
 
     from PUMA.modeling import load_tokenizer
-    from PUMA.sft import IGNORE_INDEX, PadToLongestCollator, encode_example
+    from PUMA.sft import IGNORE_INDEX, PaddingCollator, encode_example
 
     tokenizer = load_tokenizer(tiny_model_dir)
     examples = [encode_example(tokenizer, "Instruction: find a kettle\nFunction: ", "search_product_by_query", 64),
@@ -54,7 +47,7 @@ def test_collator_masks_prompt_and_padding_and_loss_covers_labels_only(tiny_mode
         assert example["labels"][:-n_label] == [IGNORE_INDEX] * (len(example["input_ids"]) - n_label)
         assert example["labels"][-n_label:] == example["input_ids"][-n_label:]
         assert example["input_ids"][-1] == tokenizer.eos_token_id
-    batch = PadToLongestCollator(tokenizer.pad_token_id)(examples)
+    batch = PaddingCollator(tokenizer.pad_token_id)(examples)
     longest = max(len(e["input_ids"]) for e in examples)
     assert batch["input_ids"].shape == (2, longest)
     short = min(range(2), key=lambda i: len(examples[i]["input_ids"]))
