@@ -91,7 +91,6 @@ def generate_outputs(config: GenerateConfig, prompts: list[str], log: Callable[[
                                       seed=config.seed, tensor_parallel_size=config.tensor_parallel_size,
                                       gpu_memory_utilization=config.gpu_memory_utilization)
         tokenizer = load_tokenizer(config.model_path)
-        tokenizer.truncation_side = "left"
         return generate_texts_vllm(llm, tokenizer, prompts, lora_request=lora_request,
                                    max_prompt_tokens=config.max_prompt_tokens, seed=config.seed, **settings)
     import torch
@@ -100,7 +99,6 @@ def generate_outputs(config: GenerateConfig, prompts: list[str], log: Callable[[
                                       dtype=torch_dtype(config.bf16, config.fp16))
     if torch.cuda.is_available():
         model = model.to("cuda")
-    tokenizer.truncation_side = "left"  # an over-long prompt keeps its end (the memory tail and the cue)
     return generate_texts(model, tokenizer, prompts, batch_size=config.batch_size,
                           max_prompt_tokens=config.max_prompt_tokens, seed=config.seed, **settings)
 

@@ -67,6 +67,15 @@ def load_causal_lm(path: str | Path, for_generation: bool = False, dtype: Any = 
     return model, tokenizer
 
 
+def encode_prompts(tokenizer: Any, prompts: list[str], max_prompt_tokens: int | None = None,
+                   **options: Any) -> Any:
+    """The prompts' token ids with BOS; an over-long prompt keeps its BOS and its end (the
+    memory tail and the cue), the same for every generation backend."""
+    tokenizer.truncation_side = "left"
+    return tokenizer(prompts, add_special_tokens=True, truncation=max_prompt_tokens is not None,
+                     max_length=max_prompt_tokens, **options)
+
+
 def generate_texts(model: Any, tokenizer: Any, prompts: list[str], *, max_new_tokens: int = 256,
                    num_return_sequences: int = 1, num_beams: int = 1, do_sample: bool = False,
                    temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8,
@@ -89,8 +98,7 @@ def generate_texts(model: Any, tokenizer: Any, prompts: list[str], *, max_new_to
     outputs: list[list[str]] = []
     for start in range(0, len(prompts), batch_size):
         chunk = prompts[start:start + batch_size]
-        encoded = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=True,
-                            truncation=max_prompt_tokens is not None, max_length=max_prompt_tokens)
+        encoded = encode_prompts(tokenizer, chunk, max_prompt_tokens, return_tensors="pt", padding=True)
         encoded = {k: v.to(device) for k, v in encoded.items()}
         with torch.no_grad():
             generated = model.generate(**encoded, **settings)

@@ -72,8 +72,9 @@ def generate_texts_vllm(llm: Any, tokenizer: Any, prompts: list[str], *, lora_re
                         max_prompt_tokens: int | None = None, seed: int | None = None) -> list[list[str]]:
     """For each prompt, `num_return_sequences` continuations (decoded, stripped), with the
     decoding arguments of `PUMA.modeling.generate_texts`; vLLM batches all prompts itself."""
-    prompt_ids = tokenizer(prompts, add_special_tokens=True, truncation=max_prompt_tokens is not None,
-                           max_length=max_prompt_tokens)["input_ids"]
+    from PUMA.modeling import encode_prompts
+
+    prompt_ids = encode_prompts(tokenizer, prompts, max_prompt_tokens)["input_ids"]
     requests = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
     width = max(num_beams, num_return_sequences, 1)
     if not do_sample and width > 1:
