@@ -126,8 +126,8 @@ class Protocol:
         """The texts behind a search index's documents (`product_block`)."""
         return self.fingerprint("product")
 
-    def fill(self, name: str, **fields: Any) -> str:
-        return self.texts[name].format(**fields)
+    def fill(self, text_name: str, /, **fields: Any) -> str:
+        return self.texts[text_name].format(**fields)
 
     # --- tools --------------------------------------------------------------------------------------------
     def tool(self, name: str) -> dict[str, Any]:
