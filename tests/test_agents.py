@@ -1,7 +1,5 @@
 """LLM agents end to end through litellm against a scripted OpenAI-compatible server on 127.0.0.1."""
 
-import time
-
 import pytest
 
 from PersonalWAB.agents.react import parse_react
@@ -177,19 +175,18 @@ def test_interecagent_memory_is_updated_after_each_task(tiny_data_dir, tiny_engi
     assert "quiet fans" in InterecMemoryStore(store_file).get(user)["like"]
 
 
-def test_concurrency_gives_same_results_and_is_faster(tiny_data_dir, tiny_engines, tmp_path):
+def test_concurrency_gives_same_results_and_overlaps_calls(tiny_data_dir, tiny_engines, tmp_path):
     def slow_tool_caller(request):
         reply = tool_caller(request)
         reply.delay_s = 0.1
         return reply
 
-    timings, results = {}, {}
+    overlap, results = {}, {}
     for workers in (1, 8):
         with ScriptedLLMServer(slow_tool_caller) as server:
-            start = time.perf_counter()
             _, path, _ = run_against(server, tiny_data_dir, tmp_path, name=f"c{workers}.json", end_index=16,
                                      max_concurrency=workers)
-            timings[workers] = time.perf_counter() - start
+        overlap[workers] = server.max_in_flight
         results[workers] = {r["task_id"]: (r["action_acc"], r["res_acc"]) for r in load_result_file(path)[1]}
     assert results[1] == results[8]
-    assert timings[8] < timings[1] * 0.6
+    assert overlap[1] == 1 and overlap[8] > 1  # the speed-up itself is measured in scripts/benchmark.py
