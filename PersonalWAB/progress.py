@@ -1,8 +1,9 @@
-"""The progress bar of a benchmark run: tasks done of all, live accuracy, errors, ETA.
+"""Progress a user can see: the bar of a benchmark run (tasks done of all, live accuracy,
+errors, ETA), an elapsed-time bar for opaque build steps, and bar-safe log lines.
 
-Counts include the records kept from `--resume_from`, so the bar and its accuracies
-describe the whole result file being built; the ETA comes from this session's pace.
-Output goes to stderr (the results table stays alone on stdout).
+The run's counts include the records kept from `--resume_from`, so the bar and its
+accuracies describe the whole result file being built; the ETA comes from this
+session's pace. Bars go to stderr (the results table stays alone on stdout).
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from PersonalWAB.results import is_errored, task_score
 class RunProgress:
     """A tqdm bar fed with finished task records."""
 
-    def __init__(self, total: int, kept: list[dict[str, Any]], description: str = "tasks",
-                 enabled: bool = True):
+    def __init__(self, total: int, kept: list[dict[str, Any]]):
         self._function = self._result = 0.0
         self._count = self._errors = 0
-        self._bar = tqdm(total=total, initial=len(kept), desc=description, unit="task", file=sys.stderr,
-                         dynamic_ncols=True, disable=not enabled)
+        self._bar = tqdm(total=total, initial=len(kept), desc="tasks", unit="task", file=sys.stderr,
+                         dynamic_ncols=True)
         for record in kept:
             self._count_record(record)
         self._show()
@@ -49,10 +49,6 @@ class RunProgress:
         self._count_record(record)
         self._show()
         self._bar.update(1)
-
-    def write(self, line: str) -> None:
-        """A log line printed above the bar."""
-        self._bar.write(line, file=sys.stderr)
 
     def close(self) -> None:
         self._bar.close()

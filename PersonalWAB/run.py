@@ -192,6 +192,8 @@ class RunPlan:
 
 @dataclass
 class RunOutcome:
+    """A finished run: its header, where the file is, the wall time of its tasks and all records."""
+
     header: dict[str, Any]
     output: Path
     wall_s: float
@@ -241,7 +243,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line) -> RunPlan
                    "replace" if in_place or config.overwrite else "new")
 
 
-def execute(plan: RunPlan, log: Callable[[str], None] = log_line, progress: bool = True) -> RunOutcome:
+def execute(plan: RunPlan, log: Callable[[str], None] = log_line) -> RunOutcome:
     """Build what the tasks need, claim the result file and run the tasks, checkpointing as they finish."""
     from PersonalWAB.agents import build_agent
     from PersonalWAB.build import build_artifacts, cache_review_embeddings
@@ -288,7 +290,7 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, progress: bool
     log(f"running {len(plan.jobs)} task(s) of the {config.task_split} split ({data.source}) "
         f"with {config.agent_strategy}, memory {config.agent_memory}{resumed}; results in {plan.output}")
     start = time.perf_counter()
-    with RunProgress(len(plan.jobs) + len(plan.kept), plan.kept, enabled=progress) as bar:
+    with RunProgress(len(plan.jobs) + len(plan.kept), plan.kept) as bar:
         try:
             for record in finished_records(plan.jobs, run_one, config.max_concurrency):
                 writer.add(record)

@@ -227,6 +227,7 @@ def test_errored_tasks_exit_3_mark_their_rows_and_print_the_resume_command(tiny_
     kind = load_result_file(output)[1][1]["info"]["task"]["type"]
     assert any(line.startswith(kind) and line.rstrip().endswith(" 1") for line in captured.out.splitlines())
     assert "1 task(s) ended in an error" in captured.err
+    assert "tasks: 100%" in captured.err and "errors 1" in captured.err  # the progress bar
     monkeypatch.setattr(HeuristicAgent, "solve", solve)
     assert main(command_args(printed_command(captured.err))) == 0
     records = load_result_file(output)[1]
