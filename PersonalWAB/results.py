@@ -166,9 +166,14 @@ def load_result_file(path: Path | str) -> tuple[dict[str, Any] | None, list[dict
     return parsed.header, parsed.records
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:20] + "..."
+
+
 def resume_mismatches(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """`key: file value != this run's value` for every RESUME_KEYS setting that differs."""
-    return [f"{key} {previous[key]!r} != {current[key]!r}" for key in RESUME_KEYS
+    """`key: file value in the file, this run's value now` for every RESUME_KEYS setting that differs."""
+    return [f"{key}: {_shown(previous[key])} in the file, {_shown(current[key])} now" for key in RESUME_KEYS
             if key in previous and key in current and previous[key] != current[key]]
 
 
@@ -188,8 +193,8 @@ def resumable_records(path: Path | str, run_args: dict[str, Any], tasks: list[di
     else:
         differing = resume_mismatches(parsed.run_args, run_args)
         if differing:
-            raise DataError(f"{path} belongs to another run ({'; '.join(differing)} in the file vs this run); "
-                            "resume it with the same settings, or start a new run without --resume_from")
+            raise DataError(f"{path} belongs to another run ({'; '.join(differing)}): resume it with the "
+                            "file's settings, or start a new run without --resume_from")
     kept: dict[tuple[int, int], dict[str, Any]] = {}
     duplicates = 0
     for record in parsed.records:
@@ -201,7 +206,8 @@ def resumable_records(path: Path | str, run_args: dict[str, Any], tasks: list[di
         if not isinstance(trial, int) or not 0 <= trial < num_trials:
             raise DataError(f"{where}: trial outside 0-{num_trials - 1} (--num_trials {num_trials})")
         recorded = record["info"]["task"]
-        if {key: recorded.get(key) for key in TASK_INFO_KEYS} != task_summary(tasks[task_id]):
+        if not isinstance(recorded, dict) or {key: recorded.get(key) for key in TASK_INFO_KEYS} != \
+                task_summary(tasks[task_id]):
             raise DataError(f"{where} is not that task of this split (the data or split differs)")
         if is_errored(record):
             continue
