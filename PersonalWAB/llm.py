@@ -37,6 +37,11 @@ RETRYABLE_STATUS = frozenset({408, 429})
 # Errors about one request's content: that task fails, the others may still succeed.
 PER_REQUEST_ERRORS = ("ContextWindowExceededError", "ContentPolicyViolationError")
 PER_REQUEST_STATUS = frozenset({413})
+PROVIDER_KEYS = {
+    "openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "groq": "GROQ_API_KEY",
+    "mistral": "MISTRAL_API_KEY", "deepseek": "DEEPSEEK_API_KEY", "openrouter": "OPENROUTER_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY", "xai": "XAI_API_KEY",
+}
 # What the OpenAI client says (and litellm reports as an HTTP 500) when no key is configured.
 MISSING_KEY_HINTS = ("missing credentials", "api_key client option must be set")
 KEY_PATTERN = re.compile(r"(\bsk-[A-Za-z0-9_\-]{6,}|Bearer\s+\S+)")
@@ -133,6 +138,15 @@ def failure_kind(exc: Exception) -> str:
     return "fatal" if 400 <= status < 500 else "task"
 
 
+def provider_key(model: str) -> str | None:
+    """The key variable of a model of a common provider, known without loading litellm
+    (which takes seconds); None for any other model. A test keeps this in agreement with
+    litellm's own `validate_environment`."""
+    if "/" in model:
+        return PROVIDER_KEYS.get(model.split("/", 1)[0])
+    return PROVIDER_KEYS["openai"] if model.startswith("gpt-") else None
+
+
 def missing_keys(model: str, api_base: str | None = None) -> list[str]:
     """Provider API-key variables that `model` needs and the environment lacks.
 
@@ -141,6 +155,9 @@ def missing_keys(model: str, api_base: str | None = None) -> list[str]:
     variables (e.g. AWS or Google credential files, which cannot be checked here)."""
     if api_base:
         return []
+    known = provider_key(model)
+    if known is not None:
+        return [] if os.environ.get(known) else [known]
     try:
         missing = load_litellm().validate_environment(model=model)["missing_keys"]
     except Exception:

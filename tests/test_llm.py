@@ -21,6 +21,7 @@ from PersonalWAB.llm import (
     failure_kind,
     load_litellm,
     missing_keys,
+    provider_key,
     route_model,
 )
 from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply, prompt_token_count
@@ -171,6 +172,14 @@ def test_missing_key_fails_before_any_request(monkeypatch: pytest.MonkeyPatch) -
     assert missing_keys("gpt-4o-mini", api_base="http://127.0.0.1:1/v1") == []
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-only")
     assert missing_keys("gpt-4o-mini") == []
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "gpt-4.1", "openai/gpt-4o", "openai/my-finetune",
+                                   "anthropic/claude-3-5-haiku-latest", "groq/llama3-8b-8192",
+                                   "mistral/mistral-large-latest", "deepseek/deepseek-chat",
+                                   "openrouter/openai/gpt-4o", "together_ai/meta-llama/Llama-3-8b", "xai/grok-2"])
+def test_keys_known_without_litellm_agree_with_litellm(model: str) -> None:
+    assert load_litellm().validate_environment(model=model)["missing_keys"] == [provider_key(model)]
 
 
 def test_sentinel_key_never_leaks(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture) -> None:
