@@ -92,8 +92,6 @@ def _check_inputs(c: Any) -> str | None:
     for flag, value in files.items():
         if value and not Path(value).is_file():
             return f"{flag} {value}: no such file"
-    if c.puma_model_path and not Path(c.puma_model_path).exists():
-        return f"--puma_model_path {c.puma_model_path}: no such file or folder"
     return None
 
 
