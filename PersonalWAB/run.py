@@ -16,6 +16,7 @@ prints the `--resume_from` command that finishes the run.
 from __future__ import annotations
 
 import argparse
+import os
 import queue
 import random
 import shlex
@@ -401,6 +402,19 @@ def main(argv: list[str] | None = None) -> int:
               f"'errored'); finish them with:\n  {resume_command(config, outcome.output)}", file=sys.stderr)
         return EXIT_TASK_ERRORS
     return 0
+
+
+def cli() -> None:
+    """`python run.py`: `main`, then exit with its status. A run stopped by Ctrl-C or a fatal
+    error leaves at once, without the interpreter's shutdown, which would wait for the tasks
+    still in flight and the library threads they use (a model call can take minutes): what
+    was finished is already on disk."""
+    code = main()
+    if code in (EXIT_INTERRUPTED, EXIT_FATAL):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def _report_stop(plan: RunPlan, how: str) -> None:
