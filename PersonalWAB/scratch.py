@@ -56,8 +56,12 @@ def remove_stale(folder: Path) -> list[Path]:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write a whole file or nothing: readers (and a killed writer) never leave half of it."""
+    """Write a whole file or nothing: readers (and a killed writer) never leave half of it.
+
+    Text that UTF-8 cannot encode (a lone surrogate a model produced) is written as a
+    `\\udXXX` escape, which is what JSON itself would write, so a result file holding one
+    stays valid JSON that reads back to the same string."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = scratch_path(path)
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_bytes(text.encode("utf-8", "backslashreplace"))
     os.replace(tmp, path)

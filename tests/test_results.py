@@ -107,3 +107,13 @@ def test_a_checkpoint_holds_its_run_args_and_a_claimed_name_is_never_reused(tmp_
     assert read_run_file(path).run_args == {"seed": 1}
     ResultWriter(path, {"seed": 3}).start(replace=True)
     assert read_run_file(path).run_args == {"seed": 3}
+
+
+def test_text_utf8_cannot_encode_is_checkpointed_as_a_json_escape(tmp_path):
+    path = tmp_path / "r.json"
+    broken = record(0, "review", [1], [0.5])
+    broken["traj"] = [{"role": "assistant", "content": "half an emoji \ud83d"}]
+    writer = ResultWriter(path, {"seed": 1}, flush_interval_s=0.0)
+    writer.add(broken)
+    writer.finalize()
+    assert load_result_file(path)[1][0]["traj"] == broken["traj"]
