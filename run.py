@@ -1,8 +1,6 @@
 """Evaluate an agent on PersonalWAB: `python run.py --help`."""
 
-import sys
-
-from PersonalWAB.run import main
+from PersonalWAB.run import cli
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli()

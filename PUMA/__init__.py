@@ -10,3 +10,5 @@ PersonalWAB paper. Each step is a library module with a thin CLI:
 - `PersonalWAB.agents.puma`: the evaluated agent (step 7)
 - `PUMA.tiny_model`: a tiny random Llama + local tokenizer for CPU tests and the smoke run
 """
+
+import PersonalWAB  # noqa: F401,E402  (its OpenMP wait policy must be set before torch loads)

@@ -19,6 +19,7 @@ from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_INDEX_DIR, default_data_dir
 from PersonalWAB.protocol import Protocol, load_protocol
+from PersonalWAB.scratch import atomic_write_text, remove_stale
 
 
 def _index_exists(path: Path) -> bool:
@@ -45,8 +46,7 @@ def _record_build_times(data: BenchmarkData, seconds: dict[str, float]) -> None:
     path = data.artifacts.cache_dir / "build_times.json"
     known = json.loads(path.read_text()) if path.exists() else {}
     known.update({name: round(value, 2) for name, value in seconds.items()})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(known, indent=2))
+    atomic_write_text(path, json.dumps(known, indent=2))
 
 
 def _index_is_current(index_dir: Path, protocol: Protocol) -> bool:
@@ -69,6 +69,11 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
     protocol = protocol or load_protocol()
     artifacts = data.artifacts
     seconds: dict[str, float] = {}
+    folders = {artifacts.lucene_index.parent, artifacts.bm25s_index.parent, artifacts.checkpoint.parent,
+               artifacts.cache_dir}
+    for folder in sorted(folders):
+        for path in remove_stale(folder):
+            log(f"removed {path}, left by a build that was killed")
     for backend in search_backends:
         from PersonalWAB.envs.pwab.functions.search import engine as search_engine
 

@@ -7,3 +7,8 @@ class DataError(ValueError):
 
 class ToolArgumentError(ValueError):
     """A web function was called with arguments it cannot use."""
+
+
+class FatalError(RuntimeError):
+    """No task of the run can succeed (missing or rejected credentials, a request the model
+    service refuses as malformed): the run stops at once instead of failing every task."""

@@ -11,6 +11,11 @@ Routing: any litellm model string works as is ("openai/gpt-4o-mini", "anthropic/
 ("openai/<name>"). The key is `api_key` if given, else the provider's environment variable
 (note: a set OPENAI_API_KEY is then sent to that api_base too), else a placeholder, since
 local servers check none.
+
+Failures (see `failure_kind`): only transient ones are retried; one that concerns a single
+request fails that task; one that would hit every call (no key, key refused, unknown model,
+malformed request) raises `LLMFatalError` at once so the run can stop instead of recording
+the same failure for every task. A missing provider key is caught before any request.
 """
 
 from __future__ import annotations
@@ -25,8 +30,20 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from PersonalWAB.errors import FatalError
+
 PLACEHOLDER_KEY = "sk-no-key-required"
-RETRYABLE_STATUS = frozenset({408, 409, 429})
+RETRYABLE_STATUS = frozenset({408, 429})
+# Errors about one request's content: that task fails, the others may still succeed.
+PER_REQUEST_ERRORS = ("ContextWindowExceededError", "ContentPolicyViolationError")
+PER_REQUEST_STATUS = frozenset({413})
+PROVIDER_KEYS = {
+    "openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "groq": "GROQ_API_KEY",
+    "mistral": "MISTRAL_API_KEY", "deepseek": "DEEPSEEK_API_KEY", "openrouter": "OPENROUTER_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY", "xai": "XAI_API_KEY",
+}
+# What the OpenAI client says (and litellm reports as an HTTP 500) when no key is configured.
+MISSING_KEY_HINTS = ("missing credentials", "api_key client option must be set")
 KEY_PATTERN = re.compile(r"(\bsk-[A-Za-z0-9_\-]{6,}|Bearer\s+\S+)")
 LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 
@@ -59,6 +76,11 @@ class LLMError(RuntimeError):
         self.error_class = error_class
 
 
+class LLMFatalError(LLMError, FatalError):
+    """A model call that no retry or other task can fix (no key, key refused, unknown
+    model, malformed request): the run stops at once with this message."""
+
+
 def load_litellm() -> Any:
     """Import litellm once, offline and quiet (its debug banners would flood benchmark logs)."""
     global _litellm
@@ -86,9 +108,16 @@ def route_model(model: str, api_base: str | None) -> str:
     return f"openai/{model}"
 
 
-def is_retryable(exc: Exception) -> bool:
-    """Rate limits, timeouts, lost connections and server-side (5xx) failures are worth retrying."""
+def failure_kind(exc: Exception) -> str:
+    """How to treat a failed call: "retry" (rate limits, timeouts, lost connections, HTTP
+    408/429/5xx), "task" (this request alone is unusable: too long, refused by a content
+    policy; other tasks may still succeed) or "fatal" (missing or refused credentials, an
+    unknown model, any other 4xx: every later call would fail the same way)."""
     litellm = load_litellm()
+    if any(hint in str(exc).lower() for hint in MISSING_KEY_HINTS):
+        return "fatal"
+    if any(cls.__name__ in PER_REQUEST_ERRORS for cls in type(exc).__mro__):
+        return "task"
     transient = (
         litellm.RateLimitError,
         litellm.Timeout,
@@ -98,9 +127,42 @@ def is_retryable(exc: Exception) -> bool:
         litellm.BadGatewayError,
     )
     if isinstance(exc, transient):
-        return True
+        return "retry"
     status = status_of(exc)
-    return status is not None and (status in RETRYABLE_STATUS or status >= 500)
+    if status is None:
+        return "task"
+    if status in RETRYABLE_STATUS or status >= 500:
+        return "retry"
+    if status in PER_REQUEST_STATUS:
+        return "task"
+    return "fatal" if 400 <= status < 500 else "task"
+
+
+def provider_key(model: str) -> str | None:
+    """The key variable of a model of a common provider, known without loading litellm
+    (which takes seconds); None for any other model. A test keeps this in agreement with
+    litellm's own `validate_environment`."""
+    if "/" in model:
+        return PROVIDER_KEYS.get(model.split("/", 1)[0])
+    return PROVIDER_KEYS["openai"] if model.startswith("gpt-") else None
+
+
+def missing_keys(model: str, api_base: str | None = None) -> list[str]:
+    """Provider API-key variables that `model` needs and the environment lacks.
+
+    Empty with an `api_base` (local servers check no key; a remote one refuses the call,
+    which then stops the run) and for providers whose credentials are not `*_API_KEY`
+    variables (e.g. AWS or Google credential files, which cannot be checked here)."""
+    if api_base:
+        return []
+    known = provider_key(model)
+    if known is not None:
+        return [] if os.environ.get(known) else [known]
+    try:
+        missing = load_litellm().validate_environment(model=model)["missing_keys"]
+    except Exception:
+        return []
+    return [name for name in missing if name.endswith("API_KEY")]
 
 
 def status_of(exc: Exception) -> int | None:
@@ -163,6 +225,12 @@ def plain_message(message: Any) -> dict:
     return out
 
 
+def missing_key_message(model: str, keys: list[str], flag: str = "model", base_flag: str = "api_base") -> str:
+    """What to do when a model's key is not set (one line)."""
+    return (f"{flag} {model} needs {' and '.join(keys)}, which is not set: export it (or add it to .env "
+            f"and `source scripts/set_api_key.sh`), or serve the model yourself and pass {base_flag}")
+
+
 class LLMClient:
     """A thread-safe chat-completion client shared by many agent threads."""
 
@@ -209,8 +277,9 @@ class LLMClient:
             try:
                 response = litellm.completion(**params)
             except Exception as exc:
-                if attempt >= self.max_retries or not is_retryable(exc):
-                    raise self._error(exc, attempt + 1) from None
+                kind = failure_kind(exc)
+                if attempt >= self.max_retries or kind != "retry":
+                    raise self._error(exc, attempt + 1, fatal=kind == "fatal") from None
                 time.sleep(self._delay(exc, attempt))
                 attempt += 1
             else:
@@ -242,6 +311,10 @@ class LLMClient:
                 return
             route = route_model(self.model, self.api_base)
             key = self._api_key
+            if key is None:
+                absent = missing_keys(route, self.api_base)
+                if absent:
+                    raise LLMFatalError(missing_key_message(self.model, absent), error_class="MissingKey")
             if key is None and self.api_base and not self._env_has_key(route):
                 key = PLACEHOLDER_KEY
             self._call_key = key
@@ -299,7 +372,7 @@ class LLMClient:
             return False
         return info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None
 
-    def _error(self, exc: Exception, attempts: int) -> LLMError:
+    def _error(self, exc: Exception, attempts: int, fatal: bool = False) -> LLMError:
         status = status_of(exc)
         name = type(exc).__name__
         detail = self._redact(str(exc))[:500]
@@ -307,7 +380,11 @@ class LLMClient:
             f"model {self.model!r}: {name} (HTTP {status if status is not None else 'n/a'}) "
             f"after {attempts} attempt(s): {detail}"
         )
-        return LLMError(message, status_code=status, error_class=name)
+        if not fatal:
+            return LLMError(message, status_code=status, error_class=name)
+        keys = missing_keys(self._route or self.model, self.api_base) if self._call_key is None else []
+        hint = f"; set {', '.join(keys)}" if keys else "; not retried: check the key, model name and api_base"
+        return LLMFatalError(message + hint, status_code=status, error_class=name)
 
     def _redact(self, text: str) -> str:
         """Strip the configured key and anything key-shaped that a provider echoed back."""

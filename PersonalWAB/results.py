@@ -2,8 +2,15 @@
 
 A finished file is a JSON list whose first element is the header
 (`run_args`, `total cost` (the agent's, as in the release), per-type `results`, and
-`total user cost`) followed by one record per task run. While a run is going the same path holds the records alone (no header),
-rewritten atomically, so a killed run leaves a readable file to resume from.
+`total user cost`) followed by one record per task run. While a run is going the same path
+holds a checkpoint, rewritten atomically: `{"run_args": ..., "unfinished": true}` followed by
+the records finished so far, so a killed run leaves a readable file that says which run it
+belongs to. Files of older versions (and of the original release) hold the records alone;
+they still load and resume, with only their tasks checked.
+
+`--resume_from` keeps a file's finished records only when the file belongs to
+the run being resumed: the settings in `RESUME_KEYS` must be equal and every
+record must be the task it claims to be.
 """
 
 from __future__ import annotations
@@ -12,20 +19,50 @@ import json
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.errors import DataError
+from PersonalWAB.scratch import atomic_write_text
 
 HEADER_KEYS = ("run_args", "total cost", "results")
 RECORD_KEYS = ("task_id", "action_acc", "res_acc", "info", "traj", "trial")
+TASK_INFO_KEYS = ("user_id", "task", "type", "timestamp", "target")
+UNFINISHED_KEY = "unfinished"
+# run_args that must be equal for `--resume_from` to keep a file's records: what the
+# tasks are (split, data, range) and everything that changes how a task is solved or
+# scored. A key is compared when both runs recorded it (older files lack the newer keys).
+RESUME_KEYS = (
+    "task_split", "data_fingerprint", "start_index", "end_index",
+    "agent_strategy", "model", "temperature", "agent_memory", "memory_length", "seed",
+    "max_steps", "user_mode", "user_model", "search_backend",
+    "puma_function_file", "puma_param_file", "puma_generate", "puma_model_path", "mem_token_length",
+    "protocol",
+)
 
 
 def task_score(action_acc: list[float], res_acc: list[float]) -> tuple[float, float]:
     """Best attempt among those that called the right function; none -> (0, 0)."""
     valid = [res for act, res in zip(action_acc, res_acc) if act == 1]
     return (1.0, max(valid)) if valid else (0.0, 0.0)
+
+
+def task_summary(task: dict[str, Any]) -> dict[str, Any]:
+    """What a record says about its task (`info.task`): enough to recognise it in the split."""
+    return {
+        "user_id": task["user_id"],
+        "task": task["task"],
+        "type": task["type"],
+        "timestamp": task["timestamp"],
+        "target": task["target"]["product_info"]["parent_asin"],
+    }
+
+
+def is_errored(record: dict[str, Any]) -> bool:
+    """A task run that ended in an error (it is run again on resume)."""
+    return "error" in record["info"]
 
 
 def record_steps(record: dict[str, Any]) -> int:
@@ -82,49 +119,124 @@ def _check_record(record: Any, path: Path, index: int) -> None:
         raise DataError(f"{path}: element {index} (task {record['task_id']!r}): info lacks 'task' or 'usage'")
 
 
-def load_result_file(path: Path | str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """Header (None for an interrupted run) and task records of a result file."""
+@dataclass
+class RunFile:
+    """A parsed result file: `header` is None unless the run finished; `run_args` is None
+    only for files that do not record them (the original release's checkpoints)."""
+
+    header: dict[str, Any] | None
+    run_args: dict[str, Any] | None
+    records: list[dict[str, Any]]
+
+
+def is_checkpoint_header(element: Any) -> bool:
+    """Whether a file's first element is the header of an unfinished run's checkpoint."""
+    return isinstance(element, dict) and element.get(UNFINISHED_KEY) is True and "run_args" in element
+
+
+def read_run_file(path: Path | str) -> RunFile:
+    """Header, run args and task records of a finished file or a checkpoint."""
     path = Path(path)
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(f"{path}: result file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot read the result file ({exc})") from None
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}: not valid JSON, possibly truncated ({exc})") from None
     if not isinstance(content, list):
         raise DataError(f"{path}: a result file is a JSON list, got {type(content).__name__}")
-    header = None
-    if content and isinstance(content[0], dict) and "run_args" in content[0]:
-        header, content = content[0], content[1:]
+    header = run_args = None
+    first = content[0] if content else None
+    if is_checkpoint_header(first):
+        run_args = first["run_args"]
+    elif isinstance(first, dict) and "run_args" in first:
+        header = first
         for key in HEADER_KEYS:
             if key not in header:
                 raise DataError(f"{path}: header lacks {key!r}")
-    for index, record in enumerate(content, start=1 if header else 0):
+        run_args = header["run_args"]
+    offset = 0 if run_args is None and header is None else 1
+    if offset and not isinstance(run_args, dict):
+        raise DataError(f"{path}: run_args is not an object")
+    records = content[offset:]
+    for index, record in enumerate(records, start=offset):
         _check_record(record, path, index)
-    return header, content
+    return RunFile(header, run_args, records)
 
 
-def json_text(content: Any) -> str:
-    """JSON as UTF-8 can hold it: non-ASCII text kept as it is, unless some string has a lone
-    surrogate (which UTF-8 cannot encode), then everything escaped, so no record is ever lost."""
-    text = json.dumps(content, indent=2, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = json.dumps(content, indent=2)
-    return text
+def load_result_file(path: Path | str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """Header (None for an unfinished run) and task records of a result file."""
+    parsed = read_run_file(path)
+    return parsed.header, parsed.records
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:20] + "..."
+
+
+def resume_mismatches(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """`key: file value in the file, this run's value now` for every RESUME_KEYS setting that differs."""
+    return [f"{key}: {_shown(previous[key])} in the file, {_shown(current[key])} now" for key in RESUME_KEYS
+            if key in previous and key in current and previous[key] != current[key]]
+
+
+def resumable_records(path: Path | str, run_args: dict[str, Any], tasks: list[dict[str, Any]],
+                      task_ids: set[int], num_trials: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """The finished records of `path` that this run keeps, and notes for the log.
+
+    Raises DataError (naming the differing settings or the first foreign record) when the
+    file belongs to another run; nothing is written either way. Errored records are left
+    out (their tasks run again); a task recorded twice is kept once.
+    """
+    path = Path(path)
+    parsed = read_run_file(path)
+    notes: list[str] = []
+    if parsed.run_args is None:
+        notes.append(f"{path} records no run settings (an older format): only its tasks were checked")
+    else:
+        differing = resume_mismatches(parsed.run_args, run_args)
+        if differing:
+            raise DataError(f"{path} belongs to another run ({'; '.join(differing)}): resume it with the "
+                            "file's settings, or start a new run without --resume_from")
+    kept: dict[tuple[int, int], dict[str, Any]] = {}
+    duplicates = 0
+    for record in parsed.records:
+        task_id, trial = record["task_id"], record["trial"]
+        where = f"{path}: task {task_id!r} trial {trial!r}"
+        if not isinstance(task_id, int) or task_id not in task_ids:
+            raise DataError(f"{where} is outside this run's task range; resume with the same "
+                            "--start_index/--end_index")
+        if not isinstance(trial, int) or not 0 <= trial < num_trials:
+            raise DataError(f"{where}: trial outside 0-{num_trials - 1} (--num_trials {num_trials})")
+        recorded = record["info"]["task"]
+        if not isinstance(recorded, dict) or {key: recorded.get(key) for key in TASK_INFO_KEYS} != \
+                task_summary(tasks[task_id]):
+            raise DataError(f"{where} is not that task of this split (the data or split differs)")
+        if is_errored(record):
+            continue
+        if (trial, task_id) in kept:
+            duplicates += 1
+            continue
+        kept[(trial, task_id)] = record
+    if duplicates:
+        notes.append(f"{path}: {duplicates} duplicate record(s) of finished tasks kept once")
+    return list(kept.values()), notes
 
 
 def _atomic_write_json(path: Path, content: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(json_text(content))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(content, indent=2, ensure_ascii=False))
+
+
+def numbered(path: Path, number: int) -> Path:
+    """`name-N.json`: the N-th candidate when `path` is taken."""
+    return path.with_name(f"{path.stem}-{number}{path.suffix}")
 
 
 class ResultWriter:
-    """Collects task records from worker threads and checkpoints them to disk.
+    """Collects task records and checkpoints them to disk.
 
     Checkpoints are throttled (at most one rewrite per `flush_interval_s`) so a
     long run does not spend its time rewriting the file after every task.
@@ -139,6 +251,34 @@ class ResultWriter:
         self._lock = threading.Lock()
         self._last_flush = 0.0
 
+    def start(self, unique: bool = False, replace: bool = False) -> Path:
+        """Claim the file and write the first checkpoint; returns the path used.
+
+        `replace`: write over an existing file (--overwrite, or resuming in place).
+        Otherwise the file is created only if absent (atomically, so two runs never
+        share one): with `unique` the next free `name-N.json` is taken instead, else an
+        existing file is refused.
+        """
+        with self._lock:
+            if not replace:
+                self.path = self._claim(unique)
+            self._flush_locked()
+            return self.path
+
+    def _claim(self, unique: bool) -> Path:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        number = 1
+        while True:
+            candidate = self.path if number == 1 else numbered(self.path, number)
+            try:
+                os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                return candidate
+            except FileExistsError:
+                if not unique:
+                    raise DataError(f"{candidate}: result file already exists; pass --overwrite to replace it, "
+                                    "--resume_from it to finish it, or choose another --output") from None
+                number += 1
+
     def add(self, record: dict[str, Any]) -> None:
         with self._lock:
             self.records.append(record)
@@ -146,12 +286,12 @@ class ResultWriter:
                 self._flush_locked()
 
     def flush(self) -> None:
-        """Checkpoint the records now (no header: the run is not finished)."""
+        """Checkpoint the records now (the run is not finished)."""
         with self._lock:
             self._flush_locked()
 
     def _flush_locked(self) -> None:
-        _atomic_write_json(self.path, self.records)
+        _atomic_write_json(self.path, [{"run_args": self.run_args, UNFINISHED_KEY: True}, *self.records])
         self._last_flush = time.monotonic()
 
     def finalize(self) -> dict[str, Any]:
@@ -163,10 +303,26 @@ class ResultWriter:
             return header
 
 
-def format_statistics_table(stats: dict[str, dict[str, float]], title: str = "") -> str:
-    """The per-type table printed at the end of a run."""
+def count_errors(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Errored task runs per task type and overall."""
+    counts = {"overall": 0}
+    for record in records:
+        if is_errored(record):
+            kind = record["info"]["task"]["type"]
+            counts[kind] = counts.get(kind, 0) + 1
+            counts["overall"] += 1
+    return counts
+
+
+def format_statistics_table(stats: dict[str, dict[str, float]], title: str = "",
+                            errors: dict[str, int] | None = None) -> str:
+    """The per-type table printed at the end of a run; with `errors` (from `count_errors`)
+    an `errored` column marks the rows that include tasks which ended in an error
+    (they count as 0/0 until resumed)."""
+    errored = bool(errors and errors.get("overall"))
     lines = [title] if title else []
-    lines.append(f"{'type':<10} {'tasks':>6} {'Function Acc':>13} {'Result Acc':>11} {'Avg Steps':>10}")
+    lines.append(f"{'type':<10} {'tasks':>6} {'Function Acc':>13} {'Result Acc':>11} {'Avg Steps':>10}"
+                 + (f" {'errored':>8}" if errored else ""))
     for name in (*TASK_TYPES, "overall"):
         row = stats.get(name)
         if row is None:
@@ -174,5 +330,6 @@ def format_statistics_table(stats: dict[str, dict[str, float]], title: str = "")
         lines.append(
             f"{name:<10} {row['total_count']:>6} {row['avg_action_acc']:>13.3f} "
             f"{row['avg_res_acc']:>11.3f} {row['avg_interaction_times']:>10.2f}"
+            + (f" {errors.get(name, 0) or '':>8}" if errored else "")
         )
     return "\n".join(lines)

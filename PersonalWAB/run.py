@@ -3,30 +3,44 @@
 Tasks run on `--max_concurrency` threads that share one data object and one set
 of engines. Finished tasks are checkpointed into the result file as they
 complete; `--resume_from FILE` skips the tasks that file already holds (tasks
-that ended in an error are run again).
+that ended in an error are run again) once it has checked that the file belongs
+to this run.
+
+Exit status of `main`: 0 all tasks ran; 1 a fatal model error stopped the run
+(missing or refused key, unknown model); 2 a setting or input file is wrong
+(nothing was written); 3 some tasks ended in an error (resume to run them
+again); 130 interrupted (Ctrl-C). Every stop after the result file was claimed
+prints the `--resume_from` command that finishes the run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import queue
 import random
+import shlex
 import sys
+import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from PersonalWAB import __version__
-from PersonalWAB.errors import DataError
+from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
+from PersonalWAB.progress import log_line
 
 SYNTHETIC_NOTE = "synthetic data: these numbers are not comparable to the paper's"
 CUSTOM_NOTE = ("custom run ({why}): these numbers are not comparable to the paper's tables or the leaderboard; "
                "see README, Fidelity")
 UNPRICED_NOTE = "the model has no price in litellm's table; its calls are counted as costing 0"
+EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 1, 2, 3, 130
+STORE_TRUE_FLAGS = ("verbose", "shuffle", "overwrite")
 
 
 @dataclass
@@ -62,6 +76,7 @@ class RunConfig:
     api_base: str | None = None
     user_api_base: str | None = None
     max_retries: int = 5
+    overwrite: bool = False
     protocol_file: str | None = None
     leak_guard: bool = False
 
@@ -70,41 +85,59 @@ def build_parser() -> argparse.ArgumentParser:
     from PersonalWAB.agents import AGENT_STRATEGIES
     from PersonalWAB.memory import MEMORY_MODES
 
-    p = argparse.ArgumentParser(description="Evaluate an agent on PersonalWAB.")
+    p = argparse.ArgumentParser(description="Evaluate an agent on PersonalWAB.",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     d = RunConfig()
-    p.add_argument("--env", default=d.env, choices=["pwab"])
-    p.add_argument("--model", default=d.model, help="any litellm model string (unused by offline agents)")
+    p.add_argument("--env", default=d.env, choices=["pwab"], help="benchmark environment")
+    p.add_argument("--model", default=d.model,
+                   help="the agent's model, any litellm model string (LLM strategies only; offline agents "
+                        "refuse it)")
     p.add_argument("--user_mode", default=d.user_mode, choices=["no", "naive", "human", "offline"],
-                   help="multi-turn user simulator: naive (LLM), human (terminal), offline (rules, no model)")
-    p.add_argument("--user_model", default=d.user_model)
-    p.add_argument("--agent_strategy", default=d.agent_strategy, choices=AGENT_STRATEGIES)
-    p.add_argument("--temperature", type=float, default=d.temperature)
-    p.add_argument("--task_split", default=d.task_split, choices=["train", "test"])
-    p.add_argument("--agent_memory", default=d.agent_memory, choices=MEMORY_MODES)
+                   help="simulated user of the multi-turn track: naive (LLM), human (terminal), offline "
+                        "(rules, no model); no: single-turn")
+    p.add_argument("--user_model", default=d.user_model, help="the naive user's model (litellm model string)")
+    p.add_argument("--agent_strategy", default=d.agent_strategy, choices=AGENT_STRATEGIES,
+                   help="agent: heuristic (offline, no model), puma (function/parameter files or a "
+                        "fine-tuned model), or an LLM strategy that needs --model")
+    p.add_argument("--temperature", type=float, default=d.temperature, help="sampling temperature of the agent's model")
+    p.add_argument("--task_split", default=d.task_split, choices=["train", "test"], help="task split to run")
+    p.add_argument("--agent_memory", default=d.agent_memory, choices=MEMORY_MODES,
+                   help="which of the user's past behaviours go into the agent's prompt")
     p.add_argument("--memory_length", type=int, default=d.memory_length,
-                   help="behaviours in the memory (the release always used 10; another value is a departure)")
-    p.add_argument("--max_steps", type=int, default=d.max_steps, help="-1: single-turn; N > 0: multi-turn")
-    p.add_argument("--start_index", type=int, default=d.start_index)
-    p.add_argument("--end_index", type=int, default=d.end_index, help="exclusive; -1 runs to the end")
-    p.add_argument("--resume_from", default=d.resume_from, help="result file whose finished tasks are kept")
-    p.add_argument("--verbose", action="store_true")
-    p.add_argument("--log_dir", default=d.log_dir)
-    p.add_argument("--max_concurrency", type=int, default=d.max_concurrency)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--shuffle", action="store_true")
-    p.add_argument("--num_trials", type=int, default=d.num_trials)
-    p.add_argument("--interec_memory_file", default=d.interec_memory_file)
-    p.add_argument("--puma_param_file", default=d.puma_param_file)
-    p.add_argument("--puma_function_file", default=d.puma_function_file)
+                   help="behaviours in the memory (the release always used 10, whatever its scripts said; "
+                        "another value is a departure)")
+    p.add_argument("--max_steps", type=int, default=d.max_steps,
+                   help="-1: single-turn track; N > 0: multi-turn track with N agent steps per task")
+    p.add_argument("--start_index", type=int, default=d.start_index, help="first task of the split to run")
+    p.add_argument("--end_index", type=int, default=d.end_index, help="task to stop before; -1 runs to the end")
+    p.add_argument("--resume_from", default=d.resume_from,
+                   help="result file of an unfinished run with the same settings: its finished tasks are kept "
+                        "and the file is completed in place (unless --output)")
+    p.add_argument("--verbose", action="store_true", help="print each task's scores and error tracebacks")
+    p.add_argument("--log_dir", default=d.log_dir,
+                   help="folder of derived result names ({singleturn,multiturn}/step..._MMDDHHMM.json)")
+    p.add_argument("--max_concurrency", type=int, default=d.max_concurrency, help="tasks run at once (threads)")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of random memory, shuffling and the offline user")
+    p.add_argument("--shuffle", action="store_true", help="run the tasks in a seeded random order")
+    p.add_argument("--num_trials", type=int, default=d.num_trials, help="runs of every task")
+    p.add_argument("--interec_memory_file", default=d.interec_memory_file,
+                   help="InteRecAgent memory store (for --agent_memory interecagent)")
+    p.add_argument("--puma_param_file", default=d.puma_param_file, help="PUMA parameter outputs per instruction")
+    p.add_argument("--puma_function_file", default=d.puma_function_file, help="PUMA function outputs per instruction")
     p.add_argument("--puma_generate", type=int, nargs="?", const=1, default=int(d.puma_generate), choices=[0, 1],
                    help="1: generate PUMA's function and parameters live with --puma_model_path; "
                         "0: read them from --puma_function_file / --puma_param_file")
-    p.add_argument("--puma_model_path", default=d.puma_model_path)
-    p.add_argument("--mem_token_length", type=int, default=d.mem_token_length)
+    p.add_argument("--puma_model_path", default=d.puma_model_path,
+                   help="fine-tuned model (merged, or a LoRA adapter folder) for --puma_generate")
+    p.add_argument("--mem_token_length", type=int, default=d.mem_token_length,
+                   help="tokens of task-specific memory in PUMA's prompt")
     p.add_argument("--data_dir", default=d.data_dir,
                    help="data directory (default: official data if placed, else data/synthetic/small)")
-    p.add_argument("--search_backend", default=d.search_backend, choices=["lucene", "bm25s"])
-    p.add_argument("--output", default=d.output, help="result file path (default: derived from the run args)")
+    p.add_argument("--search_backend", default=d.search_backend, choices=["lucene", "bm25s"],
+                   help="search engine behind search_product_by_query (lucene is the official one)")
+    p.add_argument("--output", default=d.output,
+                   help="result file path (default: a new name under --log_dir derived from the settings)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument("--api_base", default=d.api_base,
                    help="base URL of an OpenAI-compatible server (vLLM, Ollama, ...) for the agent's model")
     p.add_argument("--user_api_base", default=d.user_api_base, help="the same for the user simulator's model")
@@ -161,14 +194,10 @@ def default_output_path(config: RunConfig, end_index: int) -> Path:
 
 
 def make_record(task_id: int, trial: int, task: dict[str, Any], env: Any, episode: Any) -> dict[str, Any]:
+    from PersonalWAB.results import task_summary
+
     info: dict[str, Any] = {
-        "task": {
-            "user_id": task["user_id"],
-            "task": task["task"],
-            "type": task["type"],
-            "timestamp": task["timestamp"],
-            "target": task["target"]["product_info"]["parent_asin"],
-        },
+        "task": task_summary(task),
         "actions": [a for a in episode.actions if a["name"] != "respond"],
         "user_cost": episode.user_cost,
         "usage": episode.usage.to_dict(),
@@ -188,23 +217,47 @@ def make_record(task_id: int, trial: int, task: dict[str, Any], env: Any, episod
     }
 
 
-def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, float]:
-    """Run the configured evaluation; return the result header, the file path and wall seconds."""
-    from PersonalWAB.agents import build_agent
-    from PersonalWAB.build import build_artifacts, cache_review_embeddings
+@dataclass
+class RunPlan:
+    """A checked run: its tasks, the records kept from --resume_from and where results go.
+
+    `prepare` builds it without writing anything; `execute` fills in `writer` once it has
+    claimed the result file, so whoever stops a run knows what was saved and where."""
+
+    config: RunConfig
+    data: Any
+    tasks: list[dict[str, Any]]
+    jobs: list[tuple[int, int]]
+    kept: list[dict[str, Any]]
+    run_args: dict[str, Any]
+    output: Path
+    claim: str  # "unique" (a derived name), "new" (--output, must not exist) or "replace"
+    protocol: Any  # the texts the run shows models (`PersonalWAB.protocol.Protocol`)
+    end: int  # the task index the run stops before
+    writer: Any = None
+
+
+@dataclass
+class RunOutcome:
+    """A finished run: its header, where the file is, the wall time of its tasks and all records."""
+
+    header: dict[str, Any]
+    output: Path
+    wall_s: float
+    records: list[dict[str, Any]]
+
+
+def prepare(config: RunConfig, log: Callable[[str], None] = log_line) -> RunPlan:
+    """Check every setting, load the data and the records to keep; nothing is written."""
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.envs.pwab.engines import shared_engines
-    from PersonalWAB.envs.pwab.env import PWABEnv
     from PersonalWAB.envs.user import get_user
     from PersonalWAB.envs.users.offline_user import NOTE as OFFLINE_USER_NOTE
-    from PersonalWAB.memory import ReleaseRandomMemory
     from PersonalWAB.paths import default_data_dir
     from PersonalWAB.protocol import load_protocol
-    from PersonalWAB.results import ResultWriter, load_result_file
-    from PersonalWAB.types import Episode
+    from PersonalWAB.results import resumable_records
+    from PersonalWAB.run_checks import SettingsError, check_settings, output_target
 
-    if config.user_mode == "human" and config.max_concurrency > 1:
-        raise ValueError("--user_mode human talks to one person: use --max_concurrency 1")
+    check_settings(config)
     get_user(config.user_mode, config.user_model, config.user_api_base, config.seed)  # fail early on bad settings
     protocol = load_protocol(config.protocol_file)
     data = load_benchmark_data(config.data_dir or default_data_dir())
@@ -212,36 +265,61 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
         log(f"warning: {warning}")
     tasks = data.split(config.task_split)
     end = len(tasks) if config.end_index == -1 else min(config.end_index, len(tasks))
-    if not 0 <= config.start_index < end:
-        raise ValueError(f"empty task range {config.start_index}-{end} for {len(tasks)} {config.task_split} tasks")
+    if config.start_index >= end:
+        raise SettingsError(f"--start_index {config.start_index}: the {config.task_split} split has only "
+                            f"{len(tasks)} tasks")
     task_ids = list(range(config.start_index, end))
     if config.shuffle:
         random.Random(config.seed).shuffle(task_ids)
+    run_args = {**asdict(config), "data_dir": str(data.data_dir), "data_source": data.source,
+                "data_fingerprint": data.fingerprint, "project_version": __version__,
+                "protocol": protocol_record(protocol, config)}
+    if config.user_mode == "offline":
+        run_args["user_simulator_note"] = OFFLINE_USER_NOTE
 
     kept: list[dict[str, Any]] = []
     if config.resume_from:
-        _, previous = load_result_file(config.resume_from)
-        kept = [r for r in previous if "error" not in r["info"]]
+        kept, notes = resumable_records(config.resume_from, run_args, tasks, set(task_ids), config.num_trials)
+        for note in notes:
+            log(f"note: {note}")
     done_keys = {(r["trial"], r["task_id"]) for r in kept}
     jobs = [(trial, tid) for trial in range(config.num_trials) for tid in task_ids if (trial, tid) not in done_keys]
 
-    output = Path(config.output) if config.output else (
-        Path(config.resume_from) if config.resume_from else default_output_path(config, end))
-    run_args = {**asdict(config), "data_dir": str(data.data_dir), "data_source": data.source,
-                "project_version": __version__, "protocol": protocol_record(protocol, config)}
-    if config.user_mode == "offline":
-        run_args["user_simulator_note"] = OFFLINE_USER_NOTE
-    writer = ResultWriter(output, run_args, kept)
+    output = output_target(config)
+    if output is None:
+        return RunPlan(config, data, tasks, jobs, kept, run_args, default_output_path(config, end), "unique",
+                       protocol, end)
+    in_place = bool(config.resume_from) and output.resolve() == Path(config.resume_from).resolve()
+    return RunPlan(config, data, tasks, jobs, kept, run_args, output,
+                   "replace" if in_place or config.overwrite else "new", protocol, end)
 
-    kinds = {tasks[tid]["type"] for _, tid in jobs}
+
+def execute(plan: RunPlan, log: Callable[[str], None] = log_line) -> RunOutcome:
+    """Build what the tasks need, claim the result file and run the tasks, checkpointing as they finish."""
+    from PersonalWAB.agents import build_agent
+    from PersonalWAB.build import build_artifacts, cache_review_embeddings
+    from PersonalWAB.envs.pwab.engines import shared_engines
+    from PersonalWAB.envs.pwab.env import PWABEnv
+    from PersonalWAB.envs.user import get_user
+    from PersonalWAB.memory import ReleaseRandomMemory
+    from PersonalWAB.progress import RunProgress
+    from PersonalWAB.results import ResultWriter
+    from PersonalWAB.scratch import remove_stale
+    from PersonalWAB.types import Episode
+
+    config, data, tasks, run_args, protocol = plan.config, plan.data, plan.tasks, plan.run_args, plan.protocol
+    for path in remove_stale(plan.output.parent):
+        log(f"removed {path}, left by a run that was killed")
+    kinds = {tasks[tid]["type"] for _, tid in plan.jobs}
     build_artifacts(data, (config.search_backend,) if "search" in kinds else (),
                     recommender="recommend" in kinds,
                     memory_embeddings=config.agent_memory in ("relevant", "taskspe"), log=log, protocol=protocol)
     engines = shared_engines(data, config.search_backend, protocol)
-    cache_review_embeddings(data, [tasks[tid] for _, tid in jobs])
+    cache_review_embeddings(data, [tasks[tid] for _, tid in plan.jobs])
     random_memory = None
     if config.agent_memory == "random":  # the release's draws, in its task order (shuffle does not change it)
-        release_order = [(trial, tid) for trial in range(config.num_trials) for tid in range(config.start_index, end)]
+        release_order = [(trial, tid) for trial in range(config.num_trials)
+                         for tid in range(config.start_index, plan.end)]
         random_memory = ReleaseRandomMemory(data, tasks, release_order, config.memory_length, config.seed)
     agent = build_agent(config.agent_strategy, data, config, random_memory)
 
@@ -251,7 +329,7 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
                       leak_guard=config.leak_guard, trial=trial)
         try:
             episode = agent.solve(env, task_id)
-        except DataError:
+        except (DataError, FatalError):
             raise
         except Exception as exc:  # an agent/API failure is recorded; resume retries the task
             # what the episode did before failing (calls made, their cost) is kept
@@ -265,45 +343,148 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
             episode.user_cost = user.cost
         return make_record(task_id, trial, tasks[task_id], env, episode)
 
-    resumed = f"; {len(kept)} kept from {config.resume_from}" if config.resume_from else ""
-    log(f"running {len(jobs)} task(s) of the {config.task_split} split ({data.source}) "
-        f"with {config.agent_strategy}, memory {config.agent_memory}, {protocol.name} texts{resumed}")
+    writer = ResultWriter(plan.output, run_args, plan.kept)
+    plan.output = writer.start(unique=plan.claim == "unique", replace=plan.claim == "replace")
+    plan.writer = writer
+    resumed = f"; {len(plan.kept)} kept from {config.resume_from}" if config.resume_from else ""
+    log(f"running {len(plan.jobs)} task(s) of the {config.task_split} split ({data.source}) "
+        f"with {config.agent_strategy}, memory {config.agent_memory}, {protocol.name} texts{resumed}; "
+        f"results in {plan.output}")
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, config.max_concurrency)) as pool:
-        futures = [pool.submit(run_one, trial, tid) for trial, tid in jobs]
+    with RunProgress(len(plan.jobs) + len(plan.kept), plan.kept) as bar:
         try:
-            for future in as_completed(futures):
-                record = future.result()
+            for record in finished_records(plan.jobs, run_one, config.max_concurrency):
                 writer.add(record)
+                bar.update(record)
                 if config.verbose:
                     log(f"task {record['task_id']} ({record['info']['task']['type']}): "
                         f"action_acc {record['action_acc']} res_acc {[round(r, 3) for r in record['res_acc']]}")
         except BaseException:
-            for future in futures:
-                future.cancel()
             writer.flush()
             raise
     header = writer.finalize()
-    return header, output, time.perf_counter() - start
+    return RunOutcome(header, plan.output, time.perf_counter() - start, writer.records)
+
+
+def finished_records(jobs: list[tuple[int, int]], run_one: Callable[[int, int], dict[str, Any]],
+                     workers: int) -> Iterator[dict[str, Any]]:
+    """Run the jobs on `workers` threads and yield each record as it finishes.
+
+    The threads are daemons and the caller only ever waits on a queue, so Ctrl-C (or a
+    fatal error) stops the run at once: tasks still in flight are abandoned, not awaited
+    (they are unfinished and run again on resume). An exception a task lets through
+    (data errors, fatal model errors, an interrupt) is raised here and stops the rest.
+    """
+    pending: queue.Queue[tuple[int, int]] = queue.Queue()
+    for job in jobs:
+        pending.put(job)
+    done: queue.Queue[tuple[dict[str, Any] | None, BaseException | None]] = queue.Queue()
+    stop = threading.Event()
+
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                trial, task_id = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                done.put((run_one(trial, task_id), None))
+            except BaseException as exc:  # handed to the caller, which stops the run
+                done.put((None, exc))
+                return
+
+    for number in range(min(workers, len(jobs))):
+        threading.Thread(target=work, name=f"task-worker-{number}", daemon=True).start()
+    try:
+        for _ in jobs:
+            record, failure = done.get()
+            if failure is not None:
+                raise failure
+            yield record
+    finally:
+        stop.set()
+
+
+def resume_command(config: RunConfig, output: Path) -> str:
+    """The run.py command line that finishes this run: its non-default settings and --resume_from."""
+    defaults = RunConfig()
+    words = ["python", "run.py"]
+    for item in fields(RunConfig):
+        value = getattr(config, item.name)
+        if item.name in ("resume_from", "output", "overwrite") or value == getattr(defaults, item.name):
+            continue
+        if item.name in STORE_TRUE_FLAGS:
+            words.append(f"--{item.name}")
+        else:
+            words += [f"--{item.name}", str(int(value) if isinstance(value, bool) else value)]
+    return shlex.join(words + ["--resume_from", str(output)])
+
+
+def run(config: RunConfig, log: Callable[[str], None] = log_line) -> tuple[dict[str, Any], Path, float]:
+    """Run the configured evaluation; return the result header, the file path and wall seconds."""
+    outcome = execute(prepare(config, log), log)
+    return outcome.header, outcome.output, outcome.wall_s
 
 
 def main(argv: list[str] | None = None) -> int:
-    from PersonalWAB.results import format_statistics_table
+    from PersonalWAB.results import count_errors, format_statistics_table
 
     args = build_parser().parse_args(argv)
     config = RunConfig(**{f.name: getattr(args, f.name) for f in fields(RunConfig)})
     config.puma_generate = bool(config.puma_generate)
     try:
-        header, output, wall_s = run(config)
+        plan = prepare(config)
     except (DataError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    source = header["run_args"]["data_source"]
-    protocol = header["run_args"]["protocol"]
-    print(format_statistics_table(header["results"], title=f"Results ({source}; {wall_s:.1f} s)"))
+        return EXIT_SETTINGS
+    try:
+        outcome = execute(plan)
+    except KeyboardInterrupt:
+        _report_stop(plan, "interrupted")
+        return EXIT_INTERRUPTED
+    except FatalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        _report_stop(plan, "stopped")
+        return EXIT_FATAL
+    except (DataError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        _report_stop(plan, "stopped")
+        return EXIT_SETTINGS
+    source = outcome.header["run_args"]["data_source"]
+    errors = count_errors(outcome.records)
+    print(format_statistics_table(outcome.header["results"], title=f"Results ({source}; {outcome.wall_s:.1f} s)",
+                                  errors=errors))
     if source != "official":
         print(f"note: {SYNTHETIC_NOTE}")
-    if not protocol["standard"]:
-        print(f"note: {CUSTOM_NOTE.format(why='; '.join(custom_reasons(protocol)))}")
-    print(f"result file: {output}")
+    record = outcome.header["run_args"]["protocol"]
+    if not record["standard"]:
+        print(f"note: {CUSTOM_NOTE.format(why='; '.join(custom_reasons(record)))}")
+    print(f"result file: {outcome.output}")
+    if errors["overall"]:
+        print(f"{errors['overall']} task(s) ended in an error and score 0 until run again (rows marked under "
+              f"'errored'); finish them with:\n  {resume_command(config, outcome.output)}", file=sys.stderr)
+        return EXIT_TASK_ERRORS
     return 0
+
+
+def cli() -> None:
+    """`python run.py`: `main`, then exit with its status. A run stopped by Ctrl-C or a fatal
+    error leaves at once, without the interpreter's shutdown, which would wait for the tasks
+    still in flight and the library threads they use (a model call can take minutes): what
+    was finished is already on disk."""
+    code = main()
+    if code in (EXIT_INTERRUPTED, EXIT_FATAL):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _report_stop(plan: RunPlan, how: str) -> None:
+    """Say what a stopped run kept and the command that finishes it."""
+    if plan.writer is None:
+        print(f"{how} before any task ran; no result file was written", file=sys.stderr)
+        return
+    done, total = len(plan.writer.records), len(plan.kept) + len(plan.jobs)
+    print(f"{how}: {done} of {total} task(s) finished and kept in {plan.output}; finish the run with:\n"
+          f"  {resume_command(plan.config, plan.output)}", file=sys.stderr)

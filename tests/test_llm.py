@@ -13,7 +13,17 @@ import urllib.request
 
 import pytest
 
-from PersonalWAB.llm import LLMClient, LLMError, route_model
+from PersonalWAB.errors import FatalError
+from PersonalWAB.llm import (
+    LLMClient,
+    LLMError,
+    LLMFatalError,
+    failure_kind,
+    load_litellm,
+    missing_keys,
+    provider_key,
+    route_model,
+)
 from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply, prompt_token_count
 from tests.conftest import REPO_ROOT
 
@@ -77,16 +87,22 @@ def test_malformed_tool_arguments_pass_through_unchanged() -> None:
     assert reply.message["tool_calls"][0]["function"]["arguments"] == broken
 
 
-def test_rate_limit_is_retried_honouring_retry_after_and_usage_counts_once() -> None:
+def test_rate_limit_is_retried_honouring_retry_after_and_usage_counts_once(monkeypatch) -> None:
+    waits: list[float] = []
+    delay = LLMClient._delay
+
+    def recorded_delay(self, exc, attempt):
+        waits.append(delay(self, exc, attempt))
+        return waits[-1]
+
+    monkeypatch.setattr(LLMClient, "_delay", recorded_delay)
     script = [ScriptedReply(status=429), ScriptedReply(content="ok", prompt_tokens=10, completion_tokens=2)]
     with ScriptedLLMServer(script) as server:
-        started = time.monotonic()
         reply = client_for(server, backoff_s=5.0).complete(HELLO)
-        elapsed = time.monotonic() - started
     assert reply.message["content"] == "ok"
     assert (reply.prompt_tokens, reply.completion_tokens) == (10, 2)
     assert len(server.requests) == 2
-    assert elapsed < 2.5, "Retry-After: 0 should replace the 5 s backoff"
+    assert waits == [0.0], "Retry-After: 0 should replace the 5 s backoff"
 
 
 def test_persistent_server_error_gives_up_after_max_retries() -> None:
@@ -122,6 +138,48 @@ def test_authentication_error_is_not_retried() -> None:
             client_for(server, max_retries=5).complete(HELLO)
     assert len(server.requests) == 1
     assert caught.value.status_code == 401 and "AuthenticationError" in str(caught.value)
+
+
+def test_failures_are_sorted_into_retry_task_and_fatal() -> None:
+    litellm = load_litellm()
+
+    def make(name: str, message: str = "scripted"):
+        return getattr(litellm, name)(message=message, llm_provider="openai", model="m")
+
+    missing = "OpenAIException - Missing credentials. Please pass an `api_key` or set OPENAI_API_KEY"
+    assert failure_kind(make("InternalServerError", missing)) == "fatal"  # what litellm reports for no key
+    for name in ("AuthenticationError", "NotFoundError", "BadRequestError"):
+        assert failure_kind(make(name)) == "fatal", name
+    for name in ("ContextWindowExceededError", "ContentPolicyViolationError"):
+        assert failure_kind(make(name)) == "task", name
+    for name in ("RateLimitError", "Timeout", "APIConnectionError", "InternalServerError", "ServiceUnavailableError"):
+        assert failure_kind(make(name)) == "retry", name
+
+
+@pytest.mark.parametrize("status", [400, 403, 404, 422])
+def test_client_errors_are_fatal_and_not_retried(status: int) -> None:
+    with ScriptedLLMServer([ScriptedReply(status=status, content="rejected")]) as server:
+        with pytest.raises(LLMFatalError) as caught:
+            client_for(server, max_retries=5).complete(HELLO)
+    assert len(server.requests) == 1 and caught.value.status_code == status
+    assert isinstance(caught.value, FatalError) and "not retried" in str(caught.value)
+
+
+def test_missing_key_fails_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(LLMFatalError, match="model gpt-4o-mini needs OPENAI_API_KEY, which is not set"):
+        LLMClient("gpt-4o-mini").complete(HELLO)
+    assert missing_keys("gpt-4o-mini") == ["OPENAI_API_KEY"]
+    assert missing_keys("gpt-4o-mini", api_base="http://127.0.0.1:1/v1") == []
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-only")
+    assert missing_keys("gpt-4o-mini") == []
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "gpt-4.1", "openai/gpt-4o", "openai/my-finetune",
+                                   "anthropic/claude-3-5-haiku-latest", "groq/llama3-8b-8192",
+                                   "mistral/mistral-large-latest", "deepseek/deepseek-chat",
+                                   "openrouter/openai/gpt-4o", "together_ai/meta-llama/Llama-3-8b", "xai/grok-2"])
+def test_keys_known_without_litellm_agree_with_litellm(model: str) -> None:
+    assert load_litellm().validate_environment(model=model)["missing_keys"] == [provider_key(model)]
 
 
 def test_sentinel_key_never_leaks(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture) -> None:

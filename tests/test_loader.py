@@ -113,6 +113,39 @@ def test_duplicate_instructions_are_reported(data_copy):
     assert any("repeat in the 'test' split" in w for w in data.warnings)
 
 
+def test_a_users_behaviours_in_two_history_parts_are_merged(data_copy):
+    first, second = sorted(data_copy.glob("user_history_part_*.json"))[:2]
+    part = json.loads(first.read_text())
+    user = next(u for u, behaviours in part.items() if len(behaviours) >= 3)
+    total = len(part[user])
+    moved, part[user] = part[user][:2], part[user][2:]  # the user's first behaviours live in another part
+    first.write_text(json.dumps(part))
+    rewrite(second, lambda content: content.update({user: moved}))
+    data = load_benchmark_data(data_copy)
+    assert len(data.histories[user]) == total
+    times = [b["review"]["timestamp"] for b in data.histories[user]]
+    assert times == sorted(times)
+
+
+def test_targets_missing_from_the_catalogue_are_flagged(data_copy):
+    path = data_copy / "user_instructions.json"
+    rewrite(path, lambda c: c["test"][4]["target"]["product_info"].update(parent_asin="B0NOTSOLD"))
+    data = load_benchmark_data(data_copy)
+    assert any("1 'test' task(s) have a target ASIN missing from the product catalogue (e.g. task 4: 'B0NOTSOLD')"
+               in w for w in data.warnings)
+    out = subprocess.run([sys.executable, "-m", "PersonalWAB.data", "validate", "--data_dir", str(data_copy)],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "warning:" in out.stdout and "B0NOTSOLD" in out.stdout
+
+
+def test_the_fingerprint_follows_the_data_bytes(tiny_data, data_copy):
+    assert load_benchmark_data(data_copy).fingerprint == tiny_data.fingerprint
+    edited = data_copy.parent / "edited"
+    shutil.copytree(data_copy, edited)
+    rewrite(edited / "all_products_part_1.json", lambda c: c[next(iter(c))].update(title="Another title"))
+    assert load_benchmark_data(edited).fingerprint != tiny_data.fingerprint
+
+
 def test_importing_the_run_modules_loads_nothing_heavy():
     code = (
         "import sys, run, PersonalWAB.run, PersonalWAB.envs.pwab.env, PersonalWAB.agents.heuristic, "

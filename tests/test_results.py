@@ -4,10 +4,13 @@ import pytest
 
 from PersonalWAB.errors import DataError
 from PersonalWAB.results import (
+    RESUME_KEYS,
     ResultWriter,
     compute_statistics,
     format_statistics_table,
     load_result_file,
+    read_run_file,
+    resume_mismatches,
     task_score,
 )
 
@@ -82,3 +85,35 @@ def test_load_result_file_errors_name_the_problem(tmp_path):
         load_result_file(bad)
     with pytest.raises(DataError, match="not found"):
         load_result_file(tmp_path / "missing.json")
+
+
+def test_resume_keys_are_compared_when_both_runs_record_them():
+    assert {"task_split", "data_fingerprint", "agent_strategy", "model", "agent_memory", "max_steps",
+            "start_index", "end_index", "protocol"} <= set(RESUME_KEYS)
+    assert resume_mismatches({"protocol": "release@23ff65c", "seed": 1}, {"protocol": "project", "seed": 1}) == [
+        "protocol: 'release@23ff65c' in the file, 'project' now"]
+    assert resume_mismatches({"seed": 1}, {"seed": 1, "protocol": "project"}) == []  # older files lack newer keys
+
+
+def test_a_checkpoint_holds_its_run_args_and_a_claimed_name_is_never_reused(tmp_path):
+    path = tmp_path / "r.json"
+    first = ResultWriter(path, {"seed": 1})
+    assert first.start(unique=True) == path
+    second = ResultWriter(path, {"seed": 2})
+    assert second.start(unique=True) == tmp_path / "r-2.json"
+    assert read_run_file(path).run_args == {"seed": 1} and read_run_file(path).header is None
+    with pytest.raises(DataError, match="already exists; pass --overwrite"):
+        ResultWriter(path, {"seed": 3}).start()
+    assert read_run_file(path).run_args == {"seed": 1}
+    ResultWriter(path, {"seed": 3}).start(replace=True)
+    assert read_run_file(path).run_args == {"seed": 3}
+
+
+def test_text_utf8_cannot_encode_is_checkpointed_as_a_json_escape(tmp_path):
+    path = tmp_path / "r.json"
+    broken = record(0, "review", [1], [0.5])
+    broken["traj"] = [{"role": "assistant", "content": "half an emoji \ud83d"}]
+    writer = ResultWriter(path, {"seed": 1}, flush_interval_s=0.0)
+    writer.add(broken)
+    writer.finalize()
+    assert load_result_file(path)[1][0]["traj"] == broken["traj"]

@@ -115,8 +115,9 @@ def test_killed_process_resumes_each_task_exactly_once(tiny_data_dir, tiny_engin
     command = [sys.executable, "run.py", "--data_dir", str(tiny_data_dir), "--task_split", "train",
                "--output", str(output), "--agent_memory", "last"]
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while not output.exists() and process.poll() is None and time.monotonic() < deadline:
+    deadline = time.monotonic() + 600  # a hang guard, not a timing check
+    while (process.poll() is None and time.monotonic() < deadline
+           and not (output.exists() and load_result_file(output)[1])):  # killed with tasks finished
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)

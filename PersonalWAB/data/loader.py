@@ -7,6 +7,7 @@ every call (thread-safe), so tasks and worker threads never hold copies.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import re
 import threading
@@ -38,12 +39,16 @@ PRODUCT_PARTS = "all_products_part_*.json"
 HISTORY_PARTS = "user_history_part_*.json"
 
 
-def read_json(path: Path) -> Any:
-    """Parse one JSON file, naming it (and spotting Git LFS pointers) on failure."""
+def read_json(path: Path, digest: Any = None) -> Any:
+    """Parse one JSON file, naming it (and spotting Git LFS pointers) on failure; its name
+    and bytes go into `digest` (a hashlib object) when one is given."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
+    if digest is not None:
+        digest.update(f"{path.name}\0{len(raw)}\0".encode())
+        digest.update(raw)
     if raw.startswith(LFS_POINTER_PREFIX):
         raise DataError(
             f"{path}: is a Git LFS pointer, not the data. Fetch the real files with "
@@ -61,15 +66,22 @@ def _part_number(path: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _merged_parts(data_dir: Path, pattern: str) -> dict[str, Any]:
+def _merged_parts(data_dir: Path, pattern: str, digest: Any,
+                  extend_lists: bool = False) -> tuple[dict[str, Any], list[Path]]:
+    """One dict from all part files, in part order. With `extend_lists` (user histories) a
+    key found in several parts gets all their entries, not only the last part's."""
     parts = sorted(data_dir.glob(pattern), key=_part_number)
     if not parts:
         raise DataError(f"{data_dir}: no files matching {pattern!r}")
     merged: dict[str, Any] = {}
     for part in parts:
-        content = read_json(part)
+        content = read_json(part, digest)
         schema.expect_type(content, (dict,), str(part), "top level")
-        merged.update(content)
+        for key, value in content.items():
+            if extend_lists and isinstance(merged.get(key), list) and isinstance(value, list):
+                merged[key] = merged[key] + value
+            else:
+                merged[key] = value
     return merged, parts
 
 
@@ -84,6 +96,7 @@ class BenchmarkData:
     tasks: dict[str, list[dict[str, Any]]]
     synthetic_manifest: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
+    fingerprint: str = ""  # sha256 over the data files' names and bytes: which data a result was run on
     _history_times: dict[str, list[int]] = field(default_factory=dict, repr=False)
 
     @property
@@ -125,10 +138,11 @@ def _load(data_dir: Path) -> BenchmarkData:
             "`python -m PersonalWAB.data synthetic --scale small --out DIR` or fetch the "
             "official files with `bash scripts/download_data.sh`."
         )
-    products, product_files = _merged_parts(data_dir, PRODUCT_PARTS)
-    histories, history_files = _merged_parts(data_dir, HISTORY_PARTS)
-    instructions = read_json(data_dir / INSTRUCTIONS_FILE)
-    profile_entries = read_json(data_dir / PROFILES_FILE)
+    digest = hashlib.sha256()
+    products, product_files = _merged_parts(data_dir, PRODUCT_PARTS, digest)
+    histories, history_files = _merged_parts(data_dir, HISTORY_PARTS, digest, extend_lists=True)
+    instructions = read_json(data_dir / INSTRUCTIONS_FILE, digest)
+    profile_entries = read_json(data_dir / PROFILES_FILE, digest)
     schema.check_products_file(products, ", ".join(str(p) for p in product_files))
     schema.check_history_file(histories, ", ".join(str(p) for p in history_files))
     schema.check_instructions_file(instructions, str(data_dir / INSTRUCTIONS_FILE))
@@ -142,6 +156,15 @@ def _load(data_dir: Path) -> BenchmarkData:
                     f"{data_dir / INSTRUCTIONS_FILE}: [{split!r}][{i}].user_id: "
                     f"{task['user_id']!r} has no entry in {PROFILES_FILE}"
                 )
+        absent = [i for i, task in enumerate(instructions[split])
+                  if task["target"]["product_info"]["parent_asin"] not in products]
+        if absent:
+            example = instructions[split][absent[0]]["target"]["product_info"]["parent_asin"]
+            warnings.append(
+                f"{INSTRUCTIONS_FILE}: {len(absent)} {split!r} task(s) have a target ASIN missing from the "
+                f"product catalogue (e.g. task {absent[0]}: {example!r}); search and recommend tasks among "
+                "them cannot be solved"
+            )
         duplicates = [text for text, n in Counter(t["task"] for t in instructions[split]).items() if n > 1]
         if duplicates:
             warnings.append(
@@ -173,6 +196,7 @@ def _load(data_dir: Path) -> BenchmarkData:
         tasks={"train": instructions["train"], "test": instructions["test"]},
         synthetic_manifest=manifest,
         warnings=warnings,
+        fingerprint=digest.hexdigest(),
         _history_times=history_times,
     )
 

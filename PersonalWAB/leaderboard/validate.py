@@ -24,13 +24,19 @@ from typing import Any, Iterator
 import orjson
 
 from PersonalWAB.data.schema import TASK_TYPES
-from PersonalWAB.results import HEADER_KEYS, RECORD_KEYS, compute_statistics, record_cost
+from PersonalWAB.results import (
+    HEADER_KEYS,
+    RECORD_KEYS,
+    TASK_INFO_KEYS,
+    compute_statistics,
+    is_checkpoint_header,
+    record_cost,
+)
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 STANDARD, CUSTOM = "standard", "custom"
 STAT_KEYS = ("total_count", "avg_interaction_times", "avg_action_acc", "avg_res_acc")
 USAGE_LISTS = ("completion_tokens", "prompt_tokens", "total_tokens")
-TASK_INFO_KEYS = ("user_id", "task", "type", "timestamp", "target")
 OFFICIAL_BACKEND = "lucene"
 # Published split sizes of the official data: the range check needs no data directory for them.
 OFFICIAL_SPLIT_SIZES = {"test": 2174, "train": 6896}
@@ -60,20 +66,23 @@ class Problem:
 
 @dataclass
 class ResultFile:
-    """A parsed result file: the header (None for an interrupted run) and its task records."""
+    """A parsed result file: the header (None for an interrupted run), its task records and,
+    for an interrupted run's checkpoint, the checkpoint's first element (which holds run_args)."""
 
     path: Path
     header: dict[str, Any] | None
     records: list[dict[str, Any]]
+    checkpoint: dict[str, Any] | None = None
 
     @property
     def first_element(self) -> int:
-        return 1 if self.header is not None else 0
+        return 1 if self.header is not None or self.checkpoint is not None else 0
 
     @property
     def run_args(self) -> dict[str, Any]:
-        """The header's run args; {} when there is no header (or it is malformed, which is reported)."""
-        run_args = (self.header or {}).get("run_args")
+        """The header's (or checkpoint's) run args; {} when there are none (or they are malformed,
+        which is reported)."""
+        run_args = (self.header or self.checkpoint or {}).get("run_args")
         return run_args if isinstance(run_args, dict) else {}
 
 
@@ -254,6 +263,8 @@ def read_result_file(path: Path | str) -> tuple[ResultFile | None, list[Problem]
             return None, [_locate_json_break(text, exc)]
     if not isinstance(content, list):
         return None, [Problem(ERROR, f"a result file is a JSON list, got {type(content).__name__}")]
+    if content and is_checkpoint_header(content[0]):
+        return ResultFile(path, None, content[1:], checkpoint=content[0]), []
     header = None
     if content and isinstance(content[0], dict) and "run_args" in content[0]:
         header, content = content[0], content[1:]

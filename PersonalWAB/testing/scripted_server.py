@@ -105,6 +105,13 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
     def _answer(self, body: dict) -> None:
         owner = self.server.owner
         owner._record(body)
+        owner._in_flight(+1)
+        try:
+            self._reply(owner, body)
+        finally:
+            owner._in_flight(-1)
+
+    def _reply(self, owner: "ScriptedLLMServer", body: dict) -> None:
         try:
             reply = owner._next_reply(body)
         except Exception as exc:  # a broken responder must show up in the test, not hang it
@@ -158,6 +165,8 @@ class ScriptedLLMServer:
         self._responder = responder
         self.max_lifetime_s = max_lifetime_s
         self.requests: list[dict] = []
+        self.max_in_flight = 0  # the most requests answered at the same time (concurrency seen)
+        self._open_requests = 0
         self.url = ""
         self._lock = threading.Lock()
         self._position = 0
@@ -208,6 +217,11 @@ class ScriptedLLMServer:
                 self._connections.add(conn)
             else:
                 self._connections.discard(conn)
+
+    def _in_flight(self, change: int) -> None:
+        with self._lock:
+            self._open_requests += change
+            self.max_in_flight = max(self.max_in_flight, self._open_requests)
 
     def _record(self, body: dict) -> None:
         with self._lock:

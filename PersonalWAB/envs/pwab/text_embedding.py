@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 MAX_TOKENS = 512
+PROGRESS_MIN_TEXTS = 256  # `remember` shows a progress bar when it encodes this many (a cache build)
 
 
 def default_model_path() -> Path:
@@ -51,8 +52,8 @@ class TextEmbedder:
         model.max_seq_length = MAX_TOKENS
         return model
 
-    def encode(self, texts: list[str]) -> Any:
-        """Normalised embeddings (numpy, one row per text)."""
+    def encode(self, texts: list[str], progress: bool = False) -> Any:
+        """Normalised embeddings (numpy, one row per text); `progress` shows a bar over the batches."""
         import numpy as np
 
         if not texts:
@@ -61,7 +62,8 @@ class TextEmbedder:
             if self._model is None:
                 self._model = self._load()
             return self._model.encode(
-                texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
+                texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                show_progress_bar=progress,
             ).astype(np.float32)
 
     def remember(self, texts: Iterable[str], cache_file: Path | None = None) -> int:
@@ -82,7 +84,7 @@ class TextEmbedder:
                 if key in wanted_keys:
                     self._memo.setdefault(str(key), vector)
         missing = [t for t in wanted if text_key(t) not in self._memo]
-        for text, vector in zip(missing, self.encode(missing)):
+        for text, vector in zip(missing, self.encode(missing, progress=len(missing) >= PROGRESS_MIN_TEXTS)):
             self._memo[text_key(text)] = vector
         if cache_file is not None and missing:
             self._save(cache_file, wanted)

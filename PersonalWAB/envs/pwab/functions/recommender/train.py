@@ -31,12 +31,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
 from PersonalWAB.envs.pwab.functions.recommender.engine import SASRecRecommender, load_item_map
 from PersonalWAB.envs.pwab.functions.recommender.sasrec import SASRec, SASRecConfig
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import ArtifactPaths
+from PersonalWAB.scratch import atomic_write_text, scratch_path
 
 TRAINING_SPLITS = ("history", "train")
 TOP_K = 10
@@ -102,8 +104,7 @@ def prepare_item_map(data: BenchmarkData, path: Path) -> dict[str, int]:
     if path.exists():
         return load_item_map(path)
     item_map = build_item_map(data.products)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(item_map), encoding="utf-8")
+    atomic_write_text(path, json.dumps(item_map))
     return item_map
 
 
@@ -250,11 +251,10 @@ def popularity_metrics(item_map: Mapping[str, int], held_out: HeldOut) -> dict[s
 def save_checkpoint(model: SASRec, checkpoint_path: Path, report: dict[str, Any]) -> None:
     """A plain state dict (the official layout) plus `<checkpoint>.json` saying how it was made."""
     checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
-    partial = checkpoint_path.with_name(checkpoint_path.name + ".partial")
+    partial = scratch_path(checkpoint_path, "partial")
     torch.save(model.state_dict(), partial)
     partial.replace(checkpoint_path)
-    sidecar = checkpoint_path.with_name(checkpoint_path.name + ".json")
-    sidecar.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    atomic_write_text(checkpoint_path.with_name(checkpoint_path.name + ".json"), json.dumps(report, indent=2))
 
 
 @dataclass
@@ -285,18 +285,26 @@ def _fit(
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98))
     best = _Progress()
     epoch = 0
-    while epoch < config.epochs and not (config.patience and best.stale >= config.patience):
-        epoch += 1
-        loss = train_epoch(model, optimizer, arrays, sampler, rng, config) if train_ids else 0.0
-        if epoch % config.eval_every and epoch != config.epochs:
-            continue
-        score = model_metrics(model, item_map, split.validation)[f"ndcg@{TOP_K}"] if split.validation.targets else 0.0
-        if log:
-            log(f"epoch {epoch}: loss {loss:.4f}, validation NDCG@{TOP_K} {score:.4f}")
-        if score > best.score:
-            best = _Progress(score, epoch, {k: v.clone() for k, v in model.state_dict().items()})
-        else:
-            best.stale += 1
+    # the bar's total is the epoch cap; early stopping usually ends it sooner
+    bar = tqdm(total=config.epochs, desc="SASRec training", unit="epoch", file=sys.stderr, leave=False)
+    with bar:
+        while epoch < config.epochs and not (config.patience and best.stale >= config.patience):
+            epoch += 1
+            loss = train_epoch(model, optimizer, arrays, sampler, rng, config) if train_ids else 0.0
+            bar.update(1)
+            bar.set_postfix_str(f"loss {loss:.4f}, best validation NDCG@{TOP_K} {max(best.score, 0.0):.4f} "
+                                f"(epoch {best.epoch})", refresh=False)
+            if epoch % config.eval_every and epoch != config.epochs:
+                continue
+            score = (model_metrics(model, item_map, split.validation)[f"ndcg@{TOP_K}"]
+                     if split.validation.targets else 0.0)
+            if log:
+                with tqdm.external_write_mode(file=sys.stderr):
+                    log(f"epoch {epoch}: loss {loss:.4f}, validation NDCG@{TOP_K} {score:.4f}")
+            if score > best.score:
+                best = _Progress(score, epoch, {k: v.clone() for k, v in model.state_dict().items()})
+            else:
+                best.stale += 1
     model.load_state_dict(best.state)
     return best.epoch, epoch, best.score
 

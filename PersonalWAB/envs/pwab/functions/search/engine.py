@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -104,7 +105,7 @@ def _missing_index(index_dir: Path, backend: str, what: str) -> DataError:
 def _replace_dir(built: Path, target: Path) -> None:
     """Move a finished index into place so readers never see a half-written one."""
     if target.exists():
-        retired = target.with_name(f".{target.name}.old-{os.getpid()}-{time.time_ns()}")
+        retired = target.with_name(f".{target.name}.{os.getpid()}.old-{time.time_ns()}")
         os.replace(target, retired)
         os.replace(built, target)
         shutil.rmtree(retired, ignore_errors=True)
@@ -136,9 +137,10 @@ def _record_contents(index_dir: Path, fingerprint: str) -> None:
 
 
 def _scratch_dir(target: Path, purpose: str) -> Path:
-    """A scratch folder beside `target`, on the same file system so the final rename is atomic."""
+    """A scratch folder beside `target`, on the same file system so the final rename is atomic;
+    named after this process so a later run can remove it if the process is killed."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{target.name}.{purpose}-", dir=target.parent))
+    return Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.{purpose}-", dir=target.parent))
 
 
 # --------------------------------------------------------------------------- the JVM thread
@@ -258,6 +260,8 @@ def build_lucene_index(products: dict[str, dict[str, Any]], index_dir: Path, ren
     Results do not depend on `threads`: Anserini breaks score ties by document id, not by
     the (thread-dependent) order documents entered the index.
     """
+    from PersonalWAB.progress import stage
+
     index_dir = Path(index_dir)
     _require_products(products, index_dir)
     started = time.perf_counter()
@@ -266,7 +270,8 @@ def build_lucene_index(products: dict[str, dict[str, Any]], index_dir: Path, ren
         collection = scratch / "collection"
         collection.mkdir()
         _write_json_collection(products, collection, max(1, min(threads, len(products))), render)
-        counts = _on_jvm(_index_collection_on_jvm, collection, scratch / "index", max(1, threads))
+        with stage(f"Anserini indexing {len(products)} products"):
+            counts = _on_jvm(_index_collection_on_jvm, collection, scratch / "index", max(1, threads))
         if counts["indexed"] != len(products):
             raise DataError(f"{index_dir}: Anserini indexed {counts} of {len(products)} products")
         _record_contents(scratch / "index", fingerprint)
@@ -487,6 +492,7 @@ def build_bm25s_index(products: dict[str, dict[str, Any]], index_dir: Path, rend
     Anserini does.
     """
     import bm25s
+    from tqdm import tqdm
 
     index_dir = Path(index_dir)
     _require_products(products, index_dir)
@@ -495,7 +501,8 @@ def build_bm25s_index(products: dict[str, dict[str, Any]], index_dir: Path, rend
     retriever = bm25s.BM25(method="lucene", k1=BM25_K1, b=BM25_B)
     memo: dict[str, tuple[str, ...]] = {}
     retriever.scores, retriever.vocab_dict = _lucene_bm25_matrix(
-        [analyze(render(products[asin]), memo) for asin in asins]
+        [analyze(render(products[asin]), memo)
+         for asin in tqdm(asins, desc="bm25s: analysing products", unit="product", file=sys.stderr)]
     )
     retriever.nonoccurrence_array = None  # what `index` leaves for the "lucene" method
     scratch = _scratch_dir(index_dir, "build")

@@ -1,0 +1,148 @@
+"""Every `run.py` setting checked before any file is touched or any work starts.
+
+A run that would fail, or silently do something else than asked (no memory under a
+`last` label, a model name on a result that used none, an existing result replaced),
+stops here with one line naming the setting and what to do, and `run.py` exits 2.
+Checks that need the data (the task range, `--resume_from` belonging to this run)
+follow in `PersonalWAB.run` once the data is loaded, still before anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+MULTI_TURN_USERS = ("naive", "human", "offline")
+OFFLINE_STRATEGIES = ("heuristic", "puma")
+
+
+class SettingsError(ValueError):
+    """A run setting that cannot work; the message names it (run.py exits 2)."""
+
+
+def check_settings(config: Any) -> None:
+    """Raise SettingsError for the first setting that cannot work."""
+    for check in (_check_numbers, _check_track, _check_agent, _check_inputs, _check_output, _check_keys):
+        problem = check(config)
+        if problem:
+            raise SettingsError(problem)
+
+
+def _check_numbers(c: Any) -> str | None:
+    if not math.isfinite(c.temperature) or c.temperature < 0:
+        return f"--temperature {c.temperature}: must be a finite number >= 0"
+    at_least = {"--max_concurrency": (c.max_concurrency, 1), "--num_trials": (c.num_trials, 1),
+                "--max_retries": (c.max_retries, 0), "--mem_token_length": (c.mem_token_length, 1),
+                "--start_index": (c.start_index, 0)}
+    for flag, (value, low) in at_least.items():
+        if value < low:
+            return f"{flag} {value}: must be at least {low}"
+    if c.end_index != -1 and c.end_index <= c.start_index:
+        return (f"--end_index {c.end_index}: must be -1 (to the end of the split) or greater than "
+                f"--start_index {c.start_index}")
+    if c.memory_length < 1 and c.agent_memory != "none":
+        return (f"--memory_length {c.memory_length} with --agent_memory {c.agent_memory} would put no memory "
+                "in the prompt: give a length >= 1, or --agent_memory none")
+    return None
+
+
+def _check_track(c: Any) -> str | None:
+    if c.max_steps == 0 or c.max_steps < -1:
+        return f"--max_steps {c.max_steps}: -1 is the single-turn track, N > 0 the multi-turn step budget"
+    if c.user_mode in MULTI_TURN_USERS and c.max_steps == -1:
+        return (f"--user_mode {c.user_mode} plays the user of the multi-turn track: add --max_steps N "
+                "(N > 0, e.g. 20), or drop --user_mode for the single-turn track")
+    if c.user_mode == "no" and c.max_steps > 0:
+        return (f"--max_steps {c.max_steps} (multi-turn) needs a simulated user: add "
+                f"--user_mode {' or '.join(MULTI_TURN_USERS)}")
+    if c.user_mode == "naive" and not c.user_model:
+        return "--user_mode naive needs --user_model (any litellm model string, e.g. gpt-4o-mini)"
+    if c.user_model and c.user_mode != "naive":
+        return f"--user_model {c.user_model} is used only by --user_mode naive; leave it out"
+    if c.user_mode == "human" and c.max_concurrency > 1:
+        return "--user_mode human talks to one person: use --max_concurrency 1"
+    return None
+
+
+def _check_agent(c: Any) -> str | None:
+    strategy = c.agent_strategy
+    if strategy in OFFLINE_STRATEGIES:
+        if c.model:
+            return (f"--model {c.model} is not used by --agent_strategy {strategy}, which calls no API model "
+                    "(the result would carry that model's name): leave --model out, or choose an LLM strategy")
+    elif not c.model:
+        return f"--agent_strategy {strategy} needs --model (any litellm model string, e.g. gpt-4o-mini)"
+    if strategy == "puma":
+        if c.puma_generate and not c.puma_model_path:
+            return "--puma_generate needs --puma_model_path (a merged model or a LoRA adapter folder)"
+        if not c.puma_generate and not (c.puma_function_file and c.puma_param_file):
+            return ("--agent_strategy puma needs --puma_function_file and --puma_param_file, "
+                    "or --puma_generate with --puma_model_path")
+    if c.agent_memory == "interecagent" and not c.interec_memory_file:
+        return ("--agent_memory interecagent needs --interec_memory_file (create one with "
+                "scripts/tools/init_interecagent_memory.py)")
+    return None
+
+
+def _check_inputs(c: Any) -> str | None:
+    files = {"--resume_from": c.resume_from, "--puma_function_file": c.puma_function_file,
+             "--puma_param_file": c.puma_param_file, "--interec_memory_file": c.interec_memory_file}
+    for flag, value in files.items():
+        if value and not Path(value).is_file():
+            return f"{flag} {value}: no such file"
+    return None
+
+
+def output_target(c: Any) -> Path | None:
+    """The result file the settings name, or None when run.py derives one under --log_dir."""
+    if c.output:
+        return Path(c.output)
+    return Path(c.resume_from) if c.resume_from else None
+
+
+def _check_output(c: Any) -> str | None:
+    target = output_target(c)
+    if target is None:
+        folder = Path(c.log_dir)
+        return None if _writable(folder) else f"--log_dir {folder}: cannot create or write result files there"
+    flag = "--output" if c.output else "--resume_from"
+    if target.is_dir():
+        return f"{flag} {target}: is a folder; name a result file"
+    resuming_in_place = bool(c.resume_from) and target.resolve() == Path(c.resume_from).resolve()
+    if resuming_in_place and c.overwrite:
+        return "--overwrite would discard the finished tasks --resume_from keeps; drop one of them"
+    if target.exists() and not (resuming_in_place or c.overwrite):
+        return (f"--output {target}: already exists; pass --overwrite to replace it, --resume_from it to "
+                "finish it, or choose another path")
+    if target.exists() and not os.access(target, os.W_OK):
+        return f"{flag} {target}: the file is not writable"
+    if not _writable(target.parent):
+        return f"{flag} {target}: cannot create or write files in {target.parent}"
+    return None
+
+
+def _writable(folder: Path) -> bool:
+    """Whether files can be written in `folder`, or it can be created (its nearest existing ancestor)."""
+    folder = folder.absolute()
+    while not folder.exists():
+        if folder.parent == folder:
+            return False
+        folder = folder.parent
+    return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+
+
+def _check_keys(c: Any) -> str | None:
+    """Missing provider keys, named before anything runs (a call without one would fail every task)."""
+    from PersonalWAB.llm import missing_key_message, missing_keys
+
+    if c.agent_strategy not in OFFLINE_STRATEGIES:
+        keys = missing_keys(c.model, c.api_base)
+        if keys:
+            return missing_key_message(c.model, keys, "--model", "--api_base")
+    if c.user_mode == "naive":
+        keys = missing_keys(c.user_model, c.user_api_base)
+        if keys:
+            return missing_key_message(c.user_model, keys, "--user_model", "--user_api_base")
+    return None
