@@ -30,7 +30,7 @@ trap 'kill "$server" 2>/dev/null || true' EXIT
 for _ in $(seq 120); do [ -s "$W/server_url" ] && break; sleep 0.5; done
 URL=$(cat "$W/server_url")
 ARGS=(--raw_dir "$RAW" --out "$W" --num_users 200 --min_interactions 10 --max_interactions 200 --seed 0
-      --sasrec_extra_users 100 --sasrec_epochs 20 --sasrec_threads 2 --max_concurrency 4)
+      --sasrec_extra_users 100 --sasrec_epochs 5 --sasrec_threads 2 --max_concurrency 4)
 
 step "2. cost estimate before a paid run (gpt-4o-mini prices; no model is called)"
 "$PY" -m PersonalWAB.construct build "${ARGS[@]}" --model gpt-4o-mini --dry_run
@@ -42,7 +42,7 @@ step "3. the build, with the scripted model"
 step "4. the heuristic agent on both tracks"
 "$PY" run.py --data_dir "$D" --agent_strategy heuristic --agent_memory last --output "$R/singleturn.json"
 "$PY" run.py --data_dir "$D" --agent_strategy heuristic --agent_memory last --max_steps 5 --user_mode offline \
-  --end_index 40 --output "$R/multiturn.json"
+  --end_index 12 --output "$R/multiturn.json"
 
 step "5. again on the same OUT: nothing to do; then --force: every step again from the cache"
 files=(all_products_part_1.json all_products_part_2.json user_history_part_1.json user_history_part_2.json

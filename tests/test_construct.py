@@ -86,6 +86,10 @@ def test_raw_world_is_the_synthetic_world(raw_dir: Path, tiny_data, tmp_path: Pa
           steps=("select", "join", "split"), log=quiet)
     histories = json.loads((out / "work" / "split.json").read_text())["histories"]
     assert histories == tiny_data.histories
+    again = tmp_path / "again"
+    generate_synthetic(again, scale="tiny", seed=0, layout="raw")
+    files = sorted(p.relative_to(raw_dir) for p in raw_dir.rglob("*.jsonl"))
+    assert len(files) == 10 and all((raw_dir / f).read_bytes() == (again / f).read_bytes() for f in files)
 
 
 def test_raw_records_convert_and_stream(tmp_path: Path) -> None:

@@ -74,12 +74,15 @@ class Context:
 
 @dataclass(frozen=True)
 class Step:
+    """A step: the earlier steps it reads, the settings its output depends on, how it runs
+    (returning its JSON output) and, for steps that write elsewhere, a check that those
+    files are still in place."""
+
     name: str
     inputs: tuple[str, ...]
     params: Callable[[BuildConfig], dict[str, Any]]
     run: Callable[[Context], Any]
     outputs_ok: Callable[[Context], bool] = lambda ctx: True
-    uses_llm: bool = False
 
 
 # ---------------------------------------------------------------- step bodies
@@ -203,10 +206,10 @@ STEPS: tuple[Step, ...] = (
         "test_tasks_per_target": c.test_tasks_per_target}, _split),
     Step("profiles", ("split",), lambda c: {
         **_llm_params(c, c.profile_max_tokens), "profile_splits": list(c.profile_splits),
-        "profile_max_behaviours": c.profile_max_behaviours}, _profiles, uses_llm=True),
+        "profile_max_behaviours": c.profile_max_behaviours}, _profiles),
     Step("instructions", ("split", "profiles"), lambda c: {
         **_llm_params(c, c.instruction_max_tokens), "recent_behaviours": c.recent_behaviours},
-        _instructions, uses_llm=True),
+        _instructions),
     Step("write", ("split", "profiles", "instructions"), lambda c: {}, _write, _written_files_ok),
     Step("recommender", ("write", "select"), lambda c: {
         "epochs": c.sasrec_epochs, "patience": c.sasrec_patience, "seed": c.sasrec_seed,
