@@ -2,19 +2,21 @@
 
 Function data: prompt = the function prompt with the instruction, label = the gold
 function name. Parameter data: prompt = the PUMA parameter prompt with the
-instruction (+ a one-line summary of the product under review), the task-specific
-memory for the gold function truncated to `mem_token_length` tokens of the base
-model's tokenizer, and the function name; label =
+instruction (+ the product under review), the task-specific memory for the gold
+function truncated to `mem_token_length` tokens of the base model's tokenizer, and the
+function name; label =
 - search: a query written by an LLM (through `LLMClient`, `--query_model`) from the
-  instruction and memory on the train split; without a query model (and on the test
-  split) the offline fallback: the instruction plus the store the user usually buys
-  in that product line (`PersonalWAB.agents.heuristic.search_query`);
+  instruction and memory on the train split, with the protocol's label prompt; without
+  a query model (and on the test split) the offline fallback: the instruction plus the
+  store the user usually buys in that product line
+  (`PersonalWAB.agents.heuristic.search_query`);
 - recommend: the ASINs of the user's earlier purchases in the target's category
   (main category), oldest first, the last 30, ", "-joined; the target ASIN if none;
 - review: the real review text.
 
 Files (JSON lists of {instruction, type, split, function, prompt, label}):
-`function_{train,test}.json`, `param_{train,test}.json` in `--out_dir`.
+`function_{train,test}.json`, `param_{train,test}.json` in `--out_dir`. Every prompt text
+comes from the protocol (`--protocol_file`; default: the release pack when placed).
 """
 
 from __future__ import annotations
@@ -26,19 +28,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from PersonalWAB.agents.heuristic import search_query
-from PersonalWAB.agents.puma import function_prompt, parameter_prompt, truncate_tokens
+from PersonalWAB.agents.puma import TASK_TYPE, parameter_prompt, taskspe_memory_text
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
-from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH, numbered, retrieve_memory, taskspe_entries
+from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH, retrieve_memory
+from PersonalWAB.protocol import Protocol, load_protocol
 from PUMA.cli import add_dataclass_arguments, config_from_args
 from PUMA.modeling import write_json
 
 RECOMMEND_LIMIT = 30
-QUERY_SYSTEM = ("You write product search queries for an online shop. Reply with the query only: a few "
-                "keywords, no explanation.")
-QUERY_USER = ("A user asked: {instruction}\n\nTheir past purchases (title | category | price | store):\n"
-              "{memory}\n\nWrite the search query that finds the product this user wants, adding the brand, "
-              "store or price range they favour when the history shows one.")
 
 
 @dataclass
@@ -52,15 +50,16 @@ class DataConfig:
     query_model: str | None = None  # litellm model string for the search labels
     api_base: str | None = None
     max_retries: int = 5
+    protocol_file: str | None = None  # release protocol pack (default: the default pack when placed)
 
 
 def gold_function(task: dict[str, Any]) -> str:
     return FUNCTION_FOR_TASK_TYPE[task["type"]]
 
 
-def function_examples(tasks: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+def function_examples(protocol: Protocol, tasks: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
     return [{"instruction": t["task"], "type": t["type"], "split": split, "function": gold_function(t),
-             "prompt": function_prompt(t["task"]), "label": gold_function(t)} for t in tasks]
+             "prompt": protocol.puma_function_prompt(t["task"]), "label": gold_function(t)} for t in tasks]
 
 
 def recommend_label(data: BenchmarkData, task: dict[str, Any], limit: int = RECOMMEND_LIMIT) -> str:
@@ -72,36 +71,39 @@ def recommend_label(data: BenchmarkData, task: dict[str, Any], limit: int = RECO
     return ", ".join(asins) if asins else target["parent_asin"]
 
 
-def llm_query(client: Any, instruction: str, behaviours: list[dict[str, Any]]) -> str:
-    memory = numbered(taskspe_entries(behaviours, SEARCH)) or "(none)"
-    reply = client.complete([{"role": "system", "content": QUERY_SYSTEM},
-                             {"role": "user", "content": QUERY_USER.format(instruction=instruction, memory=memory)}])
+def llm_query(protocol: Protocol, client: Any, instruction: str, behaviours: list[dict[str, Any]]) -> str:
+    """The release's search label: one call with the label prompt as the system message."""
+    prompt = protocol.puma_search_label_prompt(instruction, protocol.puma_memory(behaviours, "search"))
+    reply = client.complete([{"role": "system", "content": prompt}])
     text = " ".join((reply.message.get("content") or "").split()).strip().strip('"')
     return text or search_query(instruction, behaviours)
 
 
-def param_label(data: BenchmarkData, task: dict[str, Any], behaviours: list[dict[str, Any]],
+def param_label(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], behaviours: list[dict[str, Any]],
                 client: Any = None) -> str:
     function = gold_function(task)
     if function == SEARCH:
-        return llm_query(client, task["task"], behaviours) if client else search_query(task["task"], behaviours)
+        if client:
+            return llm_query(protocol, client, task["task"], behaviours)
+        return search_query(task["task"], behaviours)
     if function == RECOMMEND:
         return recommend_label(data, task)
     return task["target"]["review"]["text"]
 
 
-def param_examples(data: BenchmarkData, tasks: list[dict[str, Any]], split: str, tokenizer: Any,
-                   mem_token_length: int, memory_length: int, client: Any = None) -> list[dict[str, Any]]:
+def param_examples(protocol: Protocol, data: BenchmarkData, tasks: list[dict[str, Any]], split: str,
+                   tokenizer: Any, mem_token_length: int, memory_length: int,
+                   client: Any = None) -> list[dict[str, Any]]:
     examples = []
     for task in tasks:
         function = gold_function(task)
-        behaviours = retrieve_memory(data, task, "taskspe", memory_length, function_name=function)
-        memory = truncate_tokens(numbered(taskspe_entries(behaviours, function)) or "(no history)",
-                                 tokenizer, mem_token_length)
+        behaviours = retrieve_memory(data, task, "taskspe", memory_length, protocol=protocol,
+                                     task_type=TASK_TYPE[function])
+        memory = taskspe_memory_text(protocol, data, task, function, memory_length, tokenizer, mem_token_length)
         product = task["target"]["product_info"] if function == REVIEW else None
         examples.append({"instruction": task["task"], "type": task["type"], "split": split, "function": function,
-                         "prompt": parameter_prompt(task["task"], function, memory, product),
-                         "label": param_label(data, task, behaviours, client)})
+                         "prompt": parameter_prompt(protocol, task["task"], function, memory, product),
+                         "label": param_label(protocol, data, task, behaviours, client)})
     return examples
 
 
@@ -114,9 +116,11 @@ def _load(config: DataConfig) -> BenchmarkData:
 
 def prepare_function_data(config: DataConfig, log: Callable[[str], None] = print) -> list[Path]:
     data = _load(config)
+    protocol = load_protocol(config.protocol_file)
     written = []
     for split in config.splits.split(","):
-        path = write_json(Path(config.out_dir) / f"function_{split}.json", function_examples(data.split(split), split))
+        path = write_json(Path(config.out_dir) / f"function_{split}.json",
+                          function_examples(protocol, data.split(split), split))
         log(f"{path}: {len(data.split(split))} function examples")
         written.append(path)
     return written
@@ -127,7 +131,8 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
     from PUMA.modeling import load_tokenizer
 
     data = _load(config)
-    build_behaviour_embeddings(data, log=log)
+    protocol = load_protocol(config.protocol_file)
+    build_behaviour_embeddings(data, protocol, log=log)
     tokenizer = load_tokenizer(config.model_path)
     client = None
     if config.query_model:
@@ -136,7 +141,7 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
         client = LLMClient(config.query_model, api_base=config.api_base, max_retries=config.max_retries)
     written = []
     for split in config.splits.split(","):
-        examples = param_examples(data, data.split(split), split, tokenizer, config.mem_token_length,
+        examples = param_examples(protocol, data, data.split(split), split, tokenizer, config.mem_token_length,
                                   config.memory_length, client if split == "train" else None)
         path = write_json(Path(config.out_dir) / f"param_{split}.json", examples)
         log(f"{path}: {len(examples)} parameter examples")

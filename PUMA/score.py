@@ -1,11 +1,11 @@
 """Step 4: score every parameter candidate with the environment's scoring.
 
-Each candidate is parsed like the PUMA agent parses a generated parameter and scored
-with `score_attempt` under the function of the function file (or the gold function
-when none is given, as the DPO data needs): searches run in one batch through the
-engine's `batch_search`, recommendations through `recommend_batch`, and reviews are
-encoded with MiniLM in one batch. Score = Result Acc (0 for a wrong function, a
-failed call, `Say:` or `stop`).
+Each candidate is parsed like the PUMA agent parses a generated parameter, turned into
+what the web function returns (result texts, a review) and scored with `score_attempt`
+under the function of the function file (or the gold function when none is given, as
+the DPO data needs): searches run in one batch through the engine's `batch_search`,
+recommendations through `recommend_batch`, and reviews are encoded with MiniLM in one
+batch. Score = Result Acc (0 for a wrong function, a failed call, `Say:` or `stop`).
 
 Output: JSON object instruction -> {candidate: score}.
 """
@@ -26,70 +26,79 @@ class ScoreConfig:
     task_split: str = "train"
     function_file: str | None = None
     search_backend: str = "lucene"
+    protocol_file: str | None = None  # release protocol pack (default: the default pack when placed)
 
 
-def _search_outputs(engines: Any, queries: list[str]) -> list[Any]:
-    from PersonalWAB.envs.pwab.functions import FunctionOutput
+def _search_values(engines: Any, protocol: Any, queries: list[str]) -> list[Any]:
+    """What search_product_by_query returns for each query (None where it fails), searched in one batch."""
     from PersonalWAB.envs.pwab.functions.search_product_by_query import TOP_K
     from PersonalWAB.errors import ToolArgumentError
 
-    valid = [i for i, q in enumerate(queries) if q.strip()]
-    outputs: list[Any] = [None] * len(queries)
+    search = engines.search
     try:
-        results = engines.search.batch_search([queries[i] for i in valid], k=TOP_K) if valid else []
+        hits: list[Any] = search.batch_search(queries, k=TOP_K) if queries else []
     except ToolArgumentError:  # one query too long for Lucene: search one by one
-        results = []
-        for i in valid:
+        hits = []
+        for query in queries:
             try:
-                results.append(engines.search.search(queries[i], k=TOP_K))
+                hits.append(search.search(query, k=TOP_K))
             except ToolArgumentError:
-                results.append(None)
-    for i, asins in zip(valid, results):
-        if asins is not None:
-            outputs[i] = FunctionOutput(text="", asins=[a for a in asins if a in engines.data.products])
-    return outputs
+                hits.append(None)
+    return [None if found is None else
+            [protocol.search_result(rank, text) for rank, text in enumerate(search.contents(found))]
+            for found in hits]
+
+
+def _recommend_values(engines: Any, protocol: Any, sequences: list[Any]) -> list[Any]:
+    """What get_recommendations_by_history returns for each sequence (None where it fails)."""
+    from PersonalWAB.envs.pwab.functions.get_recommendations_by_history import TOP_K
+
+    values: list[Any] = []
+    for asins in engines.recommender.recommend_batch(sequences, k=TOP_K):
+        products = [engines.data.products.get(asin) for asin in asins]
+        values.append(None if None in products else
+                      [protocol.recommendation_block(product, rank) for rank, product in enumerate(products)])
+    return values
 
 
 def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict[str, list[str]],
                      functions: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
     """instruction -> {candidate: Result Acc} for the instructions of `tasks` in `candidates`."""
     from PersonalWAB.agents.puma import parse_parameters
-    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE, FunctionOutput
-    from PersonalWAB.envs.pwab.functions.add_product_review import NO_REVIEW
-    from PersonalWAB.envs.pwab.functions.get_recommendations_by_history import TOP_K
+    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
     from PersonalWAB.envs.pwab.scoring import score_attempt
     from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
 
+    protocol = engines.protocol
     by_instruction: dict[str, dict[str, Any]] = {}
     for task in tasks:
         by_instruction.setdefault(task["task"], task)
     jobs = []  # (instruction, candidate, task, function, action)
+    say = protocol.text("puma.agent.say_prefix")
     for instruction, outputs in candidates.items():
         task = by_instruction.get(instruction)
         if task is None:
             continue
         function = (functions or {}).get(instruction, FUNCTION_FOR_TASK_TYPE[task["type"]])
         for candidate in dict.fromkeys(outputs):
-            jobs.append((instruction, candidate, task, function, parse_parameters(function, candidate)))
-    outputs: list[Any] = [None] * len(jobs)
+            jobs.append((instruction, candidate, task, function, parse_parameters(function, candidate, say)))
+    values: list[Any] = [None] * len(jobs)
     searches = [i for i, job in enumerate(jobs) if job[4].name == SEARCH]
-    for i, output in zip(searches, _search_outputs(engines, [jobs[i][4].arguments["query"] for i in searches])):
-        outputs[i] = output
+    for i, value in zip(searches, _search_values(engines, protocol, [jobs[i][4].arguments["query"] for i in searches])):
+        values[i] = value
     recommends = [i for i, job in enumerate(jobs) if job[4].name == RECOMMEND]
-    if recommends:
-        ranked = engines.recommender.recommend_batch([jobs[i][4].arguments["product_sequence"] for i in recommends],
-                                                     k=TOP_K)
-        for i, asins in zip(recommends, ranked):
-            outputs[i] = FunctionOutput(text="", asins=[a for a in asins if a in engines.data.products])
+    for i, value in zip(recommends, _recommend_values(
+            engines, protocol, [jobs[i][4].arguments["product_sequence"] for i in recommends])):
+        values[i] = value
     reviews = [i for i, job in enumerate(jobs) if job[4].name == REVIEW]
-    texts = [jobs[i][4].arguments["review"].strip() or NO_REVIEW for i in reviews]
+    texts = [jobs[i][4].arguments["review"] or protocol.text("review.empty") for i in reviews]
     engines.embedder.remember(texts + [jobs[i][2]["target"]["review"]["text"] for i in reviews])
     for i, text in zip(reviews, texts):
-        outputs[i] = FunctionOutput(text="", review=text)
+        values[i] = {"review": text}
     scores: dict[str, dict[str, float]] = {}
-    for (instruction, candidate, task, _, action), output in zip(jobs, outputs):
-        attempt = score_attempt(task, action.name, output, engines.embedder) if output is not None else None
-        scores.setdefault(instruction, {})[candidate] = attempt.result_acc if attempt else 0.0
+    for (instruction, candidate, task, _, action), value in zip(jobs, values):
+        attempt = score_attempt(task, action.name, value, False, engines.embedder) if value is not None else None
+        scores.setdefault(instruction, {})[candidate] = attempt.result_acc if attempt and attempt.function_acc else 0.0
     return scores
 
 
@@ -99,11 +108,13 @@ def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
     from PersonalWAB.envs.pwab.engines import shared_engines
     from PersonalWAB.memory import load_function_file
     from PersonalWAB.paths import default_data_dir
+    from PersonalWAB.protocol import load_protocol
     from PUMA.modeling import read_json, write_json
 
+    protocol = load_protocol(config.protocol_file)
     data = load_benchmark_data(config.data_dir or default_data_dir())
-    build_artifacts(data, (config.search_backend,), recommender=True, log=log)
-    engines = shared_engines(data, config.search_backend)
+    build_artifacts(data, (config.search_backend,), recommender=True, log=log, protocol=protocol)
+    engines = shared_engines(data, config.search_backend, protocol)
     raw = read_json(config.candidates_file)
     candidates = {k: v if isinstance(v, list) else [v] for k, v in raw.items()}
     functions = load_function_file(config.function_file) if config.function_file else None

@@ -30,13 +30,12 @@ class TinyModelConfig:
 def corpus(data_dir: Path | str, limit: int = 20_000) -> Iterator[str]:
     """Instructions, product titles/stores and review texts of a data directory, plus the
     function names and prompt words every PUMA prompt uses."""
-    from PersonalWAB.agents.puma import FUNCTION_PROMPT, PARAMETER_PROMPT, TOOL_GOALS
     from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.protocol import load_protocol
 
     data = load_benchmark_data(data_dir)
-    yield FUNCTION_PROMPT
-    yield PARAMETER_PROMPT
-    yield from TOOL_GOALS.values()
+    texts = load_protocol().texts
+    yield from (texts[name] for name in texts if name.startswith("puma.") and isinstance(texts[name], str))
     count = 0
     for split in data.tasks.values():
         for task in split:

@@ -17,7 +17,8 @@ from typing import Callable
 
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
 from PersonalWAB.errors import DataError
-from PersonalWAB.paths import default_data_dir
+from PersonalWAB.paths import OFFICIAL_INDEX_DIR, default_data_dir
+from PersonalWAB.protocol import Protocol, load_protocol
 
 
 def _index_exists(path: Path) -> bool:
@@ -48,24 +49,36 @@ def _record_build_times(data: BenchmarkData, seconds: dict[str, float]) -> None:
     path.write_text(json.dumps(known, indent=2))
 
 
+def _index_is_current(index_dir: Path, protocol: Protocol) -> bool:
+    """Present, and rendered by this protocol's texts; the official prebuilt index is used as it is."""
+    from PersonalWAB.envs.pwab.functions.search.engine import contents_fingerprint
+
+    if not _index_exists(index_dir):
+        return False
+    if index_dir.resolve() == OFFICIAL_INDEX_DIR.resolve():
+        return True
+    return contents_fingerprint(index_dir) == protocol.contents_fingerprint
+
+
 def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lucene",), recommender: bool = True,
                     review_embeddings: bool = False, memory_embeddings: bool = False, force: bool = False,
-                    log: Callable[[str], None] = print) -> dict[str, float]:
-    """Build what is missing (or everything with `force`); return seconds per artefact built
-    (also recorded in the cache folder's build_times.json)."""
+                    log: Callable[[str], None] = print, protocol: Protocol | None = None) -> dict[str, float]:
+    """Build what is missing or stale (everything with `force`); return seconds per artefact
+    built (also recorded in the cache folder's build_times.json). Search indexes and memory
+    embeddings hold text rendered by `protocol` (default: `load_protocol()`)."""
+    protocol = protocol or load_protocol()
     artifacts = data.artifacts
     seconds: dict[str, float] = {}
     for backend in search_backends:
         from PersonalWAB.envs.pwab.functions.search import engine as search_engine
 
         index_dir = artifacts.lucene_index if backend == "lucene" else artifacts.bm25s_index
-        if force or not _index_exists(index_dir):
-            log(f"building the {backend} search index of {len(data.products)} products in {index_dir} (one-time)")
+        if force or not _index_is_current(index_dir, protocol):
+            log(f"building the {backend} search index of {len(data.products)} products in {index_dir} "
+                f"({protocol.name} product texts; one-time)")
             start = time.perf_counter()
-            if backend == "lucene":
-                search_engine.build_lucene_index(data.products, index_dir)
-            else:
-                search_engine.build_bm25s_index(data.products, index_dir)
+            build = search_engine.build_lucene_index if backend == "lucene" else search_engine.build_bm25s_index
+            build(data.products, index_dir, protocol.product_block, protocol.contents_fingerprint)
             seconds[f"{backend}_index"] = time.perf_counter() - start
     if recommender and (force or not artifacts.checkpoint.exists()):
         from PersonalWAB.envs.pwab.functions.recommender.train import SASRecTrainConfig, train_sasrec
@@ -91,7 +104,7 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
     if memory_embeddings:
         from PersonalWAB.memory_embeddings import build_behaviour_embeddings
 
-        seconds.update(build_behaviour_embeddings(data, force=force, log=log))
+        seconds.update(build_behaviour_embeddings(data, protocol, force=force, log=log))
     _record_build_times(data, seconds)
     return seconds
 
@@ -105,13 +118,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no_memory_embeddings", action="store_true",
                         help="skip the behaviour/instruction embeddings used by relevant and taskspe memory")
     parser.add_argument("--force", action="store_true", help="rebuild even when the artefacts exist")
+    parser.add_argument("--protocol_file", default=None,
+                        help="release protocol pack whose texts the index and memory embeddings hold "
+                             "(default: the default pack when placed, else the project's texts)")
     args = parser.parse_args(argv)
     backends = ("lucene", "bm25s") if args.search_backend == "all" else (args.search_backend,)
     try:
         data = load_benchmark_data(args.data_dir or default_data_dir())
         seconds = build_artifacts(data, backends, recommender=not args.no_recommender,
                                   review_embeddings=True, memory_embeddings=not args.no_memory_embeddings,
-                                  force=args.force)
+                                  force=args.force, protocol=load_protocol(args.protocol_file))
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

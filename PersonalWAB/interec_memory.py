@@ -1,50 +1,38 @@
 """InteRecAgent's user memory: per user, what they like, dislike and expect.
 
-The file is JSON, `{user_id: {"like": [...], "dislike": [...], "expect": [...]}}`.
-An LLM agent updates a user's lists after each task (`InterecMemoryStore.update`);
-`initial_memory` seeds the file from training data without any model
-(`scripts/tools/init_interecagent_memory.py`).
+The file is JSON, `{user_id: {"like": [...], "dislike": [...], "expect": [...]}}`. As in
+the release, like and dislike hold parent ASINs, and after each task the agent's model
+reads the conversation and the store is updated (`InterecMemoryStore.update`): newly
+disliked items leave the likes, newly liked ones leave the dislikes, and the expectations
+keep the newest `EXPECT_LIMIT`. Lists keep insertion order (the release's sets had none).
 
-Lists keep their order (oldest first), drop repeats (ignoring case and spacing) and
-keep only the newest `max_items`, so prompts stay bounded over a long run.
+The initial file comes from the history split: written by a language model from the
+user's past reviews as in the release (`llm_initial_memory`), or, offline, by rating
+(`initial_memory`: rated 4 or more -> like, 2 or less -> dislike).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.data.product_text import format_price
 from PersonalWAB.errors import DataError
 
+if TYPE_CHECKING:
+    from PersonalWAB.llm import LLMClient
+    from PersonalWAB.protocol import Protocol
+
 KINDS = ("like", "dislike", "expect")
-MAX_ITEMS = 30
+EXPECT_LIMIT = 30
+INIT_HISTORY_LIMIT = 200  # the newest history-split reviews an initial profile is written from
+INIT_MAX_TOKENS = 5000
 LIKE_MIN_RATING = 4.0
 DISLIKE_MAX_RATING = 2.0
-TRAINING_SPLITS = ("history", "train")
-EXPECT_WORDS = 12
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
-
-
-def _key(item: str) -> str:
-    return " ".join(item.split()).casefold()
-
-
-def merge_items(current: list[str], new: Iterable[str], limit: int) -> list[str]:
-    """`current` followed by the new items it lacks, keeping the newest `limit`."""
-    merged = list(current)
-    seen = {_key(item) for item in merged}
-    for item in new:
-        text = " ".join(str(item).split())
-        if text and _key(text) not in seen:
-            seen.add(_key(text))
-            merged.append(text)
-    return merged[-limit:] if limit > 0 else []
 
 
 def _empty() -> dict[str, list[str]]:
@@ -72,14 +60,37 @@ def write_memory_file(path: Path | str, entries: dict[str, dict[str, list[str]]]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(entries, ensure_ascii=False), encoding="utf-8")
+    tmp.write_text(json.dumps(entries, indent=2, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, path)
 
 
-def format_preferences(entry: dict[str, list[str]]) -> str:
-    """The three lists as prompt lines."""
-    labels = {"like": "Likes", "dislike": "Dislikes", "expect": "Expects"}
-    return "\n".join(f"{labels[kind]}: {'; '.join(entry.get(kind, [])) or '(none yet)'}" for kind in KINDS)
+def read_memory_file(path: Path | str) -> dict[str, dict[str, list[str]]]:
+    path = Path(path)
+    try:
+        return _checked(json.loads(path.read_text(encoding="utf-8")), path)
+    except ValueError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _strings(items: Any) -> list[str]:
+    """The usable items of a model's list: strings and numbers, as strings."""
+    if not isinstance(items, list):
+        return []
+    return [str(i) for i in items if isinstance(i, (str, int, float)) and not isinstance(i, bool)]
+
+
+def parse_profile(text: str) -> dict[str, list[str]] | None:
+    """The like / dislike / expect lists of a model's JSON answer (code fences and line breaks
+    removed first, as the release does), or None when it is not a JSON object."""
+    cleaned = text.replace("```json", "").replace("```", "").replace("\n", "")
+    start = cleaned.find("{")
+    try:
+        content = json.loads(cleaned[start:] if start >= 0 else cleaned)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(content, dict):
+        return None
+    return {kind: _strings(content.get(kind, [])) for kind in KINDS}
 
 
 class InterecMemoryStore:
@@ -90,17 +101,12 @@ class InterecMemoryStore:
     processes on one file are not merged (the last writer wins).
     """
 
-    def __init__(self, path: Path | str | None, max_items: int = MAX_ITEMS):
+    def __init__(self, path: Path | str | None):
         self.path = Path(path) if path is not None else None
-        self.max_items = max_items
         self._lock = threading.Lock()
         self._entries: dict[str, dict[str, list[str]]] = {}
         if self.path is not None and self.path.exists():
-            try:
-                content = json.loads(self.path.read_text(encoding="utf-8"))
-            except ValueError as exc:
-                raise DataError(f"{self.path}: not valid JSON ({exc})") from None
-            self._entries = _checked(content, self.path)
+            self._entries = read_memory_file(self.path)
 
     def get(self, user_id: str) -> dict[str, list[str]]:
         """A copy of the user's lists (empty lists for an unknown user)."""
@@ -110,59 +116,78 @@ class InterecMemoryStore:
 
     def update(self, user_id: str, like: Iterable[str] = (), dislike: Iterable[str] = (),
                expect: Iterable[str] = ()) -> dict[str, list[str]]:
-        """Add items to the user's lists and save; returns the new lists.
-
-        Liking an item removes it from the dislikes and vice versa, so the lists
-        never contradict each other.
-        """
-        like, dislike = [str(i) for i in like], [str(i) for i in dislike]
+        """Apply what a conversation revealed, in the release's order, and save; returns the new lists."""
+        like, dislike, expect = list(like), list(dislike), list(expect)
         with self._lock:
             entry = self._entries.setdefault(user_id, _empty())
-            entry["like"] = [i for i in entry["like"] if _key(i) not in {_key(d) for d in dislike}]
-            entry["dislike"] = [i for i in entry["dislike"] if _key(i) not in {_key(k) for k in like}]
-            for kind, items in (("like", like), ("dislike", dislike), ("expect", expect)):
-                entry[kind] = merge_items(entry[kind], items, self.max_items)
+            entry["like"] = _merged([i for i in entry["like"] if i not in set(dislike)], like)
+            entry["dislike"] = _merged([i for i in entry["dislike"] if i not in set(like)], dislike)
+            entry["expect"] = _merged(entry["expect"], expect)[-EXPECT_LIMIT:]
             if self.path is not None:
                 write_memory_file(self.path, self._entries)
             return {kind: list(entry[kind]) for kind in KINDS}
 
-    def format(self, user_id: str) -> str:
-        return format_preferences(self.get(user_id))
+
+def _merged(current: list[str], new: Iterable[str]) -> list[str]:
+    """`current` followed by the new items it lacks (exact strings, as a set would)."""
+    merged = list(current)
+    seen = set(merged)
+    for item in new:
+        if item not in seen:
+            seen.add(item)
+            merged.append(item)
+    return merged
 
 
-def product_summary(product: dict[str, Any]) -> str:
-    """A liked/disliked item: its title and the attributes a preference hangs on."""
-    price = format_price(product.get("price"))
-    attributes = [product.get("store", ""), product.get("main_category", ""),
-                  "" if price == "unknown" else f"${price}", product.get("parent_asin", "")]
-    return f"{product.get('title', '')} ({', '.join(a for a in attributes if a)})"
+def history_split(data: BenchmarkData, user_id: str) -> list[dict[str, Any]]:
+    """The user's history-split behaviours an initial profile is written from (the newest 200)."""
+    return [b for b in data.histories.get(user_id, []) if b.get("split") == "history"][-INIT_HISTORY_LIMIT:]
 
 
-def expect_phrase(instruction: str) -> str:
-    """A short phrase of what the user asked for: the instruction's first sentence,
-    cut to `EXPECT_WORDS` words."""
-    first = _SENTENCE_END.split(instruction.strip(), maxsplit=1)[0]
-    return " ".join(first.rstrip(".!?").split()[:EXPECT_WORDS])
-
-
-def initial_memory(data: BenchmarkData, max_items: int = MAX_ITEMS) -> dict[str, dict[str, list[str]]]:
-    """Seed lists from training data only, without a model.
-
-    likes / dislikes: products of the user's `history` and `train` behaviours rated
-    >= 4 / <= 2 (oldest first, the newest `max_items` kept); expects: short phrases
-    from the user's train-split search and recommendation instructions (review
-    instructions name a product already bought, not something wanted).
-    """
-    entries = {user_id: _empty() for user_id in sorted(data.histories)}
-    for user_id, behaviours in data.histories.items():
-        known = [b for b in behaviours if b.get("split") in TRAINING_SPLITS]
-        liked = [product_summary(b["product_info"]) for b in known if b["review"]["rating"] >= LIKE_MIN_RATING]
-        disliked = [product_summary(b["product_info"]) for b in known
-                    if b["review"]["rating"] <= DISLIKE_MAX_RATING]
-        entries[user_id]["like"] = merge_items([], liked, max_items)
-        entries[user_id]["dislike"] = merge_items([], disliked, max_items)
-    for task in sorted(data.tasks.get("train", []), key=lambda t: t["timestamp"]):
-        if task["type"] != "review":
-            entry = entries.setdefault(task["user_id"], _empty())
-            entry["expect"] = merge_items(entry["expect"], [expect_phrase(task["task"])], max_items)
+def initial_memory(data: BenchmarkData) -> dict[str, dict[str, list[str]]]:
+    """Offline initial memory, without a model: parent ASINs of history-split products rated
+    >= 4 (like) or <= 2 (dislike); no expectations. Test targets are never read."""
+    entries = {}
+    for user_id in sorted(data.histories):
+        history = history_split(data, user_id)
+        entries[user_id] = {
+            "like": _merged([], (b["product_info"]["parent_asin"] for b in history
+                                 if b["review"]["rating"] >= LIKE_MIN_RATING)),
+            "dislike": _merged([], (b["product_info"]["parent_asin"] for b in history
+                                    if b["review"]["rating"] <= DISLIKE_MAX_RATING)),
+            "expect": [],
+        }
     return entries
+
+
+def llm_initial_memory(data: BenchmarkData, client: "LLMClient", protocol: "Protocol",
+                       done: dict[str, dict[str, list[str]]] | None = None, max_concurrency: int = 4,
+                       checkpoint: Callable[[dict[str, dict[str, list[str]]]], None] | None = None,
+                       progress: Callable[[int], None] | None = None) -> tuple[dict[str, dict[str, list[str]]], list[str]]:
+    """Initial memory written by a language model, one call per user (temperature 0, up to
+    5000 tokens), from the protocol's profile-extraction prompt over the user's history
+    split. Users in `done` are kept as they are (resume). Returns the entries and the users
+    whose answer was not a JSON object (given empty lists)."""
+    entries = dict(done or {})
+    todo = [u for u in sorted(data.histories) if u not in entries]
+    unreadable: list[str] = []
+    lock = threading.Lock()
+
+    def one(user_id: str) -> None:
+        prompt = protocol.interecagent_init_prompt(history_split(data, user_id))
+        reply = client.complete([{"role": "system", "content": prompt}], max_tokens=INIT_MAX_TOKENS)
+        parsed = parse_profile(reply.message.get("content") or "")
+        with lock:
+            if parsed is None:
+                unreadable.append(user_id)
+                parsed = _empty()
+            entries[user_id] = {"like": parsed["like"], "dislike": parsed["dislike"], "expect": []}
+            if checkpoint is not None:
+                checkpoint(entries)
+            if progress is not None:
+                progress(1)
+
+    with ThreadPoolExecutor(max_workers=max(1, max_concurrency)) as pool:
+        for future in [pool.submit(one, user_id) for user_id in todo]:
+            future.result()
+    return {u: entries[u] for u in sorted(entries)}, sorted(unreadable)

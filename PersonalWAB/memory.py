@@ -1,143 +1,149 @@
-"""Which past behaviours an agent may see for a task, and how they read in a prompt
-(`--agent_memory`, `--memory_length`).
+"""Which past behaviours an agent may see for a task, and the memory text of its prompt
+(`--agent_memory`, `--memory_length`), as the release builds them.
 
-Only behaviours strictly before the task's timestamp are ever eligible, so no
+Only behaviours strictly before the task's timestamp are eligible (`past`), so no
 target (or anything after it) can leak into the memory. Modes:
 
 - `none`: nothing.
-- `last`: the `length` most recent behaviours, most recent first.
-- `random`: `length` behaviours drawn with a per-task seed.
-- `relevant`: the `length` behaviours most similar to the instruction (MiniLM
-  cosine over `behaviour_text`, from the on-disk cache), best first.
-- `recmind`: RecMind's long memory: many compact review/rating lines (the paper
-  uses 400), most recent first.
-- `interecagent`: the `length` most recent behaviours plus the like / dislike /
-  expect lists of an `InterecMemoryStore`.
-- `taskspe`: PUMA's task-specific memory: the `relevant` top `length`, keeping only
-  the fields the chosen function needs (`taskspe_entries`); recommendation memory is
-  in time order, oldest first, as the recommender reads a sequence.
+- `last`: the `length` most recent behaviours, newest first.
+- `random`: `length` behaviours drawn from the newest-first list. The release draws from
+  one generator seeded once per run (`--seed`, default 2024), task after task;
+  `ReleaseRandomMemory` replays exactly that sequence for the run's task order.
+- `relevant`: the `length` behaviours whose full text (`Protocol.behaviour_block`) is
+  closest to the instruction by MiniLM cosine, best first (from the on-disk cache).
+- `recmind`: the `length` most recent behaviours, in RecMind's compact form.
+- `interecagent`: the `length` most recent behaviours plus the like / dislike / expect
+  lists of an `InterecMemoryStore`.
+- `taskspe`: PUMA's task-specific memory: the `relevant` top `length`, keeping only the
+  fields the chosen function needs; recommendation memory in time order, oldest first.
+
+The release ignored `--memory_length` and always used 10 (`RELEASE_MEMORY_LENGTH`);
+this project honours the flag and records any other value as a protocol departure.
 """
 
 from __future__ import annotations
 
 import random
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.data.product_text import format_price
-from PersonalWAB.interec_memory import InterecMemoryStore
-from PersonalWAB.memory_embeddings import clip, shared_behaviour_embeddings
+from PersonalWAB.protocol import Protocol
 
 MEMORY_MODES = ("none", "last", "random", "relevant", "recmind", "interecagent", "taskspe")
+RELEASE_MEMORY_LENGTH = 10
 SEARCH, RECOMMEND, REVIEW = "search_product_by_query", "get_recommendations_by_history", "add_product_review"
 TASK_FUNCTIONS = (SEARCH, RECOMMEND, REVIEW)
-REVIEW_CHARS = 300  # review text shown per behaviour line
-SNIPPET_CHARS = 80  # review text per RecMind line: hundreds of lines must fit a prompt
+TASK_TYPE_OF_FUNCTION = {SEARCH: "search", RECOMMEND: "recommend", REVIEW: "review"}
+REACT_MEMORY_MODES = ("last", "relevant", "random")  # the modes the release's ReAct agent renders
 
 
-def retrieve_memory(data: BenchmarkData, task: dict[str, Any], mode: str, length: int, seed: int = 0, *,
-                    function_name: str | None = None,
-                    interec_store: InterecMemoryStore | None = None) -> list[dict[str, Any]]:
-    """Up to `length` of the user's behaviours before the task, in the mode's order
-    (for `interecagent`, the history part; `interec_store` only matters to
-    `format_memory`). `taskspe` without a function keeps the relevance order."""
-    if mode not in MEMORY_MODES:
-        raise ValueError(f"unknown memory {mode!r}; expected one of {MEMORY_MODES}")
-    if mode == "none" or length <= 0:
-        return []
-    past = data.behaviours_before(task["user_id"], task["timestamp"])
-    if mode in ("last", "recmind", "interecagent"):
-        return past[::-1][:length]
-    if mode == "random":
-        rng = random.Random(f"{seed}:{task['user_id']}:{task['timestamp']}")
-        return rng.sample(past, min(length, len(past)))
-    chosen = most_relevant(data, task, past, length)
-    if mode == "taskspe" and function_name == RECOMMEND:
-        return sorted(chosen, key=lambda b: b["review"]["timestamp"])
-    return chosen
+def past_behaviours(data: BenchmarkData, task: dict[str, Any]) -> list[dict[str, Any]]:
+    """The user's behaviours strictly before the task, oldest first."""
+    return data.behaviours_before(task["user_id"], task["timestamp"])
 
 
-def most_relevant(data: BenchmarkData, task: dict[str, Any], past: list[dict[str, Any]],
-                  length: int) -> list[dict[str, Any]]:
-    """The `length` behaviours of `past` (a prefix of the user's history) closest to
-    the instruction, best first; ties keep the older behaviour first."""
+def newest_first(behaviours: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Most recent first; equal timestamps keep their order (a stable sort, as the release's)."""
+    return sorted(behaviours, key=lambda b: b["review"]["timestamp"], reverse=True)
+
+
+class ReleaseRandomMemory:
+    """`random` memory as the release draws it: one `random.Random(seed)` consumed by
+    `sample(newest_first(past), min(length, len(past)))` for each task run, in the run's
+    order (trials in turn, tasks in index order). Precomputed, so concurrency cannot
+    change which task gets which draw."""
+
+    def __init__(self, data: BenchmarkData, tasks: list[dict[str, Any]], jobs: Iterable[tuple[int, int]],
+                 length: int, seed: int):
+        rng = random.Random(seed)
+        self._draws: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        for trial, task_index in jobs:
+            past = newest_first(past_behaviours(data, tasks[task_index]))
+            self._draws[(trial, task_index)] = rng.sample(past, min(length, len(past)))
+
+    def draw(self, trial: int, task_index: int) -> list[dict[str, Any]] | None:
+        return self._draws.get((trial, task_index))
+
+
+def most_relevant(data: BenchmarkData, task: dict[str, Any], past: list[dict[str, Any]], length: int,
+                  protocol: Protocol) -> list[dict[str, Any]]:
+    """The `length` behaviours of `past` (a prefix of the user's history) closest to the
+    instruction, best first; equal scores keep the older behaviour first."""
     if not past:
         return []
-    scores = shared_behaviour_embeddings(data).scores(task["user_id"], task["task"], len(past))
+    from PersonalWAB.memory_embeddings import shared_behaviour_embeddings
+
+    scores = shared_behaviour_embeddings(data, protocol).scores(task["user_id"], task["task"], len(past))
     order = np.argsort(-scores, kind="stable")[:length]
     return [past[i] for i in order]
 
 
-def format_memory(data: BenchmarkData, task: dict[str, Any], mode: str, length: int, seed: int = 0, *,
-                  function_name: str | None = None, interec_store: InterecMemoryStore | None = None) -> str:
-    """The memory block of an agent's prompt: numbered lines, one per entry (empty
-    for `none`). `taskspe` needs the function the entries are selected for."""
-    if mode == "taskspe" and function_name is None:
-        raise ValueError("taskspe memory needs function_name (the function PUMA's function file chose)")
-    behaviours = retrieve_memory(data, task, mode, length, seed, function_name=function_name)
+def retrieve_memory(data: BenchmarkData, task: dict[str, Any], mode: str, length: int, *,
+                    protocol: Protocol | None = None, random_draw: list[dict[str, Any]] | None = None,
+                    seed: int = 0, task_type: str | None = None) -> list[dict[str, Any]]:
+    """Up to `length` of the user's behaviours before the task, in the mode's order.
+
+    `random` uses `random_draw` (the release's draw for this task run) when given, else a
+    draw seeded by `seed` and the task. `taskspe` with task type `recommend` puts the
+    chosen behaviours in time order, oldest first.
+    """
+    if mode not in MEMORY_MODES:
+        raise ValueError(f"unknown memory {mode!r}; expected one of {MEMORY_MODES}")
+    if mode == "none" or length <= 0:
+        return []
+    past = past_behaviours(data, task)
+    if mode in ("last", "recmind", "interecagent"):
+        return newest_first(past)[:length]
+    if mode == "random":
+        if random_draw is not None:
+            return random_draw
+        rng = random.Random(f"{seed}:{task['user_id']}:{task['timestamp']}")
+        return rng.sample(newest_first(past), min(length, len(past)))
+    from PersonalWAB.protocol import load_protocol
+
+    chosen = most_relevant(data, task, past, length, protocol or load_protocol())
+    if mode == "taskspe" and task_type == "recommend":
+        return sorted(chosen, key=lambda b: b["review"]["timestamp"])
+    return chosen
+
+
+def memory_text(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], mode: str, length: int, *,
+                react: bool = False, random_draw: list[dict[str, Any]] | None = None, seed: int = 0,
+                preferences: dict[str, list[str]] | None = None, tool_name: str | None = None) -> str | None:
+    """The memory appended to an agent's system prompt, or None when nothing is appended.
+
+    Function-calling agents render every mode; the ReAct agent only `last`, `relevant` and
+    `random` (other modes add nothing), with its own headers. `taskspe` needs `tool_name`
+    (the function PUMA's function file chose) and adds nothing for a user without history;
+    `interecagent` needs the user's `preferences` (like / dislike / expect).
+    """
     if mode == "none":
+        return None
+    if react and mode not in REACT_MEMORY_MODES:
         return ""
+    task_type = None
     if mode == "taskspe":
-        return numbered(taskspe_entries(behaviours, function_name))
+        if tool_name not in TASK_TYPE_OF_FUNCTION:
+            raise ValueError(f"taskspe memory needs the chosen function, one of {TASK_FUNCTIONS}; got {tool_name!r}")
+        task_type = TASK_TYPE_OF_FUNCTION[tool_name]
+        if not past_behaviours(data, task):
+            return None
+    behaviours = retrieve_memory(data, task, mode, length, protocol=protocol, random_draw=random_draw, seed=seed,
+                                 task_type=task_type)
+    if mode in ("last", "relevant", "random"):
+        header = f"react.memory.{mode}.header" if react else f"memory.{mode}.header"
+        return protocol.numbered_memory(header, [protocol.behaviour_block(b, i) for i, b in enumerate(behaviours)])
     if mode == "recmind":
-        return numbered([recmind_line(b) for b in behaviours])
-    history = numbered([behaviour_line(b) for b in behaviours])
-    if mode != "interecagent":
-        return history
-    store = interec_store or InterecMemoryStore(None)
-    return f"{store.format(task['user_id'])}\nHistory (most recent first):\n{history or '(none)'}"
-
-
-def numbered(lines: list[str]) -> str:
-    return "\n".join(f"{i}. {line}" for i, line in enumerate(lines, start=1))
-
-
-def _date(timestamp_ms: int) -> str:
-    return datetime.fromtimestamp(timestamp_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
-
-
-def _price(product: dict[str, Any]) -> str:
-    price = format_price(product.get("price"))
-    return "price unknown" if price == "unknown" else f"${price}"
-
-
-def behaviour_line(behaviour: dict[str, Any]) -> str:
-    """One purchase and its review on one line: what a general-purpose agent needs
-    (what, where, how much, when, how the user felt) without the full product text."""
-    product, review = behaviour["product_info"], behaviour["review"]
-    category = " > ".join((product.get("categories") or [product.get("main_category", "")])[-2:])
-    return (f"[{_date(review['timestamp'])}] {clip(product.get('title', ''), 150)} "
-            f"(ASIN {product.get('parent_asin', '')}; {product.get('store', '')}; {_price(product)}; {category}) "
-            f"- rated {review['rating']:g}/5, \"{clip(review.get('title', ''), 80)}\": "
-            f"{clip(review.get('text', ''), REVIEW_CHARS)}")
-
-
-def recmind_line(behaviour: dict[str, Any]) -> str:
-    """A compact RecMind entry: the agent can look details up by ASIN."""
-    product, review = behaviour["product_info"], behaviour["review"]
-    return (f"{clip(product.get('title', ''), 80)} (ASIN {product.get('parent_asin', '')}) "
-            f"rated {review['rating']:g}/5: {clip(review.get('text', ''), SNIPPET_CHARS)}")
-
-
-def taskspe_entries(behaviours: list[dict[str, Any]], function_name: str) -> list[str]:
-    """PUMA's task-specific memory entries: only the fields `function_name` needs,
-    joined by ` | ` (search: title, category, price, store; recommend: title,
-    category, parent ASIN, oldest first; review: rating and review text)."""
-    if function_name == SEARCH:
-        return [" | ".join((clip(b["product_info"].get("title", ""), 200), b["product_info"].get("main_category", ""),
-                            _price(b["product_info"]), b["product_info"].get("store", ""))) for b in behaviours]
-    if function_name == RECOMMEND:
-        in_time = sorted(behaviours, key=lambda b: b["review"]["timestamp"])
-        return [" | ".join((clip(b["product_info"].get("title", ""), 200), b["product_info"].get("main_category", ""),
-                            b["product_info"].get("parent_asin", ""))) for b in in_time]
-    if function_name == REVIEW:
-        return [f"{b['review']['rating']:g}/5 | {' '.join(b['review'].get('text', '').split())}" for b in behaviours]
-    raise ValueError(f"unknown function {function_name!r}; expected one of {TASK_FUNCTIONS}")
+        return protocol.numbered_memory("memory.recmind.header",
+                                        [protocol.recmind_block(b, i) for i, b in enumerate(behaviours)])
+    if mode == "interecagent":
+        return protocol.interecagent_memory([protocol.interecagent_block(b) for b in behaviours], preferences or {})
+    entries = [protocol.taskspe_entry(b, task_type) for b in behaviours]
+    return protocol.taskspe_agent_memory(task_type, tool_name, entries)
 
 
 def normalise_function_name(output: str) -> str | None:

@@ -2,22 +2,25 @@
 computed once and kept on disk.
 
 `relevant` and `taskspe` memory rank a user's past behaviours by cosine similarity
-to the instruction. Encoding ~40 behaviours per task would cost seconds; with the
-vectors cached, a task costs one dot product over the user's rows.
+to the instruction, over each behaviour's full text as the protocol renders it for
+memory (`Protocol.behaviour_block(behaviour, i)`, `i` its position in the user's
+history, as the release ranks). Encoding ~40 such texts per task would cost seconds;
+with the vectors cached, a task costs one dot product over the user's rows.
 
 Cache layout (in `data.artifacts.cache_dir`):
 
-- `behaviour_embeddings.npy`: float32 `[n_behaviours, 384]`, L2-normalised. Users in
-  sorted id order; each user's rows in the loader's (time) order, so row `first + i`
-  belongs to `data.histories[user_id][i]`.
-- `behaviour_embeddings.json`: `{"fingerprint", "rows", "users": {user_id: [first, count]}}`.
+- `behaviour_embeddings_<texts>.npy`: float32 `[n_behaviours, 384]`, L2-normalised, for the
+  protocol whose behaviour text has fingerprint `<texts>` (so release and project texts
+  keep separate caches). Users in sorted id order; each user's rows in the loader's
+  (time) order, so row `first + i` belongs to `data.histories[user_id][i]`.
+- `behaviour_embeddings_<texts>.json`: `{"fingerprint", "rows", "users": {user_id: [first, count]}}`.
 - `instruction_embeddings.npy` / `.json`: the distinct instruction texts of the train
   split then the test split, in order of first appearance (`{"fingerprint", "rows"}`);
   the text -> row map is rebuilt from the data on load.
 
 The fingerprints hash the embedded texts themselves (and the model name), so changed
-data, or a changed `behaviour_text`, invalidates the cache. The
-arrays are memory-mapped, so worker threads share one read-only copy.
+data or texts invalidate the cache. The arrays are memory-mapped, so worker threads
+share one read-only copy.
 """
 
 from __future__ import annotations
@@ -30,43 +33,27 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol as TypingProtocol
 
 import numpy as np
 
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.data.product_text import format_price
+from PersonalWAB.protocol import Protocol
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 DIMENSION = 384
-REVIEW_CHARS = 300  # the opening of a review carries its gist; MiniLM cost grows with length
 CHUNK = 1024  # texts per encode call: large batches, with a progress line between them
 BEHAVIOURS = "behaviour_embeddings"
 INSTRUCTIONS = "instruction_embeddings"
 
 
-class Encoder(Protocol):
+class Encoder(TypingProtocol):
     def encode(self, texts: list[str]) -> np.ndarray: ...
 
 
-def clip(text: str, limit: int) -> str:
-    """One line of at most `limit` characters, cut at a word boundary."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text[:limit].rsplit(" ", 1)[0] or text[:limit]
-    return cut + "…"
-
-
-def behaviour_text(behaviour: dict[str, Any]) -> str:
-    """What a behaviour is about, as matched against instructions: the product's
-    title, categories, store and price, then the user's review (clipped)."""
-    product, review = behaviour["product_info"], behaviour["review"]
-    return (
-        f"{product.get('title', '')}. Categories: {', '.join(product.get('categories') or [])}. "
-        f"Store: {product.get('store', '')}. Price: {format_price(product.get('price'))}. "
-        f"Review: {review.get('title', '')}. {clip(review.get('text', ''), REVIEW_CHARS)}"
-    )
+def behaviour_texts(protocol: Protocol, behaviours: list[dict[str, Any]]) -> list[str]:
+    """The texts `relevant` memory ranks: each behaviour's memory block, numbered by position."""
+    return [protocol.behaviour_block(b, i) for i, b in enumerate(behaviours)]
 
 
 def _to_stderr(message: str) -> None:
@@ -157,8 +144,10 @@ class BehaviourEmbeddings:
     instance; afterwards lookups are lock-free reads of memory-mapped arrays.
     """
 
-    def __init__(self, data: BenchmarkData, encoder: Encoder | None = None):
+    def __init__(self, data: BenchmarkData, protocol: Protocol, encoder: Encoder | None = None):
         self.data = data
+        self.protocol = protocol
+        self.name = f"{BEHAVIOURS}_{protocol.fingerprint('memory.behaviour')}"
         self._encoder = encoder
         self._lock = threading.Lock()
         self._behaviours: np.ndarray | None = None
@@ -196,8 +185,8 @@ class BehaviourEmbeddings:
         for user_id in sorted(self.data.histories):
             behaviours = self.data.histories[user_id]
             users[user_id] = [len(texts), len(behaviours)]
-            texts.extend(behaviour_text(b) for b in behaviours)
-        matrix, meta = self._load_or_encode(BEHAVIOURS, "behaviours", texts, {"users": users}, force, log, seconds)
+            texts.extend(behaviour_texts(self.protocol, behaviours))
+        matrix, meta = self._load_or_encode(self.name, "behaviours", texts, {"users": users}, force, log, seconds)
         self._behaviours = matrix
         self._users = {user_id: (first, count) for user_id, (first, count) in meta["users"].items()}
 
@@ -249,25 +238,26 @@ class BehaviourEmbeddings:
         return np.asarray(self.behaviours(user_id, count) @ self.instruction(instruction), dtype=np.float32)
 
 
-_SHARED: dict[Path, BehaviourEmbeddings] = {}
+_SHARED: dict[tuple[Path, str], BehaviourEmbeddings] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_behaviour_embeddings(data: BenchmarkData) -> BehaviourEmbeddings:
-    """The one instance of a data directory (its caches are loaded lazily)."""
-    key = Path(data.data_dir).resolve()
+def shared_behaviour_embeddings(data: BenchmarkData, protocol: Protocol) -> BehaviourEmbeddings:
+    """The one instance of a data directory and protocol (its caches are loaded lazily)."""
+    key = (Path(data.data_dir).resolve(), protocol.fingerprint("memory.behaviour"))
     with _SHARED_LOCK:
         instance = _SHARED.get(key)
         if instance is None or instance.data is not data:
-            instance = _SHARED[key] = BehaviourEmbeddings(data)
+            instance = _SHARED[key] = BehaviourEmbeddings(data, protocol)
         return instance
 
 
-def build_behaviour_embeddings(data: BenchmarkData, *, force: bool = False, threads: int | None = None,
+def build_behaviour_embeddings(data: BenchmarkData, protocol: Protocol, *, force: bool = False,
+                               threads: int | None = None,
                                log: Callable[[str], None] | None = print) -> dict[str, float]:
     """Build (or load) the data directory's embedding caches; seconds per cache built.
 
     `threads` caps torch's intra-op threads while encoding (None: torch's default).
     """
     with torch_threads(threads):
-        return shared_behaviour_embeddings(data).ensure(force=force, log=log)
+        return shared_behaviour_embeddings(data, protocol).ensure(force=force, log=log)

@@ -1,8 +1,8 @@
 """Result files in the leaderboard format: statistics, checkpointing and resume.
 
 A finished file is a JSON list whose first element is the header
-(`run_args`, `total cost`, per-type `results`) followed by one record per task
-run. While a run is going the same path holds the records alone (no header),
+(`run_args`, `total cost` (the agent's, as in the release), per-type `results`, and
+`total user cost`) followed by one record per task run. While a run is going the same path holds the records alone (no header),
 rewritten atomically, so a killed run leaves a readable file to resume from.
 """
 
@@ -34,8 +34,13 @@ def record_steps(record: dict[str, Any]) -> int:
 
 
 def record_cost(record: dict[str, Any]) -> float:
-    info = record["info"]
-    return float(info["usage"].get("total_price", 0.0)) + float(info.get("user_cost") or 0.0)
+    """The agent's cost of a task run (the header's `total cost`, as in the release)."""
+    return float(record["info"]["usage"].get("total_price", 0.0))
+
+
+def record_user_cost(record: dict[str, Any]) -> float:
+    """The simulated user's cost of a task run (the header's `total user cost`)."""
+    return float(record["info"].get("user_cost") or 0.0)
 
 
 def compute_statistics(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -62,6 +67,7 @@ def build_header(run_args: dict[str, Any], records: list[dict[str, Any]]) -> dic
         "run_args": run_args,
         "total cost": sum(record_cost(r) for r in records),
         "results": compute_statistics(records),
+        "total user cost": sum(record_user_cost(r) for r in records),
     }
 
 

@@ -21,8 +21,11 @@ from typing import Any
 
 from PersonalWAB import __version__
 from PersonalWAB.errors import DataError
+from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
 
 SYNTHETIC_NOTE = "synthetic data: these numbers are not comparable to the paper's"
+CUSTOM_NOTE = ("custom run ({why}): these numbers are not comparable to the paper's tables or the leaderboard; "
+               "see README, Fidelity")
 UNPRICED_NOTE = "the model has no price in litellm's table; its calls are counted as costing 0"
 
 
@@ -36,7 +39,7 @@ class RunConfig:
     temperature: float = 0.0
     task_split: str = "test"
     agent_memory: str = "last"
-    memory_length: int = 50
+    memory_length: int = 10
     max_steps: int = -1
     start_index: int = 0
     end_index: int = -1
@@ -44,7 +47,7 @@ class RunConfig:
     verbose: bool = False
     log_dir: str = "results"
     max_concurrency: int = 1
-    seed: int = 10
+    seed: int = 2024
     shuffle: bool = False
     num_trials: int = 1
     interec_memory_file: str | None = None
@@ -59,6 +62,8 @@ class RunConfig:
     api_base: str | None = None
     user_api_base: str | None = None
     max_retries: int = 5
+    protocol_file: str | None = None
+    leak_guard: bool = False
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=d.temperature)
     p.add_argument("--task_split", default=d.task_split, choices=["train", "test"])
     p.add_argument("--agent_memory", default=d.agent_memory, choices=MEMORY_MODES)
-    p.add_argument("--memory_length", type=int, default=d.memory_length)
+    p.add_argument("--memory_length", type=int, default=d.memory_length,
+                   help="behaviours in the memory (the release always used 10; another value is a departure)")
     p.add_argument("--max_steps", type=int, default=d.max_steps, help="-1: single-turn; N > 0: multi-turn")
     p.add_argument("--start_index", type=int, default=d.start_index)
     p.add_argument("--end_index", type=int, default=d.end_index, help="exclusive; -1 runs to the end")
@@ -104,7 +110,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user_api_base", default=d.user_api_base, help="the same for the user simulator's model")
     p.add_argument("--max_retries", type=int, default=d.max_retries,
                    help="retries of a model call on rate limits, timeouts and server errors")
+    p.add_argument("--protocol_file", default=d.protocol_file,
+                   help="release protocol pack (default: PersonalWAB/envs/pwab/data/release_protocol.json when "
+                        "placed; without one the project's own texts are used and the run is custom)")
+    p.add_argument("--leak_guard", action="store_true",
+                   help="mask the target ASIN and copied review spans in user messages (a departure from the release)")
     return p
+
+
+def protocol_departures(config: RunConfig) -> list[str]:
+    """Every setting of this run that departs from what the release does (the texts aside)."""
+    departures = []
+    if config.agent_strategy == "heuristic":
+        departures.append("agent_strategy heuristic: the project's offline agent, not in the release")
+    if config.agent_memory != "none" and config.memory_length != RELEASE_MEMORY_LENGTH:
+        departures.append(f"memory_length {config.memory_length}: the release always used {RELEASE_MEMORY_LENGTH}")
+    if config.search_backend != "lucene":
+        departures.append(f"search_backend {config.search_backend}: the release searched with Lucene")
+    if config.user_mode == "offline":
+        departures.append("user_mode offline: the project's rule-based user, not the release's LLM user")
+    if config.leak_guard:
+        departures.append("leak_guard: user messages masked before the agent reads them")
+    return departures
+
+
+def custom_reasons(record: dict[str, Any]) -> list[str]:
+    """Why a run's `protocol` record makes it custom ([] for a standard run)."""
+    from PersonalWAB.protocol.spec import RELEASE_SHORT
+
+    texts = [] if record.get("texts") == f"release@{RELEASE_SHORT}" else [f"{record.get('texts')} texts"]
+    return texts + list(record.get("departures") or [])
+
+
+def protocol_record(protocol: Any, config: RunConfig) -> dict[str, Any]:
+    """`run_args.protocol`: the texts used and every departure; standard only with the
+    pinned release's texts and none."""
+    departures = protocol_departures(config)
+    return {"texts": protocol.name, "departures": departures,
+            "standard": protocol.is_pinned_release and not departures}
 
 
 def default_output_path(config: RunConfig, end_index: int) -> Path:
@@ -132,6 +175,7 @@ def make_record(task_id: int, trial: int, task: dict[str, Any], env: Any, episod
     }
     if env.leak_flags:
         info["leak_guard"] = env.leak_flags
+    info.update(episode.notes)
     if episode.error:
         info["error"] = episode.error
     return {
@@ -153,13 +197,16 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
     from PersonalWAB.envs.pwab.env import PWABEnv
     from PersonalWAB.envs.user import get_user
     from PersonalWAB.envs.users.offline_user import NOTE as OFFLINE_USER_NOTE
+    from PersonalWAB.memory import ReleaseRandomMemory
     from PersonalWAB.paths import default_data_dir
+    from PersonalWAB.protocol import load_protocol
     from PersonalWAB.results import ResultWriter, load_result_file
     from PersonalWAB.types import Episode
 
     if config.user_mode == "human" and config.max_concurrency > 1:
         raise ValueError("--user_mode human talks to one person: use --max_concurrency 1")
     get_user(config.user_mode, config.user_model, config.user_api_base, config.seed)  # fail early on bad settings
+    protocol = load_protocol(config.protocol_file)
     data = load_benchmark_data(config.data_dir or default_data_dir())
     for warning in data.warnings:
         log(f"warning: {warning}")
@@ -181,7 +228,7 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
     output = Path(config.output) if config.output else (
         Path(config.resume_from) if config.resume_from else default_output_path(config, end))
     run_args = {**asdict(config), "data_dir": str(data.data_dir), "data_source": data.source,
-                "project_version": __version__}
+                "project_version": __version__, "protocol": protocol_record(protocol, config)}
     if config.user_mode == "offline":
         run_args["user_simulator_note"] = OFFLINE_USER_NOTE
     writer = ResultWriter(output, run_args, kept)
@@ -189,14 +236,19 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
     kinds = {tasks[tid]["type"] for _, tid in jobs}
     build_artifacts(data, (config.search_backend,) if "search" in kinds else (),
                     recommender="recommend" in kinds,
-                    memory_embeddings=config.agent_memory in ("relevant", "taskspe"), log=log)
-    engines = shared_engines(data, config.search_backend)
+                    memory_embeddings=config.agent_memory in ("relevant", "taskspe"), log=log, protocol=protocol)
+    engines = shared_engines(data, config.search_backend, protocol)
     cache_review_embeddings(data, [tasks[tid] for _, tid in jobs])
-    agent = build_agent(config.agent_strategy, data, config)
+    random_memory = None
+    if config.agent_memory == "random":  # the release's draws, in its task order (shuffle does not change it)
+        release_order = [(trial, tid) for trial in range(config.num_trials) for tid in range(config.start_index, end)]
+        random_memory = ReleaseRandomMemory(data, tasks, release_order, config.memory_length, config.seed)
+    agent = build_agent(config.agent_strategy, data, config, random_memory)
 
     def run_one(trial: int, task_id: int) -> dict[str, Any]:
         user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries)
-        env = PWABEnv(engines, config.task_split, user, config.max_steps, offer_details=agent.offers_details)
+        env = PWABEnv(engines, config.task_split, user, config.max_steps, protocol=protocol,
+                      leak_guard=config.leak_guard, trial=trial)
         try:
             episode = agent.solve(env, task_id)
             if episode.usage.price_unknown:
@@ -213,7 +265,7 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
 
     resumed = f"; {len(kept)} kept from {config.resume_from}" if config.resume_from else ""
     log(f"running {len(jobs)} task(s) of the {config.task_split} split ({data.source}) "
-        f"with {config.agent_strategy}, memory {config.agent_memory}{resumed}")
+        f"with {config.agent_strategy}, memory {config.agent_memory}, {protocol.name} texts{resumed}")
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(1, config.max_concurrency)) as pool:
         futures = [pool.submit(run_one, trial, tid) for trial, tid in jobs]
@@ -245,8 +297,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     source = header["run_args"]["data_source"]
+    protocol = header["run_args"]["protocol"]
     print(format_statistics_table(header["results"], title=f"Results ({source}; {wall_s:.1f} s)"))
     if source != "official":
         print(f"note: {SYNTHETIC_NOTE}")
+    if not protocol["standard"]:
+        print(f"note: {CUSTOM_NOTE.format(why='; '.join(custom_reasons(protocol)))}")
     print(f"result file: {output}")
     return 0

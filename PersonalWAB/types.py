@@ -38,6 +38,8 @@ class Usage:
     total_tokens: list[int] = field(default_factory=list)
     completion_price: float = 0.0
     prompt_price: float = 0.0
+    extra_calls: int = 0  # calls that are not steps: replies asked again, reflections, memory updates
+    extra_price: float = 0.0
     price_unknown: bool = False  # some call's model had no price in litellm's table (cost counted as 0)
 
     def add_call(self, prompt_tokens: int = 0, completion_tokens: int = 0,
@@ -48,16 +50,20 @@ class Usage:
         self.prompt_price += prompt_price
         self.completion_price += completion_price
 
+    def add_extra(self, price: float) -> None:
+        self.extra_calls += 1
+        self.extra_price += price
+
     @property
     def calls(self) -> int:
         return len(self.total_tokens)
 
     @property
     def total_price(self) -> float:
-        return self.prompt_price + self.completion_price
+        return self.prompt_price + self.completion_price + self.extra_price
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        usage: dict[str, Any] = {
             "completion_tokens": self.completion_tokens,
             "prompt_tokens": self.prompt_tokens,
             "total_tokens": self.total_tokens,
@@ -65,6 +71,10 @@ class Usage:
             "prompt_price": self.prompt_price,
             "total_price": self.total_price,
         }
+        if self.extra_calls:
+            usage["extra_calls"] = self.extra_calls
+            usage["extra_price"] = self.extra_price
+        return usage
 
 
 @dataclass
@@ -75,7 +85,8 @@ class Episode:
     actions: list[dict[str, Any]] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     user_cost: float = 0.0
-    error: str | None = None
+    error: str | None = None  # the task failed (API or program error): resume runs it again
+    notes: dict[str, str] = field(default_factory=dict)  # what went wrong on the model's side, kept in info
 
     @property
     def steps(self) -> int:

@@ -4,7 +4,7 @@
 
 Figures: the one-time MiniLM cache build (every behaviour and every instruction,
 rebuilt from scratch unless `--keep_cache`), the time a new process needs to open
-the cache, and per-task latency (p50/p95/max) of `format_memory` for every mode
+the cache, and per-task latency (p50/p95/max) of `memory_text` for every mode
 over a task split, which covers everything an agent calls to get its memory.
 The machine's load average is recorded beside the figures: the build is CPU-bound,
 so a busy machine makes it slower.
@@ -27,7 +27,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from PersonalWAB.data.loader import load_benchmark_data  # noqa: E402
 from PersonalWAB.interec_memory import InterecMemoryStore, initial_memory, write_memory_file  # noqa: E402
-from PersonalWAB.memory import MEMORY_MODES, TASK_FUNCTIONS, format_memory  # noqa: E402
+from PersonalWAB.memory import MEMORY_MODES, TASK_FUNCTIONS, memory_text  # noqa: E402
+from PersonalWAB.protocol import load_protocol  # noqa: E402
 from PersonalWAB.memory_embeddings import BehaviourEmbeddings, build_behaviour_embeddings  # noqa: E402
 
 FUNCTION_OF_TYPE = dict(zip(("search", "recommend", "review"), TASK_FUNCTIONS))
@@ -60,12 +61,13 @@ def load_averages() -> list[float]:
 def build(data: Any, keep_cache: bool, threads: int) -> dict[str, Any]:
     behaviours = sum(len(h) for h in data.histories.values())
     start = time.perf_counter()
-    seconds = build_behaviour_embeddings(data, force=not keep_cache, threads=threads, log=print)
+    seconds = build_behaviour_embeddings(data, load_protocol(), force=not keep_cache, threads=threads, log=print)
     total = time.perf_counter() - start
     result: dict[str, Any] = {"behaviours": behaviours, "threads": threads, "total_seconds": round(total, 1),
                               "seconds": {name: round(s, 1) for name, s in seconds.items()}}
-    if "behaviour_embeddings" in seconds:
-        result["behaviours_per_second"] = round(behaviours / seconds["behaviour_embeddings"], 1)
+    built = [s for name, s in seconds.items() if name.startswith("behaviour_embeddings")]
+    if built:
+        result["behaviours_per_second"] = round(behaviours / built[0], 1)
     return result
 
 
@@ -75,7 +77,7 @@ def cache_open(data: Any) -> dict[str, Any]:
 
     encoder = CountingEncoder(shared_embedder())
     start = time.perf_counter()
-    BehaviourEmbeddings(data, encoder).ensure()
+    BehaviourEmbeddings(data, load_protocol(), encoder).ensure()
     return {"seconds": round(time.perf_counter() - start, 3), "texts_encoded": encoder.texts}
 
 
@@ -87,8 +89,8 @@ def latencies(data: Any, split: str, length: int, store: InterecMemoryStore) -> 
         samples, characters = [], []
         for task in tasks:
             start = time.perf_counter()
-            text = format_memory(data, task, mode, mode_length, function_name=FUNCTION_OF_TYPE[task["type"]],
-                                 interec_store=store)
+            text = memory_text(load_protocol(), data, task, mode, mode_length,
+                               tool_name=FUNCTION_OF_TYPE[task["type"]], preferences=store.get(task["user_id"])) or ""
             samples.append((time.perf_counter() - start) * 1000)
             characters.append(len(text))
         results[mode] = {"length": mode_length, "ms": percentiles(samples),
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         memory_file = Path(tmp) / "interec.json"
         write_memory_file(memory_file, initial_memory(data))
-        print(f"per-task format_memory latency over the {args.split} split:")
+        print(f"per-task memory_text latency over the {args.split} split:")
         report["per_task_latency"] = latencies(data, args.split, args.length, InterecMemoryStore(memory_file))
     report["load_average_end"] = load_averages()
 

@@ -132,10 +132,12 @@ def make_model(config: BenchmarkConfig, tokenizer: Any) -> Any:
 def step1_param_examples(config: BenchmarkConfig, data: Any, tokenizer: Any) -> list[dict[str, Any]]:
     """Step 1's parameter examples of the train split, memory truncated with the benchmark's tokenizer."""
     from PersonalWAB.memory_embeddings import build_behaviour_embeddings
+    from PersonalWAB.protocol import load_protocol
     from PUMA.data import param_examples
 
-    build_behaviour_embeddings(data, log=lambda line: print(line, file=sys.stderr))
-    return param_examples(data, data.split("train"), "train", tokenizer, config.mem_token_length,
+    protocol = load_protocol()
+    build_behaviour_embeddings(data, protocol, log=lambda line: print(line, file=sys.stderr))
+    return param_examples(protocol, data, data.split("train"), "train", tokenizer, config.mem_token_length,
                           DataConfig.memory_length)
 
 
@@ -144,6 +146,7 @@ def step1_files(config: BenchmarkConfig, tokenizer: Any, work_dir: Path) -> tupl
     directory's train split (written to `work_dir`); with the seconds step 1 took (None when
     both files were given)."""
     from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.protocol import load_protocol
     from PUMA.data import function_examples
     from PUMA.modeling import write_json
 
@@ -152,7 +155,7 @@ def step1_files(config: BenchmarkConfig, tokenizer: Any, work_dir: Path) -> tupl
     start = time.perf_counter()
     data = load_benchmark_data(config.data_dir)
     function_path = config.function_data or str(
-        write_json(work_dir / "function_train.json", function_examples(data.split("train"), "train")))
+        write_json(work_dir / "function_train.json", function_examples(load_protocol(), data.split("train"), "train")))
     param_path = config.param_data or str(
         write_json(work_dir / "param_train.json", step1_param_examples(config, data, tokenizer)))
     return function_path, param_path, time.perf_counter() - start

@@ -3,6 +3,8 @@
 # Arguments go to `python -m PersonalWAB.data download`, e.g.
 #   bash scripts/download_data.sh --with_artifacts
 #   bash scripts/download_data.sh --verify_only
+#   bash scripts/download_data.sh --with_protocol    # also the release protocol pack (the release's texts)
+#   bash scripts/download_data.sh --protocol_only    # only the pack
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -12,6 +12,43 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_default_pack(tmp_path_factory: pytest.TempPathFactory):
+    """Tests run with the project's texts unless they pass a pack: a release pack placed in
+    this checkout must not change what they see."""
+    import PersonalWAB.protocol as protocol
+
+    saved = protocol.DEFAULT_PACK
+    protocol.DEFAULT_PACK = tmp_path_factory.mktemp("no_pack") / "release_protocol.json"
+    protocol._LOADED.clear()
+    yield
+    protocol.DEFAULT_PACK = saved
+    protocol._LOADED.clear()
+
+
+@pytest.fixture(scope="session")
+def fake_release_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A stand-in release checkout with made-up texts (tests/release_fixture.py)."""
+    from release_fixture import write_release_tree
+
+    return write_release_tree(tmp_path_factory.mktemp("fake_release"))
+
+
+@pytest.fixture(scope="session")
+def fake_pack(fake_release_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from PersonalWAB.protocol.pack import build_pack, write_pack
+
+    return write_pack(build_pack(fake_release_dir, allow_unpinned=True),
+                      tmp_path_factory.mktemp("fake_pack") / "release_protocol.json")
+
+
+@pytest.fixture(scope="session")
+def fake_protocol(fake_pack: Path):
+    from PersonalWAB.protocol import load_protocol
+
+    return load_protocol(fake_pack)
+
+
 @pytest.fixture(scope="session")
 def tiny_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from PersonalWAB.data.synthetic import generate_synthetic

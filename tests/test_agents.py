@@ -1,16 +1,23 @@
-"""LLM agents end to end through litellm against a scripted OpenAI-compatible server on 127.0.0.1."""
+"""LLM agents end to end through litellm against a scripted OpenAI-compatible server on 127.0.0.1,
+checked against the release's rules: what the model receives, how replies are read, how steps count."""
 
-import time
+import json
+import shutil
 
 import pytest
 
 from PersonalWAB.agents.react import parse_react
+from PersonalWAB.agents.llm_agent import UnusableReply, conversation_text
+from PersonalWAB.memory import TASK_TYPE_OF_FUNCTION
+from PersonalWAB.protocol import project_protocol
 from PersonalWAB.results import compute_statistics, load_result_file
 from PersonalWAB.run import RunConfig, run
 from PersonalWAB.testing.responders import instruction_of, react_writer, sensible_call, tool_caller
 from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+from release_fixture import FAKE_TEXTS
 
 SENTINEL_KEY = "sk-SENTINEL-DO-NOT-LEAK-0123456789abcdef"
+FC_TOOLS = ("search_product_by_query", "get_recommendations_by_history", "add_product_review", "stop")
 
 
 def run_against(server, data_dir, tmp_path, name="r.json", **overrides):
@@ -26,9 +33,15 @@ def sentinel_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SENTINEL_KEY)
 
 
-def test_tool_calls_are_scored_and_usage_recorded(tiny_data_dir, tiny_engines, tmp_path):
+def test_first_request_and_scored_tool_calls(tiny_data_dir, tiny_engines, tmp_path):
     with ScriptedLLMServer(tool_caller) as server:
         header, path, _ = run_against(server, tiny_data_dir, tmp_path)
+        first = server.requests[0]
+    protocol = project_protocol()
+    assert first["messages"][0] == {"role": "system", "content": protocol.system_prompt("none", -1)}
+    assert first["messages"][1]["content"] == protocol.first_observation(tiny_engines.data.tasks["test"][0])
+    assert first["tools"] == protocol.tools(FC_TOOLS) and first["tool_choice"] == "auto"
+    assert first["temperature"] == 0.0
     _, records = load_result_file(path)
     assert header["results"]["overall"]["avg_action_acc"] == 1.0
     assert compute_statistics(records) == header["results"]
@@ -40,61 +53,128 @@ def test_tool_calls_are_scored_and_usage_recorded(tiny_data_dir, tiny_engines, t
     assert SENTINEL_KEY not in path.read_text()
 
 
-def test_text_reply_in_single_turn_scores_zero(tiny_data_dir, tiny_engines, tmp_path):
+def test_a_run_with_a_pack_sends_exactly_the_packs_texts(tiny_data_dir, tiny_engines, tmp_path, fake_pack,
+                                                        fake_protocol):
+    data_dir = tmp_path / "data"  # a copy: its search index is built from the pack's product texts
+    shutil.copytree(tiny_data_dir, data_dir, ignore=shutil.ignore_patterns("indexes"))
+    with ScriptedLLMServer(tool_caller) as server:
+        header, _, _ = run_against(server, data_dir, tmp_path, agent_memory="last", end_index=4,
+                                   protocol_file=str(fake_pack), search_backend="bm25s")
+        requests = list(server.requests)
+    assert header["run_args"]["protocol"] == {
+        "texts": "release@unpinned", "departures": ["search_backend bm25s: the release searched with Lucene"],
+        "standard": False}
+    tasks = tiny_engines.data.tasks["test"]
+    for request in requests:
+        task = next(t for t in tasks if t["task"] == instruction_of(request))
+        past = tiny_engines.data.behaviours_before(task["user_id"], task["timestamp"])[::-1][:10]
+        memory = FAKE_TEXTS["memory.last.header"] + "\n".join(fake_protocol.behaviour_block(b, i)
+                                                              for i, b in enumerate(past))
+        assert request["messages"] == [
+            {"role": "system", "content": FAKE_TEXTS["system.single_turn"] + memory},
+            {"role": "user", "content": fake_protocol.first_observation(task)}]
+        assert request["tools"] == [FAKE_TEXTS[f"tool.{name}"] for name in FC_TOOLS]
+        assert request["messages"][1]["content"].startswith("R:USER ")
+
+
+def test_text_reply_in_single_turn_is_a_zero_attempt(tiny_data_dir, tiny_engines, tmp_path):
     with ScriptedLLMServer([ScriptedReply(content="Could you tell me more about what you need?")]) as server:
         header, path, _ = run_against(server, tiny_data_dir, tmp_path, end_index=3)
     _, records = load_result_file(path)
-    assert all(r["action_acc"] == [] for r in records)
+    assert all(r["action_acc"] == [0.0] and r["res_acc"] == [0.0] for r in records)
     assert header["results"]["overall"]["avg_action_acc"] == 0.0
     assert records[0]["info"]["actions"] == []
+    assert records[0]["traj"][-2:] == [{"role": "assistant", "content": "Could you tell me more about what you need?"},
+                                       {"role": "user", "content": "Error: ###STOP###"}]
 
 
-def test_malformed_arguments_and_unknown_tool(tiny_data_dir, tiny_engines, tmp_path):
+def test_unknown_tool_goes_on_and_only_the_first_tool_call_is_kept(tiny_data_dir, tiny_engines, tmp_path):
     def script(request):
         tool_messages = [m for m in request["messages"] if m["role"] == "tool"]
         if not tool_messages:
-            return ScriptedReply(tool_calls=[("buy_it_now", "{}")])
-        if len(tool_messages) == 1:
-            assert tool_messages[0]["content"] == "Unknown action buy_it_now"
-            name, _ = sensible_call(instruction_of(request))
-            return ScriptedReply(tool_calls=[(name, '{"query": "unterminated')])
-        raise AssertionError("the task must have ended")
+            return ScriptedReply(tool_calls=[("buy_it_now", "{}"), ("stop", "{}")])
+        assert tool_messages[0]["content"] == "Unknown action buy_it_now"
+        assert len(request["messages"][2]["tool_calls"]) == 1  # the second call was dropped, as in the release
+        return tool_caller(request)
 
     with ScriptedLLMServer(script) as server:
         header, path, _ = run_against(server, tiny_data_dir, tmp_path, end_index=2)
     _, records = load_result_file(path)
-    for record in records:
-        assert record["action_acc"] == [0.0] and record["res_acc"] == [0.0]
-        assert record["traj"][-1]["content"].startswith("Error:")
-        assert len(record["info"]["usage"]["total_tokens"]) == 2
+    assert all(r["action_acc"] == [1.0] for r in records)
     assert header["results"]["overall"]["avg_interaction_times"] == 2.0
 
 
-def test_react_parsing_tolerates_drift():
-    assert parse_react("Thought: t\nAction: search_product_by_query\nArguments: {\"query\": \"mug\"}").arguments == {
-        "query": "mug"}
-    drift = parse_react("**Action:** get_recommendations_by_history\n**Action Input:** ```json\n"
-                        "{\"product_sequence\": [\"B1\"]}\n```")
-    assert drift.name == "get_recommendations_by_history" and drift.arguments == {"product_sequence": ["B1"]}
-    assert parse_react("Action: add_product_review\nArguments: {review: nice}").arguments == "{review: nice}"
-    assert parse_react("Sure! Here are some ideas.").name == "respond"
+def test_malformed_arguments_are_asked_again_then_scored(tiny_data_dir, tiny_engines, tmp_path):
+    replies = {"n": 0}
+
+    def twice_bad(request):
+        replies["n"] += 1
+        name, _ = sensible_call(instruction_of(request))
+        if replies["n"] <= 2:
+            return ScriptedReply(tool_calls=[(name, '{"query": "unterminated')])
+        return tool_caller(request)
+
+    with ScriptedLLMServer(twice_bad) as server:
+        _, path, _ = run_against(server, tiny_data_dir, tmp_path, end_index=1)
+        assert len(server.requests) == 3 and server.requests[0] == server.requests[2]  # the same request again
+    usage = load_result_file(path)[1][0]["info"]["usage"]
+    assert len(usage["total_tokens"]) == 1 and usage["extra_calls"] == 2  # asked-again calls are not steps
+
+    with ScriptedLLMServer([ScriptedReply(tool_calls=[("search_product_by_query", "[1, 2]")])]) as server:
+        header, path, _ = run_against(server, tiny_data_dir, tmp_path, name="bad.json", end_index=1)
+        assert len(server.requests) == 10
+    record = load_result_file(path)[1][0]
+    assert record["action_acc"] == [] and "no usable reply in 10 tries" in record["info"]["format_error"]
+    assert "error" not in record["info"]  # the model's failure is a scored result, not a task to run again
 
 
-def test_react_agent_end_to_end_with_format_drift(tiny_data_dir, tiny_engines, tmp_path):
-    calls = {"n": 0}
+def test_react_prompt_parsing_budget_and_api_output(tiny_data_dir, tiny_engines, tmp_path):
+    protocol = project_protocol()
+    assert parse_react("Thought:\nx\nAction:\nsearch_product_by_query\nArguments:\n{\"query\": \"mug\"}\nmore",
+                       protocol).arguments == {"query": "mug"}
+    assert parse_react("Action: respond\nArguments: Which colour?", protocol).arguments == {"content": "Which colour?"}
+    with pytest.raises(UnusableReply):  # free text: the whole reply is read as action and arguments; asked again
+        parse_react("I would search for it.", protocol)
 
+    def thinker(request):
+        if len(request["messages"]) == 2:
+            return ScriptedReply(content="Thought:\nlook\nAction:\nthink_more\nArguments:\n{}")
+        assert request["messages"][-1]["content"] == protocol.text("react.api_output") + "Unknown action think_more"
+        return ScriptedReply(content="Thought:\nlook\nAction:\nthink_more\nArguments:\n{}")
+
+    with ScriptedLLMServer(thinker) as server:
+        header, path, _ = run_against(server, tiny_data_dir, tmp_path, agent_strategy="react", end_index=1,
+                                      agent_memory="last")
+        first = server.requests[0]
+    tools = protocol.tools(FC_TOOLS)
+    assert first["messages"][0]["content"].startswith(protocol.react_system_prompt(-1, tools)
+                                                      + protocol.text("react.memory.last.header"))
+    assert "tools" not in first
+    assert load_result_file(path)[1][0]["info"]["usage"]["total_tokens"].__len__() == 3  # the release's budget
+
+
+def test_react_reflection_follows_each_message_to_the_user_and_is_not_a_step(tiny_data_dir, tiny_engines,
+                                                                            tmp_path):
     def script(request):
-        calls["n"] += 1
-        if calls["n"] == 1:
-            return ScriptedReply(content="I would search for it.")
-        return react_writer(request)
+        if "tools" in request or len(request["messages"]) == 1:  # the reflection: one system message
+            return ScriptedReply(content="Next time ask less.")
+        turns = sum(m["role"] == "assistant" for m in request["messages"])
+        if turns == 0:
+            return ScriptedReply(content="Thought:\nask\nAction:\nrespond\nArguments:\nWhat brand do you like?")
+        if turns == 2:  # the answer, then the reflection
+            return react_writer(request)
+        return ScriptedReply(content="Thought:\ndone\nAction:\nstop\nArguments:\n{}")
 
     with ScriptedLLMServer(script) as server:
-        header, path, _ = run_against(server, tiny_data_dir, tmp_path, agent_strategy="react", end_index=3)
-    _, records = load_result_file(path)
-    scores = sorted(len(r["action_acc"]) for r in records)
-    assert scores == [0, 1, 1]
-    assert all("tool_calls" not in m for r in records for m in r["traj"])
+        _, path, _ = run_against(server, tiny_data_dir, tmp_path, agent_strategy="react_reflect", end_index=1,
+                                 max_steps=5, user_mode="offline", agent_memory="none")
+        reflections = [r for r in server.requests if len(r["messages"]) == 1]
+    record = load_result_file(path)[1][0]
+    assert len(reflections) == 1 and "temperature" not in reflections[0]
+    assert len(record["info"]["usage"]["total_tokens"]) == 3 and record["info"]["usage"]["extra_calls"] == 1
+    roles = [m["role"] for m in record["traj"]]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "assistant", "user", "assistant", "user"]
+    assert record["traj"][4]["content"] == "Next time ask less."
 
 
 def test_rate_limit_is_retried_and_counted_once(tiny_data_dir, tiny_engines, tmp_path):
@@ -132,19 +212,19 @@ def test_persistent_server_error_is_recorded_then_resumed(tiny_data_dir, tiny_en
 
 
 TABLE3 = [
-    ("function_calling", "none"),
-    ("function_calling", "random"),
-    ("function_calling", "last"),
-    ("function_calling", "relevant"),
-    ("react", "last"),
-    ("react_reflect", "last"),
-    ("recmind", "recmind"),
-    ("function_calling", "taskspe"),
+    ("function_calling", "none", None),
+    ("function_calling", "random", "memory.random.header"),
+    ("function_calling", "last", "memory.last.header"),
+    ("function_calling", "relevant", "memory.relevant.header"),
+    ("react", "last", "react.memory.last.header"),
+    ("react_reflect", "last", "react.memory.last.header"),
+    ("recmind", "recmind", "memory.recmind.header"),
+    ("function_calling", "taskspe", "memory.taskspe.header"),
 ]
 
 
-@pytest.mark.parametrize("strategy, memory", TABLE3)
-def test_every_strategy_and_memory_runs(tiny_data_dir, tiny_engines, tmp_path, strategy, memory):
+@pytest.mark.parametrize("strategy, memory, header_text", TABLE3)
+def test_every_strategy_and_memory_runs(tiny_data_dir, tiny_engines, tmp_path, strategy, memory, header_text):
     responder = react_writer if strategy.startswith("react") else tool_caller
     with ScriptedLLMServer(responder) as server:
         header, path, _ = run_against(server, tiny_data_dir, tmp_path, agent_strategy=strategy,
@@ -152,10 +232,20 @@ def test_every_strategy_and_memory_runs(tiny_data_dir, tiny_engines, tmp_path, s
         system = server.requests[0]["messages"][0]["content"]
     assert header["results"]["overall"]["avg_action_acc"] == 1.0
     assert header["results"]["overall"]["total_count"] == 6
-    if memory != "none":
-        assert "earlier behaviour" in system
+    protocol = project_protocol()
+    if header_text:
+        assert protocol.text(header_text) in system
     if strategy == "recmind":
-        assert any(t["function"]["name"] == "get_product_details_by_asin" for t in server.requests[0]["tools"])
+        assert system.startswith(protocol.text("system.recmind.single_turn"))
+        assert [t["function"]["name"] for t in server.requests[0]["tools"]] == \
+            ["search_product_by_query", "get_recommendations_by_history", "add_product_review",
+             "get_product_details_by_asin", "stop"]
+    if memory == "taskspe":
+        task = tiny_engines.data.tasks["test"][0]
+        assert system.startswith(protocol.text("system.taskspe.single_turn"))
+        function = sensible_call(task["task"])[0]
+        assert protocol.fill("memory.taskspe.intro", task_type=TASK_TYPE_OF_FUNCTION[function],
+                             tool_name=function) in system
     assert SENTINEL_KEY not in path.read_text()
 
 
@@ -163,33 +253,42 @@ def test_interecagent_memory_is_updated_after_each_task(tiny_data_dir, tiny_engi
     from PersonalWAB.interec_memory import InterecMemoryStore
 
     store_file = tmp_path / "interec.json"
-    store_file.write_text("{}")
+    user = tiny_engines.data.tasks["test"][0]["user_id"]
+    store_file.write_text(json.dumps({user: {"like": ["B0OLD00001"], "dislike": ["B0QUIET001"], "expect": []}}))
 
     def script(request):
         if "tools" not in request:
-            return ScriptedReply(content='{"like": ["quiet fans"], "dislike": [], "expect": ["fast shipping"]}')
+            return ScriptedReply(content='```json\n{"like": ["B0QUIET001"], "dislike": [], "expect": ["tea"]}\n```')
         return tool_caller(request)
 
     with ScriptedLLMServer(script) as server:
-        run_against(server, tiny_data_dir, tmp_path, agent_memory="interecagent", end_index=2,
+        run_against(server, tiny_data_dir, tmp_path, agent_memory="interecagent", end_index=1,
                     interec_memory_file=str(store_file))
-    user = tiny_engines.data.tasks["test"][0]["user_id"]
-    assert "quiet fans" in InterecMemoryStore(store_file).get(user)["like"]
+        first, update = server.requests
+    protocol = project_protocol()
+    assert first["messages"][0]["content"].startswith(protocol.system_prompt("interecagent", -1))
+    assert protocol.text("memory.interecagent.like") + "['B0OLD00001']" in first["messages"][0]["content"]
+    assert update["messages"][0]["role"] == "system" and len(update["messages"]) == 1
+    assert update["messages"][0]["content"].startswith(protocol.text("interecagent.update").split("{conversation}")[0])
+    assert "assistant:Function(arguments=" in update["messages"][0]["content"] and "temperature" not in update
+    assert InterecMemoryStore(store_file).get(user) == {"like": ["B0OLD00001", "B0QUIET001"], "dislike": [],
+                                                        "expect": ["tea"]}
 
 
-def test_concurrency_gives_same_results_and_is_faster(tiny_data_dir, tiny_engines, tmp_path):
-    def slow_tool_caller(request):
-        reply = tool_caller(request)
-        reply.delay_s = 0.1
-        return reply
+def test_conversation_text_as_the_release_writes_it():
+    traj = [{"role": "system", "content": "S"}, {"role": "user", "content": "U: hi"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "1", "type": "function", "function": {"name": "stop", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "1", "name": "stop", "content": "###STOP###"}]
+    assert conversation_text(traj) == ("user:U: hi\nassistant:Function(arguments='{}', name='stop')\n"
+                                       "tool:###STOP###\n")
 
-    timings, results = {}, {}
+
+def test_concurrency_gives_the_same_results(tiny_data_dir, tiny_engines, tmp_path):
+    results = {}
     for workers in (1, 8):
-        with ScriptedLLMServer(slow_tool_caller) as server:
-            start = time.perf_counter()
+        with ScriptedLLMServer(tool_caller) as server:
             _, path, _ = run_against(server, tiny_data_dir, tmp_path, name=f"c{workers}.json", end_index=16,
                                      max_concurrency=workers)
-            timings[workers] = time.perf_counter() - start
         results[workers] = {r["task_id"]: (r["action_acc"], r["res_acc"]) for r in load_result_file(path)[1]}
     assert results[1] == results[8]
-    assert timings[8] < timings[1] * 0.6

@@ -8,12 +8,12 @@ import select
 import sys
 import time
 
-from PersonalWAB.envs.user import STOP_TOKEN
 from PersonalWAB.envs.users.human_user import PROMPT, HumanUser
+from PersonalWAB.protocol import project_protocol
 from tests.conftest import REPO_ROOT
 
 
-def test_human_user_reads_lines_and_ends_politely_on_eof(tiny_data):
+def test_human_user_reads_lines_and_goes_quiet_on_eof(tiny_data):
     task = tiny_data.split("test")[0]
     lines = iter(["", "cheaper please"])
 
@@ -25,11 +25,11 @@ def test_human_user_reads_lines_and_ends_politely_on_eof(tiny_data):
 
     out = io.StringIO()
     user = HumanUser(read=read, out=out)
-    assert user.reset(task, tiny_data.profile(task["user_id"])) == task["task"]
+    assert user.reset(task, tiny_data.profile(task["user_id"]), project_protocol()) is None
     assert user.reply("Here are the results") == "cheaper please"
-    assert STOP_TOKEN in user.reply("Better?")
+    assert user.reply("Better?") == "" and user.reply("Still there?") == ""
     shown = out.getvalue()
-    assert "AGENT: Here are the results" in shown and "end of input" in shown
+    assert "AGENT: Here are the results" in shown and "end of input" in shown and task["task"] in shown
 
 
 def read_until(fd, needle, buffer, timeout=120.0):
@@ -60,16 +60,14 @@ def test_human_session_through_a_pseudo_terminal(tiny_data_dir, tiny_engines, tm
         os.execv(sys.executable, argv)
     buffer = [""]
     try:
-        # Task 0 (search): one refining reply, then end-of-input ends the conversation.
+        # Task 0 (search): the agent reports its results; one refining reply; the step limit ends it.
+        read_until(fd, "AGENT: Here is what I found", buffer)
         read_until(fd, PROMPT, buffer)
         store = tiny_engines.data.split("test")[0]["target"]["product_info"]["store"]
         os.write(fd, f"I want it from {store}\n".encode())
+        # Task 1 (recommend): the user is satisfied; the agent stops.
         read_until(fd, PROMPT, buffer)
-        os.write(fd, b"\x04")  # Ctrl-D at the start of a line: EOF
-        read_until(fd, "end of input", buffer)
-        # Task 1 (recommend): the user types the STOP token.
-        read_until(fd, PROMPT, buffer)
-        os.write(fd, f"Great, thanks {STOP_TOKEN}\n".encode())
+        os.write(fd, b"Perfect, that's the one\n")
         read_until(fd, "result file:", buffer)
     finally:
         _, status = os.waitpid(pid, 0)
@@ -80,5 +78,5 @@ def test_human_session_through_a_pseudo_terminal(tiny_data_dir, tiny_engines, tm
     assert len(first["action_acc"]) == 2
     refined = first["info"]["actions"][1]["arguments"]["query"]
     assert store.split()[0].lower() in refined.lower()
-    assert first["traj"][-1]["content"].endswith(STOP_TOKEN)
-    assert len(second["action_acc"]) == 1 and second["traj"][-1]["content"].endswith(STOP_TOKEN)
+    assert first["traj"][5]["content"] == f"I want it from {store}"
+    assert len(second["action_acc"]) == 1 and second["info"]["actions"][-1]["name"] == "stop"

@@ -84,7 +84,7 @@ def files(tiny_data_dir, tmp_path_factory) -> dict[str, Path]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the tiny recommender trains many times slower with 2 threads on a busy 2-core box
     try:
-        for name, overrides in (("last", {}), ("none", {"agent_memory": "none"}),
+        for name, overrides in (("last", {"memory_length": 50}), ("none", {"agent_memory": "none"}),
                                 ("partial", {"start_index": 5, "end_index": 15})):
             config = RunConfig(data_dir=str(tiny_data_dir), output=str(out / f"{name}.json"),
                                **{"agent_memory": "last", **overrides})
@@ -94,7 +94,7 @@ def files(tiny_data_dir, tmp_path_factory) -> dict[str, Path]:
     paths["multi"] = write(out / "multi.json", multi_turn_copy(read(paths["last"])))
     paths["interrupted"] = write(out / "interrupted.json", read(paths["last"])[1:20])
     original = read(paths["none"])
-    for key in ("data_source", "search_backend", "project_version", "data_dir", "output"):
+    for key in ("data_source", "search_backend", "project_version", "data_dir", "output", "protocol"):
         original[0]["run_args"].pop(key)
     paths["original"] = write(out / "original.json", original)
     return paths
@@ -356,3 +356,29 @@ def test_pack_bundle_and_refusal(files, tmp_path, capsys):
         summary = json.loads(archive.extractfile("validation.json").read())
     assert summary["packed_despite_errors"] and not summary["valid"]
     capsys.readouterr()
+
+
+# -- standard and custom runs ---------------------------------------------------------------------
+
+def test_standard_and_custom_runs_are_labelled_and_never_ranked_together(files, tmp_path):
+    from PersonalWAB.leaderboard.summarize import tables
+
+    assert "custom" in validate_file(files["last"]).flags  # project texts, offline agent
+    assert "custom" not in validate_file(files["original"]).flags  # written by the release's own run.py
+    release_run = read(files["none"])
+    release_run[0]["run_args"]["protocol"] = {"texts": "release@23ff65c", "departures": [], "standard": True}
+    standard = write(tmp_path / "standard.json", release_run)
+    report = validate_file(standard)
+    assert report.valid and "custom" not in report.flags and report.summary()["protocol"] == "standard"
+    lying = read(files["none"])
+    lying[0]["run_args"]["protocol"]["standard"] = True  # project texts cannot make a standard run
+    report = validate_file(write(tmp_path / "lying.json", lying))
+    assert not report.valid and any("make the run custom" in p.message for p in report.problems)
+
+    rows, _ = summarize_files([files["last"], standard, files["none"]])
+    titles = [title for title, _ in tables(rows)]
+    assert len(titles) == 2 and "standard protocol" in titles[0] and "custom protocol" in titles[1]
+    grouped = dict(tables(rows))
+    assert [row.path for row in grouped[titles[0]]] == [standard]
+    assert {row.path for row in grouped[titles[1]]} == {files["last"], files["none"]}
+    assert "comparable only with each other" in render_markdown(rows)

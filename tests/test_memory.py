@@ -1,10 +1,11 @@
-"""Memory modes: no leakage past the task's timestamp, ordering and length rules,
-the on-disk embedding cache, PUMA's task-specific memory and function files, and
-the InteRecAgent store and its offline initialisation."""
+"""Memory as the release builds it: no leakage past the task's timestamp, each mode's order and
+text, the release's random draws, the on-disk embedding cache of the full behaviour texts, PUMA's
+function files, and the InteRecAgent store and its initialisation (offline and by a model)."""
 
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -15,13 +16,15 @@ import numpy as np
 import pytest
 
 from PersonalWAB.errors import DataError
-from PersonalWAB.interec_memory import (InterecMemoryStore, expect_phrase, initial_memory, product_summary,
-                                        write_memory_file)
-from PersonalWAB.memory import (MEMORY_MODES, RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS, format_memory,
-                                load_function_file, retrieve_memory, task_function, taskspe_entries)
-from PersonalWAB.memory_embeddings import BehaviourEmbeddings, behaviour_text, shared_behaviour_embeddings
+from PersonalWAB.interec_memory import InterecMemoryStore, initial_memory, parse_profile, write_memory_file
+from PersonalWAB.memory import (MEMORY_MODES, RECOMMEND, REVIEW, SEARCH, ReleaseRandomMemory, load_function_file,
+                                memory_text, newest_first, retrieve_memory, task_function)
+from PersonalWAB.memory_embeddings import BehaviourEmbeddings, behaviour_texts, shared_behaviour_embeddings
+from PersonalWAB.protocol import project_protocol
+from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+PROTOCOL = project_protocol()
 
 
 class CountingEncoder:
@@ -44,73 +47,87 @@ def _task_with_history(data, minimum=12):
     return next(t for t in data.tasks["test"] if len(data.behaviours_before(t["user_id"], t["timestamp"])) >= minimum)
 
 
-@pytest.fixture(scope="module")
-def interec_store(tiny_data, tmp_path_factory):
-    path = tmp_path_factory.mktemp("interec") / "memory.json"
-    write_memory_file(path, initial_memory(tiny_data))
-    return InterecMemoryStore(path)
-
-
-def test_no_mode_sees_the_target_or_later(tiny_data, interec_store):
+def test_no_mode_sees_the_target_or_later(tiny_data):
     for task in tiny_data.tasks["test"]:
         history = tiny_data.histories[task["user_id"]]
-        past = [b for b in history if b["review"]["timestamp"] < task["timestamp"]]
-        past_asins = {_asin(b) for b in past}
-        later_asins = {_asin(b) for b in history if b["review"]["timestamp"] >= task["timestamp"]} - past_asins
-        target_text = task["target"]["review"]["text"]
-        assert later_asins or target_text, "the check needs something that must not leak"
+        past_asins = {_asin(b) for b in history if b["review"]["timestamp"] < task["timestamp"]}
+        later = {_asin(b) for b in history if b["review"]["timestamp"] >= task["timestamp"]} - past_asins
         for mode in MEMORY_MODES:
-            for function in TASK_FUNCTIONS if mode == "taskspe" else (None,):
-                for length in (5, 1000):
-                    chosen = retrieve_memory(tiny_data, task, mode, length, function_name=function)
-                    assert all(b["review"]["timestamp"] < task["timestamp"] for b in chosen)
-                    assert all(b is not h for b in chosen for h in history[len(past):])
-                    text = format_memory(tiny_data, task, mode, length, function_name=function,
-                                         interec_store=interec_store)
-                    assert not any(asin in text for asin in later_asins), (mode, function)
-                    if all(b["review"]["text"] != target_text for b in past):
-                        assert target_text not in text, (mode, function)
+            chosen = retrieve_memory(tiny_data, task, mode, 50, protocol=PROTOCOL, task_type="recommend")
+            assert {_asin(b) for b in chosen} <= past_asins
+            assert not ({_asin(b) for b in chosen} & later)
 
 
-def test_length_is_honoured(tiny_data, interec_store):
-    task = _task_with_history(tiny_data)
-    for mode in MEMORY_MODES[1:]:
-        assert retrieve_memory(tiny_data, task, mode, 0) == []
-        assert len(retrieve_memory(tiny_data, task, mode, 4, function_name=SEARCH)) == 4
-        text = format_memory(tiny_data, task, mode, 4, function_name=SEARCH, interec_store=interec_store)
-        assert [line.split(".")[0] for line in text.splitlines() if line[:1].isdigit()] == ["1", "2", "3", "4"]
-    assert format_memory(tiny_data, task, "none", 4) == ""
-
-
-def test_last_is_most_recent_first(tiny_data):
+def test_last_recmind_interecagent_take_the_newest(tiny_data):
     task = _task_with_history(tiny_data)
     past = tiny_data.behaviours_before(task["user_id"], task["timestamp"])
     for mode in ("last", "recmind", "interecagent"):
-        assert retrieve_memory(tiny_data, task, mode, 6) == past[::-1][:6]
+        assert retrieve_memory(tiny_data, task, mode, 6) == newest_first(past)[:6]
+    assert retrieve_memory(tiny_data, task, "last", 0) == [] and retrieve_memory(tiny_data, task, "none", 9) == []
 
 
-def test_random_is_seeded(tiny_data):
+def test_random_memory_replays_the_releases_one_generator(tiny_data):
+    tasks = tiny_data.tasks["test"]
+    order = [(trial, i) for trial in range(2) for i in range(len(tasks))]
+    draws = ReleaseRandomMemory(tiny_data, tasks, order, 4, seed=2024)
+    rng = random.Random(2024)
+    for trial, i in order:
+        past = newest_first(tiny_data.behaviours_before(tasks[i]["user_id"], tasks[i]["timestamp"]))
+        assert draws.draw(trial, i) == rng.sample(past, min(4, len(past)))
+    assert draws.draw(0, 0) != draws.draw(1, 0) or len(tiny_data.behaviours_before(
+        tasks[0]["user_id"], tasks[0]["timestamp"])) <= 1
+
+
+def test_memory_text_of_every_mode(tiny_data, fake_protocol):
     task = _task_with_history(tiny_data)
-    first = retrieve_memory(tiny_data, task, "random", 6, seed=1)
-    assert first == retrieve_memory(tiny_data, task, "random", 6, seed=1)
-    assert first != retrieve_memory(tiny_data, task, "random", 6, seed=2)
+    past = tiny_data.behaviours_before(task["user_id"], task["timestamp"])
+    newest = newest_first(past)[:5]
+    blocks = [fake_protocol.behaviour_block(b, i) for i, b in enumerate(newest)]
+    assert memory_text(fake_protocol, tiny_data, task, "last", 5) == "\nR:LAST:\n" + "\n".join(blocks)
+    assert memory_text(fake_protocol, tiny_data, task, "last", 5, react=True) == "\n\nR:REACT LAST:\n" + "\n".join(blocks)
+    assert memory_text(fake_protocol, tiny_data, task, "recmind", 5) == "\nR:RECMIND:\n" + "\n".join(
+        fake_protocol.recmind_block(b, i) for i, b in enumerate(newest))
+    prefs = {"like": ["B1"], "dislike": ["B2"], "expect": []}
+    assert memory_text(fake_protocol, tiny_data, task, "interecagent", 5, preferences=prefs) == \
+        fake_protocol.interecagent_memory([fake_protocol.interecagent_block(b) for b in newest], prefs)
+    assert memory_text(fake_protocol, tiny_data, task, "recmind", 5, react=True) == ""  # ReAct renders 3 modes
+    assert memory_text(fake_protocol, tiny_data, task, "none", 5) is None
+    drawn = newest[::-1]
+    assert memory_text(fake_protocol, tiny_data, task, "random", 5, random_draw=drawn) == "\nR:RANDOM:\n" + "\n".join(
+        fake_protocol.behaviour_block(b, i) for i, b in enumerate(drawn))
 
 
-def test_relevant_ranks_by_minilm_cosine(tiny_data):
+def test_taskspe_memory_for_the_function_chosen(tiny_data, fake_protocol):
+    task = _task_with_history(tiny_data)
+    relevant = retrieve_memory(tiny_data, task, "relevant", 8, protocol=fake_protocol)
+    assert retrieve_memory(tiny_data, task, "taskspe", 8, protocol=fake_protocol, task_type="search") == relevant
+    in_time = retrieve_memory(tiny_data, task, "taskspe", 8, protocol=fake_protocol, task_type="recommend")
+    assert in_time == sorted(relevant, key=lambda b: b["review"]["timestamp"])
+    text = memory_text(fake_protocol, tiny_data, task, "taskspe", 8, tool_name=RECOMMEND)
+    assert text == ("R:type recommend; tool get_recommendations_by_history\nR:TASKSPE:\n"
+                    + "|".join(fake_protocol.taskspe_entry(b, "recommend") for b in in_time))
+    first = dict(task, timestamp=0)  # before any behaviour of the user
+    assert memory_text(fake_protocol, tiny_data, first, "taskspe", 8, tool_name=SEARCH) is None  # no history
+    with pytest.raises(ValueError, match="needs the chosen function"):
+        memory_text(fake_protocol, tiny_data, task, "taskspe", 8)
+
+
+def test_relevant_memory_ranks_the_full_behaviour_texts(tiny_data):
     from PersonalWAB.envs.pwab.text_embedding import shared_embedder
 
     task = _task_with_history(tiny_data)
     past = tiny_data.behaviours_before(task["user_id"], task["timestamp"])
-    # An (ad-hoc) instruction that is one behaviour's own text must rank it first.
+    texts = behaviour_texts(PROTOCOL, past)
+    assert texts[3] == PROTOCOL.behaviour_block(past[3], 3)  # numbered by position, as the release ranks them
     wanted = past[len(past) // 2]
-    echo = dict(task, task=behaviour_text(wanted))
-    assert retrieve_memory(tiny_data, echo, "relevant", 3)[0] is wanted
+    echo = dict(task, task=PROTOCOL.behaviour_block(wanted, len(past) // 2))
+    assert retrieve_memory(tiny_data, echo, "relevant", 3, protocol=PROTOCOL)[0] is wanted
 
-    scores = shared_behaviour_embeddings(tiny_data).scores(task["user_id"], task["task"], len(past))
-    vectors = shared_embedder().encode([task["task"]] + [behaviour_text(b) for b in past])
+    scores = shared_behaviour_embeddings(tiny_data, PROTOCOL).scores(task["user_id"], task["task"], len(past))
+    vectors = shared_embedder().encode([task["task"]] + texts)
     direct = vectors[1:] @ vectors[0]
     np.testing.assert_allclose(scores, direct, atol=1e-4)
-    ranked = retrieve_memory(tiny_data, task, "relevant", len(past))
+    ranked = retrieve_memory(tiny_data, task, "relevant", len(past), protocol=PROTOCOL)
     assert ranked[0] is past[int(np.argmax(direct))]
     assert sorted(map(id, ranked)) == sorted(map(id, past))
 
@@ -134,28 +151,32 @@ def one_user_dir(tiny_data_dir, tmp_path):
     return out
 
 
-def test_cache_is_reused_and_invalidated(one_user_dir, tmp_path):
+def test_cache_is_reused_kept_per_protocol_and_invalidated(one_user_dir, tmp_path, fake_protocol):
     from PersonalWAB.data.loader import load_benchmark_data
 
     data = load_benchmark_data(one_user_dir)
     behaviours = sum(len(h) for h in data.histories.values())
     instructions = len({t["task"] for split in data.tasks.values() for t in split})
     encoder = CountingEncoder()
-    assert set(BehaviourEmbeddings(data, encoder).ensure()) == {"behaviour_embeddings", "instruction_embeddings"}
+    embeddings = BehaviourEmbeddings(data, PROTOCOL, encoder)
+    assert set(embeddings.ensure()) == {embeddings.name, "instruction_embeddings"}
     assert encoder.texts == behaviours + instructions
-    cache = data.artifacts.cache_dir
-    assert {p.name for p in cache.iterdir()} >= {"behaviour_embeddings.npy", "behaviour_embeddings.json",
-                                                "instruction_embeddings.npy", "instruction_embeddings.json"}
+    assert {p.name for p in data.artifacts.cache_dir.iterdir()} >= {
+        f"{embeddings.name}.npy", f"{embeddings.name}.json", "instruction_embeddings.npy",
+        "instruction_embeddings.json"}
 
-    reopened = BehaviourEmbeddings(data, encoder)
+    reopened = BehaviourEmbeddings(data, PROTOCOL, encoder)
     assert reopened.ensure() == {}
     task = data.tasks["test"][0]
-    past = data.behaviours_before(task["user_id"], task["timestamp"])
-    reopened.scores(task["user_id"], task["task"], len(past))
+    reopened.scores(task["user_id"], task["task"], 3)
     assert encoder.texts == behaviours + instructions, "a matching cache must encode nothing"
     reopened.instruction("an instruction the data does not hold")
     reopened.instruction("an instruction the data does not hold")
     assert encoder.texts == behaviours + instructions + 1
+
+    other = BehaviourEmbeddings(data, fake_protocol, encoder)  # other texts: a cache of their own
+    assert set(other.ensure()) == {other.name} and other.name != embeddings.name
+    assert BehaviourEmbeddings(data, PROTOCOL, encoder).ensure() == {}
 
     changed_dir = tmp_path / "changed"
     shutil.copytree(one_user_dir, changed_dir)
@@ -165,39 +186,9 @@ def test_cache_is_reused_and_invalidated(one_user_dir, tmp_path):
     history_file.write_text(json.dumps(histories))
     changed = load_benchmark_data(changed_dir)
     before = encoder.texts
-    assert set(BehaviourEmbeddings(changed, encoder).ensure()) == {"behaviour_embeddings"}
+    rebuilt = BehaviourEmbeddings(changed, PROTOCOL, encoder)
+    assert set(rebuilt.ensure()) == {rebuilt.name}
     assert encoder.texts - before == behaviours
-
-
-def _behaviour(title, asin, timestamp, price, rating, text):
-    return {"product_info": {"title": title, "main_category": "Grocery", "price": price, "store": f"{title} Co",
-                             "categories": ["Grocery", "Tea"], "parent_asin": asin},
-            "review": {"rating": rating, "title": "t", "text": text, "parent_asin": asin, "timestamp": timestamp},
-            "split": "history"}
-
-
-def test_taskspe_keeps_only_the_fields_the_function_needs():
-    newer = _behaviour("Green Tea", "B0000000NEW", 2000, 12.5, 4.0, "Lovely  tea,\nfresh.")
-    older = _behaviour("Black Tea", "B0000000OLD", 1000, "None", 2.0, "Too bitter.")
-    assert taskspe_entries([newer, older], SEARCH) == ["Green Tea | Grocery | $12.50 | Green Tea Co",
-                                                       "Black Tea | Grocery | price unknown | Black Tea Co"]
-    assert taskspe_entries([newer, older], RECOMMEND) == ["Black Tea | Grocery | B0000000OLD",
-                                                          "Green Tea | Grocery | B0000000NEW"]
-    assert taskspe_entries([newer, older], REVIEW) == ["4/5 | Lovely tea, fresh.", "2/5 | Too bitter."]
-    with pytest.raises(ValueError):
-        taskspe_entries([newer], "stop")
-
-
-def test_taskspe_retrieval_order(tiny_data):
-    task = _task_with_history(tiny_data)
-    relevant = retrieve_memory(tiny_data, task, "relevant", 8)
-    assert retrieve_memory(tiny_data, task, "taskspe", 8, function_name=SEARCH) == relevant
-    in_time = retrieve_memory(tiny_data, task, "taskspe", 8, function_name=RECOMMEND)
-    assert in_time == sorted(relevant, key=lambda b: b["review"]["timestamp"])
-    text = format_memory(tiny_data, task, "taskspe", 8, function_name=RECOMMEND)
-    assert text.splitlines()[0] == f"1. {taskspe_entries(in_time, RECOMMEND)[0]}"
-    with pytest.raises(ValueError):
-        format_memory(tiny_data, task, "taskspe", 8)
 
 
 def test_function_file(tmp_path):
@@ -219,26 +210,35 @@ def test_function_file(tmp_path):
         load_function_file(path)
 
 
-def test_interec_store_update_and_reload(tmp_path):
+def test_interec_store_update_as_the_release(tmp_path):
     path = tmp_path / "memory.json"
-    store = InterecMemoryStore(path, max_items=3)
-    store.update("u1", like=["Tea", "Coffee"], expect=["a kettle"])
-    store.update("u1", like=["tea ", "Cocoa", "Juice"], dislike=["Coffee"])
+    store = InterecMemoryStore(path)
+    store.update("u1", like=["B1", "B2"], expect=["a kettle"])
+    store.update("u1", like=["B3", "B1"], dislike=["B2"], expect=[f"e{i}" for i in range(40)])
     entry = store.get("u1")
-    assert entry == {"like": ["Tea", "Cocoa", "Juice"], "dislike": ["Coffee"], "expect": ["a kettle"]}
-    assert json.loads(path.read_text())["u1"] == entry
-    assert InterecMemoryStore(path, max_items=3).get("u1") == entry
+    assert entry["like"] == ["B1", "B3"] and entry["dislike"] == ["B2"]  # disliked leaves the likes
+    assert entry["expect"] == [f"e{i}" for i in range(10, 40)]  # the newest 30 expectations
+    store.update("u1", like=["B2"])
+    assert store.get("u1")["dislike"] == [] and store.get("u1")["like"] == ["B1", "B3", "B2"]
+    assert json.loads(path.read_text())["u1"] == store.get("u1")
+    assert InterecMemoryStore(path).get("u1") == store.get("u1")
     assert InterecMemoryStore(path).get("unknown") == {"like": [], "dislike": [], "expect": []}
     assert [p.name for p in tmp_path.iterdir()] == ["memory.json"], "no temp file is left behind"
-    assert store.format("u1").splitlines() == ["Likes: Tea; Cocoa; Juice", "Dislikes: Coffee", "Expects: a kettle"]
     path.write_text(json.dumps({"u1": {"like": "Tea"}}))
     with pytest.raises(DataError, match="like"):
         InterecMemoryStore(path)
 
 
+def test_parse_profile_reads_what_the_release_reads():
+    assert parse_profile('```json\n{"like": ["B1", 2], "dislike": "B2"}\n```') == \
+        {"like": ["B1", "2"], "dislike": [], "expect": []}
+    assert parse_profile("Sure! {\"like\": []}") == {"like": [], "dislike": [], "expect": []}
+    assert parse_profile("no json here") is None and parse_profile("[1, 2]") is None
+
+
 def test_interec_store_concurrent_updates(tmp_path):
     path = tmp_path / "memory.json"
-    store = InterecMemoryStore(path, max_items=1000)
+    store = InterecMemoryStore(path)
     stop = threading.Event()
     torn = []
 
@@ -252,7 +252,7 @@ def test_interec_store_concurrent_updates(tmp_path):
 
     def write(worker):
         for i in range(20):
-            store.update(f"u{worker % 3}", like=[f"item {worker}-{i}"], expect=[f"wish {worker}-{i}"])
+            store.update(f"u{worker % 3}", like=[f"item {worker}-{i}"])
 
     reader = threading.Thread(target=read_while_writing)
     reader.start()
@@ -264,7 +264,7 @@ def test_interec_store_concurrent_updates(tmp_path):
     stop.set()
     reader.join()
     assert not torn, "a reader saw a half-written file"
-    reloaded = InterecMemoryStore(path, max_items=1000)
+    reloaded = InterecMemoryStore(path)
     for user in range(3):
         likes = reloaded.get(f"u{user}")["like"]
         expected = {f"item {w}-{i}" for w in range(6) if w % 3 == user for i in range(20)}
@@ -274,22 +274,39 @@ def test_interec_store_concurrent_updates(tmp_path):
             assert own == [f"item {worker}-{i}" for i in range(20)], "each writer's order is kept"
 
 
-def test_init_script_reads_training_data_only(tiny_data, tiny_data_dir, tmp_path):
+def test_offline_initial_memory_reads_the_history_split_only(tiny_data, tiny_data_dir, tmp_path):
     out = tmp_path / "interec.json"
     subprocess.run([sys.executable, "scripts/tools/init_interecagent_memory.py", "--data_dir", str(tiny_data_dir),
-                    "--out", str(out)], cwd=REPO_ROOT, check=True, capture_output=True)
+                    "--out", str(out), "--offline"], cwd=REPO_ROOT, check=True, capture_output=True)
     entries = json.loads(out.read_text())
-    assert set(entries) == set(tiny_data.histories)
-    assert any(e["like"] for e in entries.values()) and any(e["dislike"] for e in entries.values())
-    assert any(e["expect"] for e in entries.values())
+    assert entries == initial_memory(tiny_data) and set(entries) == set(tiny_data.histories)
+    assert any(e["like"] for e in entries.values()) and all(e["expect"] == [] for e in entries.values())
     for user_id, entry in entries.items():
-        known = [b for b in tiny_data.histories[user_id] if b["split"] in ("history", "train")]
-        assert set(entry["like"]) <= {product_summary(b["product_info"]) for b in known if b["review"]["rating"] >= 4}
-        assert set(entry["dislike"]) <= {product_summary(b["product_info"]) for b in known
-                                         if b["review"]["rating"] <= 2}
-        train_phrases = {expect_phrase(t["task"]) for t in tiny_data.tasks["train"]
-                         if t["user_id"] == user_id and t["type"] != "review"}
-        assert set(entry["expect"]) <= train_phrases
-        test_only = {_asin(b) for b in tiny_data.histories[user_id] if b["split"] == "test"} - {
-            _asin(b) for b in known}
-        assert not any(asin in item for asin in test_only for item in entry["like"] + entry["dislike"])
+        history = {_asin(b): b for b in tiny_data.histories[user_id] if b["split"] == "history"}
+        assert all(history[a]["review"]["rating"] >= 4 for a in entry["like"])
+        assert all(history[a]["review"]["rating"] <= 2 for a in entry["dislike"])
+
+
+def test_initial_memory_written_by_a_model_resumes(tiny_data, tiny_data_dir, tmp_path):
+    users = sorted(tiny_data.histories)
+    out = tmp_path / "interec.json"
+    write_memory_file(out, {users[0]: {"like": ["KEPT"], "dislike": [], "expect": []}})
+
+    def profile_writer(request):
+        prompt = request["messages"][0]["content"]
+        asins = [a for a in tiny_data.products if a in prompt]
+        return ScriptedReply(content="```json\n" + json.dumps({"like": asins[:2], "dislike": asins[2:3]}) + "\n```"
+                             if asins else "no idea")
+
+    with ScriptedLLMServer(profile_writer) as server:
+        subprocess.run([sys.executable, "scripts/tools/init_interecagent_memory.py", "--data_dir",
+                        str(tiny_data_dir), "--out", str(out), "--model", "gpt-4o-mini", "--api_base", server.url],
+                       cwd=REPO_ROOT, check=True, capture_output=True)
+        requests = list(server.requests)
+    assert len(requests) == len(users) - 1  # the user already in the file is kept
+    first = requests[0]
+    assert first["temperature"] == 0.0 and first["max_tokens"] == 5000 and len(first["messages"]) == 1
+    entries = json.loads(out.read_text())
+    assert entries[users[0]]["like"] == ["KEPT"] and set(entries) == set(users)
+    history = [b for b in tiny_data.histories[users[1]] if b["split"] == "history"][-200:]
+    assert any(r["messages"][0]["content"] == PROTOCOL.interecagent_init_prompt(history) for r in requests)

@@ -1,18 +1,22 @@
-"""The multi-turn track: scripted agent and user servers, the leak guard, and the offline simulator."""
+"""The multi-turn track under the release's rules, with scripted agent and user servers: the user
+answers only the agent's messages, cannot end the episode, and is the release's LLM user; the
+offline simulator and the heuristic agent follow the same protocol."""
 
 import json
 
 import pytest
 
-from PersonalWAB.agents.heuristic import HeuristicAgent
-from PersonalWAB.envs.user import STOP_TOKEN, get_user
+from PersonalWAB.agents.heuristic import HeuristicAgent, report, satisfied
+from PersonalWAB.envs.user import get_user
 from PersonalWAB.envs.users.leak_guard import MASK, guard_message
 from PersonalWAB.envs.users.offline_user import OfflineUser
 from PersonalWAB.leaderboard.analysis import attempt_profile, transition_matrices
+from PersonalWAB.protocol import project_protocol
 from PersonalWAB.results import compute_statistics, load_result_file, task_score
 from PersonalWAB.run import RunConfig, run
 from PersonalWAB.testing.responders import instruction_of, sensible_call
 from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+from PersonalWAB.types import Action
 
 SENTINEL_KEY = "sk-SENTINEL-DO-NOT-LEAK-0123456789abcdef"
 WRONG = {"search_product_by_query": ("get_recommendations_by_history", {"product_sequence": []}),
@@ -47,12 +51,46 @@ def steps(record):
     return len(record["info"]["usage"]["total_tokens"])
 
 
-def test_episodes_end_on_stop_on_user_stop_and_on_the_step_limit(tiny_data_dir, tiny_engines, tmp_path):
-    def stops_after_one(request):
-        if tools_seen(request):
-            return call("stop", {})
-        return call(*sensible_call(instruction_of(request)))
+def user_says(text):
+    return lambda request: ScriptedReply(content=text)
 
+
+def test_the_user_answers_only_messages_and_the_agent_ends_the_episode(tiny_data_dir, tiny_engines, tmp_path):
+    def attempt_ask_stop(request):
+        n = sum(m["role"] == "assistant" for m in request["messages"])
+        if n == 0:
+            return call(*sensible_call(instruction_of(request)))
+        if n == 1:
+            assert request["messages"][-1]["role"] == "tool"  # the result, with no user reply after it
+            return ScriptedReply(content="Did you find what you wanted?")
+        return call("stop", {})
+
+    with ScriptedLLMServer(attempt_ask_stop) as agent, \
+            ScriptedLLMServer(user_says("Not quite. ###STOP###")) as user:
+        header, records, path = run_multiturn(agent, user, tiny_data_dir, tmp_path, "stop.json")
+        user_requests = list(user.requests)
+    assert len(user_requests) == 3  # one per task: the user answered the one message only
+    protocol = project_protocol()
+    tasks = tiny_engines.data.tasks["test"]
+    for request, task in zip(sorted(user_requests, key=lambda r: r["messages"][2]["content"]),
+                             sorted(tasks[:3], key=lambda t: t["task"])):
+        assert request["messages"][:3] == [
+            {"role": "system", "content": protocol.user_prompt(task, tiny_engines.data.profile(task["user_id"]))},
+            {"role": "user", "content": protocol.text("user.greeting")},
+            {"role": "assistant", "content": task["task"]}]
+        assert request["messages"][3] == {"role": "user", "content": "Did you find what you wanted?"}
+        assert request["temperature"] == 1.0 and request["max_tokens"] == 150
+    for record in records:
+        assert steps(record) == 3 and record["action_acc"] == [1.0]  # the user's STOP token ended nothing
+        assert record["info"]["actions"][-1]["name"] == "stop"
+        assert record["traj"][5]["content"] == "Not quite. ###STOP###"
+        assert record["info"]["user_cost"] > 0  # gpt-4o-mini is priced by litellm's table
+    assert header["total cost"] == pytest.approx(sum(r["info"]["usage"]["total_price"] for r in records))
+    assert header["total user cost"] == pytest.approx(sum(r["info"]["user_cost"] for r in records))
+    assert SENTINEL_KEY not in path.read_text()
+
+
+def test_the_step_limit_ends_it_and_the_best_valid_attempt_counts(tiny_data_dir, tiny_engines, tmp_path):
     def three_attempts_then_talk(request):
         name, arguments = sensible_call(instruction_of(request))
         n = tools_seen(request)
@@ -66,39 +104,12 @@ def test_episodes_end_on_stop_on_user_stop_and_on_the_step_limit(tiny_data_dir, 
             return call(name, bad)
         return ScriptedReply(content="Is there anything else you would like?")
 
-    def user_says(text):
-        return lambda request: ScriptedReply(content=text)
-
-    # 1. The agent's `stop` ends the episode; the user never said STOP.
-    with ScriptedLLMServer(stops_after_one) as agent, ScriptedLLMServer(user_says("Not quite.")) as user:
-        _, records, _ = run_multiturn(agent, user, tiny_data_dir, tmp_path, "stop.json")
-        assert len(user.requests) == 3
-    for record in records:
-        assert steps(record) == 2 and record["action_acc"] == [1.0]
-        assert record["info"]["actions"][-1]["name"] == "stop"
-        assert record["traj"][3]["content"].endswith("USER: Not quite.")
-
-    # 2. The user's ###STOP### ends it right after the first attempt.
-    with ScriptedLLMServer(lambda r: call(*sensible_call(instruction_of(r)))) as agent, \
-            ScriptedLLMServer(user_says(f"Perfect, thanks. {STOP_TOKEN}")) as user:
-        header, records, path = run_multiturn(agent, user, tiny_data_dir, tmp_path, "userstop.json")
-    for record in records:
-        assert steps(record) == 1 and len(record["action_acc"]) == 1
-        assert record["traj"][-1]["content"].endswith(STOP_TOKEN)
-        assert record["info"]["user_cost"] > 0  # gpt-4o-mini is priced by litellm's table
-    assert header["total cost"] == pytest.approx(sum(r["info"]["user_cost"] for r in records))
-    assert SENTINEL_KEY not in path.read_text()
-
-    # 3. The step limit ends a conversation the user would continue; best valid attempt counts.
     with ScriptedLLMServer(three_attempts_then_talk) as agent, ScriptedLLMServer(user_says("Keep going.")) as user:
         header, records, _ = run_multiturn(agent, user, tiny_data_dir, tmp_path, "limit.json", max_steps=5)
-        prompts = [r["messages"][0]["content"] for r in user.requests]
-    assert all("Parent Asin" not in p and STOP_TOKEN in p for p in prompts)
     for record in records:
         assert steps(record) == 5
         assert record["action_acc"] == [0.0, 1.0, 1.0]
-        assert [a["name"] for a in record["info"]["actions"]][-1] != "stop"
-        assert record["traj"][-1]["content"] == "Is there anything else you would like?"
+        assert record["traj"][-1]["content"] == "Keep going."
         assert task_score(record["action_acc"], record["res_acc"]) == (1.0, max(record["res_acc"][1:]))
     assert compute_statistics(records) == header["results"]
     expected = sum(max(r["res_acc"][1:]) for r in records) / len(records)
@@ -107,7 +118,7 @@ def test_episodes_end_on_stop_on_user_stop_and_on_the_step_limit(tiny_data_dir, 
     assert any(r["res_acc"][1] > r["res_acc"][2] for r in records)  # the last attempt is not what counts
 
 
-def test_leak_guard_masks_target_asin_and_copied_review(tiny_data_dir, tiny_data, tiny_engines, tmp_path):
+def test_leak_guard_when_asked_for(tiny_data_dir, tiny_data, tiny_engines, tmp_path):
     task = tiny_data.split("test")[0]
     asin = task["target"]["product_info"]["parent_asin"]
     review_words = task["target"]["review"]["text"].split()
@@ -123,14 +134,14 @@ def test_leak_guard_masks_target_asin_and_copied_review(tiny_data_dir, tiny_data
         return call("stop", {})
 
     with ScriptedLLMServer(agent_script) as agent, ScriptedLLMServer([ScriptedReply(content=leaky)]) as user:
-        _, records, _ = run_multiturn(agent, user, tiny_data_dir, tmp_path, "leak.json", end_index=1)
+        header, records, _ = run_multiturn(agent, user, tiny_data_dir, tmp_path, "leak.json", end_index=1,
+                                           leak_guard=True)
     message = seen[0]
     assert asin.lower() not in message.lower() and MASK in message
-    assert " ".join(review_words[:9]).lower() not in message.lower()
     assert message.startswith("It is [masked]! Honestly:") and message.endswith("Anyway.")
     flags = records[0]["info"]["leak_guard"]
     assert flags[0]["masked"] == ["target_asin", "review_span"] and flags[0]["message"] == message
-    assert any(m["role"] == "user" and m["content"] == message for m in records[0]["traj"])
+    assert "leak_guard: user messages masked before the agent reads them" in header["run_args"]["protocol"]["departures"]
 
 
 def test_leak_guard_threshold(tiny_data):
@@ -141,28 +152,40 @@ def test_leak_guard_threshold(tiny_data):
     assert guard_message("I want a blue one", task).text == "I want a blue one"
 
 
-def test_offline_user_reacts_to_ranks_without_leaking(tiny_data):
+def test_offline_user_judges_the_products_the_agent_names(tiny_data):
     task = next(t for t in tiny_data.split("test") if t["type"] == "search")
     product = task["target"]["product_info"]
-    user = OfflineUser(seed=3, patience=3)
-    assert user.reset(task, tiny_data.profile(task["user_id"])) == task["task"]
+    user = OfflineUser(seed=3)
+    assert user.reset(task, tiny_data.profile(task["user_id"]), project_protocol()) is None
     others = [p for a, p in tiny_data.products.items() if a != product["parent_asin"]][:10]
 
-    def results(products):
-        return "\n\n".join(f"Product {i}:\nTitle: {p['title']}\nStore: {p['store']}\nParent Asin: {p['parent_asin']}"
-                           for i, p in enumerate(products, 1))
+    def named(products):
+        return "I found: " + "; ".join(f"{p['title']} ({p['parent_asin']})" for p in products)
 
-    replies = [user.reply(results(others)), user.reply(results(others[:5] + [product] + others[5:9]))]
+    replies = [user.reply(named(others)), user.reply(named(others[:5] + [product] + others[5:9]))]
     for reply in replies:
-        assert STOP_TOKEN not in reply
+        assert not satisfied(reply)
         assert product["parent_asin"] not in reply and product["title"] not in reply
     assert user.reply("Which brand do you like?") == f"I'd like it from {product['store']}."
-    assert STOP_TOKEN in user.reply(results([others[0], product]))  # rank 2: satisfied
-    again = OfflineUser(seed=3, patience=3)
-    again.reset(task, tiny_data.profile(task["user_id"]))
-    assert [again.reply(results(others)), again.reply(results(others[:5] + [product] + others[5:9]))] == replies
-    user.reset(task, tiny_data.profile(task["user_id"]))
-    assert [STOP_TOKEN in user.reply(results(others)) for _ in range(3)] == [False, False, True]  # patience
+    assert satisfied(user.reply(named([others[0], product])))  # rank 2: satisfied
+    again = OfflineUser(seed=3)
+    again.reset(task, tiny_data.profile(task["user_id"]), project_protocol())
+    assert [again.reply(named(others)), again.reply(named(others[:5] + [product] + others[5:9]))] == replies
+
+
+def test_heuristic_agent_reports_what_it_found(tiny_engines, tiny_data):
+    from PersonalWAB.envs.pwab.env import PWABEnv
+
+    env = PWABEnv(tiny_engines, "test")
+    task_index = next(i for i, t in enumerate(tiny_data.split("test")) if t["type"] == "search")
+    env.reset(task_index)
+    action = Action("search_product_by_query", {"query": tiny_data.split("test")[task_index]["task"]})
+    observation, *_ = env.step(action)
+    message = report(action, observation, tiny_data.products)
+    assert message.startswith("Here is what I found: 1. ") and message.count("(B") == 5
+    review = Action("add_product_review", {"review": "Lovely."})
+    assert report(review, "{'review': 'Lovely.'}", tiny_data.products).startswith(
+        'I wrote and posted this review for you: "Lovely."')
 
 
 def offline_run(data_dir, tmp_path, name, use_feedback, monkeypatch, **overrides):
@@ -196,13 +219,17 @@ def test_offline_simulator_is_deterministic_and_feedback_helps(tiny_data_dir, ti
     assert header["results"]["overall"]["avg_interaction_times"] > blind["results"]["overall"]["avg_interaction_times"]
     _, records = load_result_file(path)
     assert len(records) == len(tiny_engines.data.split("test"))
+    for record in records:
+        names = [a["name"] for a in record["info"]["actions"]]
+        assert names[-1] == "stop" or steps(record) == 10  # the agent ends it (or the step limit)
 
     # The analysis figures come straight out of the multi-turn result file.
     matrices = transition_matrices(records)
     search = matrices["search"]
     assert search.sources[0] == "start" and "end" in search.targets
-    assert sum(map(sum, search.counts)) == sum(len(r["info"]["actions"]) + 1 for r in records
+    assert sum(map(sum, search.counts)) == sum(steps(r) + 1 for r in records  # every step, messages included
                                                if r["info"]["task"]["type"] == "search")
+    assert search.counts[search.sources.index("search")][search.targets.index("respond")] > 0
     profile = attempt_profile(records)
     assert max(len(rows) for rows in profile.values()) >= 2  # feedback led to second attempts
     for kind, rows in profile.items():
@@ -221,7 +248,7 @@ def test_get_user_modes():
 
 
 def test_offline_simulator_over_the_small_test_split(tmp_path_factory, monkeypatch):
-    """The whole test split of small synthetic data (about 30 s: generation, bm25s index, SASRec, three runs)."""
+    """The whole test split of small synthetic data (generation, bm25s index, SASRec, three runs)."""
     from PersonalWAB.data.synthetic import generate_synthetic
 
     data_dir = tmp_path_factory.mktemp("small")
@@ -237,23 +264,3 @@ def test_offline_simulator_over_the_small_test_split(tmp_path_factory, monkeypat
     assert header["results"]["overall"]["avg_res_acc"] > blind["results"]["overall"]["avg_res_acc"]
     assert header["results"]["search"]["avg_res_acc"] > blind["results"]["search"]["avg_res_acc"]
     assert header["results"]["review"]["avg_res_acc"] > blind["results"]["review"]["avg_res_acc"]
-
-
-def test_react_reflect_reflects_after_each_user_message(tiny_data_dir, tiny_engines, tmp_path):
-    def react_agent(request):
-        last = request["messages"][-1]["content"]
-        if "Reflect briefly" in last:
-            return ScriptedReply(content="Reflection: the user wants it cheaper; I will add that.")
-        name, arguments = sensible_call(instruction_of(request))
-        return ScriptedReply(content=f"Thought: go.\nAction: {name}\nArguments: {json.dumps(arguments)}")
-
-    user_replies = [ScriptedReply(content="Not quite, cheaper please."),
-                    ScriptedReply(content=f"Good enough. {STOP_TOKEN}")]
-    with ScriptedLLMServer(react_agent) as agent, ScriptedLLMServer(user_replies) as user:
-        _, records, _ = run_multiturn(agent, user, tiny_data_dir, tmp_path, "reflect.json",
-                                      agent_strategy="react_reflect", end_index=1)
-    traj = records[0]["traj"]
-    reflections = [m for m in traj if m["role"] == "assistant" and m["content"].startswith("Reflection:")]
-    assert len(reflections) == 1
-    assert len(records[0]["action_acc"]) == 2
-    assert steps(records[0]) == 3  # two actions and one reflection are model calls

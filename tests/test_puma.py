@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from PersonalWAB.agents.puma import parse_asins, parse_parameters
+from PersonalWAB.protocol import project_protocol
 from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
 from PUMA.dpo_data import make_pairs
 
@@ -102,9 +103,10 @@ def test_missing_instruction_and_bad_function_output(tiny_data, tmp_path: Path):
     (tmp_path / "f.json").write_text(json.dumps({task["task"]: "I do not know"}))
     (tmp_path / "p.json").write_text(json.dumps({}))
     agent = PumaAgent(tiny_data, str(tmp_path / "f.json"), str(tmp_path / "p.json"))
-    assert agent.decide(task).name == "respond"
+    protocol = project_protocol()
+    assert agent.decide(protocol, task).name == "respond"
     with pytest.raises(ValueError, match="function file has no entry"):
-        agent.decide(tiny_data.split("test")[1])
+        agent.decide(protocol, tiny_data.split("test")[1])
 
 
 def test_short_sft_generate_dpo_pass(tiny_data, tiny_model_dir: Path, tmp_path: Path):
@@ -116,7 +118,7 @@ def test_short_sft_generate_dpo_pass(tiny_data, tiny_model_dir: Path, tmp_path: 
     from PUMA.sft import SFTConfig, train_sft
 
     tasks = tiny_data.split("train")[:6]
-    examples = function_examples(tasks, "train")
+    examples = function_examples(project_protocol(), tasks, "train")
     write_json(tmp_path / "function_train.json", examples)
     sft = train_sft(SFTConfig(model_path=str(tiny_model_dir), train_on="function",
                               function_data=str(tmp_path / "function_train.json"), output_dir=str(tmp_path / "sft"),
@@ -150,11 +152,14 @@ def test_search_labels_written_by_an_llm(tiny_data):
     task = next(t for t in tiny_data.split("train") if t["type"] == "search")
     behaviours = tiny_data.behaviours_before(task["user_id"], task["timestamp"])
     replies = [ScriptedReply(content='"wireless earbuds  TROOIX"'), ScriptedReply(content="")]
+    protocol = project_protocol()
     with ScriptedLLMServer(replies) as server:
         client = LLMClient("openai/query-writer", api_base=server.url, max_retries=0)
-        assert llm_query(client, task["task"], behaviours) == "wireless earbuds TROOIX"
-        assert llm_query(client, task["task"], behaviours) == search_query(task["task"], behaviours)
-        assert task["task"] in json.dumps(server.requests[0]["messages"])
+        assert llm_query(protocol, client, task["task"], behaviours) == "wireless earbuds TROOIX"
+        assert llm_query(protocol, client, task["task"], behaviours) == search_query(task["task"], behaviours)
+        assert server.requests[0]["messages"] == [{"role": "system", "content": protocol.puma_search_label_prompt(
+            task["task"], protocol.puma_memory(behaviours, "search"))}]
+        assert server.requests[0]["temperature"] == 0.0
 
 
 def test_live_generation_with_the_puma_agent(tiny_data, tiny_engines, tiny_model_dir: Path, tmp_path: Path):

@@ -48,9 +48,10 @@ def data_dir_with_caches(tiny_data_dir: Path, tmp_path: Path) -> Path:
     """A copy of the tiny data with embedding caches from `HashEncoder` (the shared copy keeps real ones)."""
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.memory_embeddings import BehaviourEmbeddings
+    from PersonalWAB.protocol import load_protocol
 
     copy = shutil.copytree(tiny_data_dir, tmp_path / "data")
-    BehaviourEmbeddings(load_benchmark_data(copy), HashEncoder()).ensure(log=None)
+    BehaviourEmbeddings(load_benchmark_data(copy), load_protocol(), HashEncoder()).ensure(log=None)
     return copy
 
 

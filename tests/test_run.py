@@ -26,9 +26,12 @@ def scores(records):
 def test_result_file_format_and_recomputable_header(tiny_data_dir, tiny_engines, tmp_path):
     header, path, _ = run(config(tiny_data_dir, tmp_path), log=lambda _: None)
     content = json.loads(path.read_text())
-    assert set(content[0]) == {"run_args", "total cost", "results"}
+    assert set(content[0]) == {"run_args", "total cost", "results", "total user cost"}
     assert content[0]["run_args"]["data_source"].startswith("synthetic")
     assert content[0]["run_args"]["search_backend"] == "lucene"
+    assert content[0]["run_args"]["protocol"] == {
+        "texts": "project", "departures": ["agent_strategy heuristic: the project's offline agent, not in the release"],
+        "standard": False}
     _, records = load_result_file(path)
     assert [r["task_id"] for r in records] == list(range(len(records)))
     assert compute_statistics(records) == header["results"]
@@ -40,6 +43,19 @@ def test_result_file_format_and_recomputable_header(tiny_data_dir, tiny_engines,
         assert record["traj"][1]["content"].startswith("USER ")
     assert header["results"]["overall"]["avg_action_acc"] > 0.9
     assert header["results"]["overall"]["avg_interaction_times"] == 1.0
+
+
+def test_departures_are_recorded(tiny_data_dir, tiny_engines, tmp_path):
+    from PersonalWAB.run import protocol_departures
+
+    assert protocol_departures(config(tiny_data_dir, tmp_path, agent_strategy="function_calling")) == []
+    departures = protocol_departures(config(tiny_data_dir, tmp_path, agent_strategy="function_calling",
+                                            memory_length=50, search_backend="bm25s", leak_guard=True,
+                                            user_mode="offline", max_steps=5))
+    assert [d.split(" ")[0].rstrip(":") for d in departures] == ["memory_length", "search_backend", "user_mode",
+                                                                "leak_guard"]
+    assert protocol_departures(config(tiny_data_dir, tmp_path, agent_strategy="function_calling",
+                                      agent_memory="none", memory_length=50)) == []  # no memory: length unused
 
 
 def test_concurrency_gives_the_same_results(tiny_data_dir, tiny_engines, tmp_path):

@@ -8,12 +8,13 @@ AGENT_STRATEGIES = ("heuristic", "function_calling", "react", "react_reflect", "
 LLM_STRATEGIES = ("function_calling", "react", "react_reflect", "recmind")
 
 
-def build_agent(strategy: str, data: Any, config: Any) -> Any:
-    """Create the agent for `strategy`; modules are imported only when chosen."""
+def build_agent(strategy: str, data: Any, config: Any, random_memory: Any = None) -> Any:
+    """Create the agent for `strategy`; modules are imported only when chosen.
+    `random_memory` (a `ReleaseRandomMemory`) holds the run's draws for `random` memory."""
     if strategy == "heuristic":
         from PersonalWAB.agents.heuristic import HeuristicAgent
 
-        return HeuristicAgent(data, config.agent_memory, config.memory_length, config.seed)
+        return HeuristicAgent(data, config.agent_memory, config.memory_length, config.seed, random_memory)
     if strategy == "puma":
         return _puma_agent(data, config)
     if strategy not in LLM_STRATEGIES:
@@ -28,7 +29,8 @@ def build_agent(strategy: str, data: Any, config: Any) -> Any:
     client = LLMClient(config.model, api_base=config.api_base, temperature=config.temperature,
                        max_retries=config.max_retries)
     memory = MemorySettings(config.agent_memory, config.memory_length, config.seed,
-                            function_file=_function_file(config), interec_store=_interec_store(config))
+                            function_file=_function_file(config), interec_store=_interec_store(config),
+                            random_memory=random_memory)
     agent_class = {"function_calling": FunctionCallingAgent, "react": ReActAgent,
                    "react_reflect": ReflectiveReActAgent, "recmind": RecMindAgent}[strategy]
     return agent_class(client, data, memory)
@@ -42,8 +44,10 @@ def _puma_agent(data: Any, config: Any) -> Any:
         if not config.puma_model_path:
             raise ValueError("--puma_generate needs --puma_model_path (a merged model or a LoRA adapter folder)")
         from PersonalWAB.memory_embeddings import build_behaviour_embeddings
+        from PersonalWAB.protocol import load_protocol
 
-        build_behaviour_embeddings(data, log=None)  # the task-specific memory ranks behaviours by relevance
+        # the task-specific memory ranks behaviours by relevance
+        build_behaviour_embeddings(data, load_protocol(config.protocol_file), log=None)
         generator = LiveGenerator(config.puma_model_path)
     return PumaAgent(data, config.puma_function_file, config.puma_param_file, generator,
                      memory_length=config.memory_length, mem_token_length=config.mem_token_length)

@@ -9,8 +9,6 @@ from PersonalWAB.types import Episode
 
 
 class Agent(ABC):
-    offers_details = False  # whether the product-details lookup is offered (RecMind)
-
     @abstractmethod
     def solve(self, env: PWABEnv, task_index: int) -> Episode:
         """Run one task in `env` (reset included) and return what happened."""

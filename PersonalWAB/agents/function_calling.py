@@ -1,61 +1,76 @@
-"""Native tool-calling agent (`function_calling`) and RecMind (`recmind`), which is
-the same loop with a product-details lookup offered and a long review memory."""
+"""Native tool-calling agent (`function_calling`) and RecMind (`recmind`), which is the
+same loop with the product-details lookup offered, as in the release.
+
+The system prompt is chosen by the memory mode (RecMind, InteRecAgent and task-specific
+memory have their own) and the memory is appended to it. Each model call is one step:
+at most 10 in single-turn, `max_steps` in multi-turn. A reply whose tool arguments are not
+a JSON object is asked again (10 tries in all); only the first tool call of a reply runs
+and stays in the conversation.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from PersonalWAB.agents.llm_agent import SINGLE_TURN_CALL_LIMIT, LLMAgent, parse_arguments, record_call
-from PersonalWAB.agents.prompts import system_prompt
+from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.types import RESPOND, Action, Episode
 
-NOT_EXECUTED = "Not executed: make one function call at a time."
+SINGLE_TURN_CALL_LIMIT = 10
+DETAILS = "get_product_details_by_asin"
+BASE_TOOLS = ("search_product_by_query", "get_recommendations_by_history", "add_product_review", "stop")
+
+
+def message_action(message: dict[str, Any]) -> Action:
+    """The action of a reply: its first tool call, else a message to the user."""
+    calls = message.get("tool_calls") or []
+    if not calls:
+        return Action(RESPOND, {"content": message.get("content")})
+    function = calls[0]["function"]
+    try:
+        arguments = json.loads(function.get("arguments") or "")
+    except json.JSONDecodeError as exc:
+        raise UnusableReply(f"tool arguments are not JSON ({exc})") from None
+    if not isinstance(arguments, dict):
+        raise UnusableReply("tool arguments are not a JSON object")
+    return Action(function["name"], arguments)
 
 
 class FunctionCallingAgent(LLMAgent):
+    tool_names = BASE_TOOLS
+
     def solve(self, env: PWABEnv, task_index: int) -> Episode:
         observation, info = env.reset(task_index)
         task = info["task"]
-        memory_text, suggested = self.memory_text(task)
-        episode = Episode(traj=[
-            {"role": "system", "content": system_prompt(env.single_turn, env.max_steps, memory_text,
-                                                        self.offers_details, suggested)},
-            {"role": "user", "content": observation},
-        ])
-        budget = SINGLE_TURN_CALL_LIMIT if env.single_turn else env.max_steps
-        done = False
-        while not done and episode.steps < budget:
-            reply = self.client.complete(episode.traj, tools=env.tools_info)
-            record_call(episode, reply)
-            episode.traj.append(reply.message)
-            done = self._act(env, episode, reply.message)
-        self.after_task(task, episode)
-        return episode
-
-    def _act(self, env: PWABEnv, episode: Episode, message: dict[str, Any]) -> bool:
-        """Carry out the model's first tool call, or treat its text as a message to the user."""
-        calls = message.get("tool_calls") or []
-        if not calls:
-            action = Action(RESPOND, {"content": message.get("content") or ""})
+        system = env.protocol.system_prompt(self.memory.mode, env.max_steps)
+        memory = self.memory_for(env, task)
+        episode = Episode(traj=[{"role": "system", "content": system + (memory or "")},
+                                {"role": "user", "content": observation}])
+        tools = env.tools_info(self.tool_names)
+        for _ in range(env.max_steps if env.max_steps > 0 else SINGLE_TURN_CALL_LIMIT):
+            try:
+                reply, action = self.ask(episode, episode.traj, message_action, tools=tools, tool_choice="auto")
+            except UnusableReply as exc:
+                episode.notes["format_error"] = str(exc)
+                break
             episode.actions.append(action.to_dict())
             observation, _, done, _ = env.step(action)
-            if not done:
+            if action.name == RESPOND:
+                episode.traj.append({"role": "assistant", "content": reply.message.get("content")})
                 episode.traj.append({"role": "user", "content": observation})
-            return done
-        first, *extra = calls
-        action = Action(first["function"]["name"], parse_arguments(first["function"]["arguments"]))
-        episode.actions.append(action.to_dict())
-        observation, _, done, _ = env.step(action)
-        episode.traj.append({"role": "tool", "tool_call_id": first["id"], "name": action.name,
-                             "content": observation})
-        for call in extra:
-            episode.traj.append({"role": "tool", "tool_call_id": call["id"], "name": call["function"]["name"],
-                                 "content": NOT_EXECUTED})
-        return done
+            else:
+                first = reply.message["tool_calls"][0]
+                episode.traj.append({**reply.message, "tool_calls": [first]})
+                episode.traj.append({"role": "tool", "tool_call_id": first["id"], "name": action.name,
+                                     "content": observation})
+            if done:
+                break
+        self.after_task(env, task, episode)
+        return episode
 
 
 class RecMindAgent(FunctionCallingAgent):
     """RecMind: may look products up by ASIN before acting; pairs with `--agent_memory recmind`."""
 
-    offers_details = True
+    tool_names = BASE_TOOLS[:3] + (DETAILS,) + BASE_TOOLS[3:]

@@ -7,17 +7,19 @@ product line is added to search queries, past purchases feed the recommender,
 and the user's habitual review sentences shape the review. With `none` it uses
 the instruction alone, which makes the value of history visible in the scores.
 
-In the multi-turn track it reads the user's reply after each attempt and, unless
-built with `use_feedback=False`, refines its call: the content words of the
-user's feedback join the search query, past purchases that match them move to
-the most recent end of the recommender's sequence, and the review is rewritten
-to cover the aspects and rating the user asked for. It stops when the user ends
-the conversation or after `max_attempts` attempts; without feedback it makes one
-attempt and stops, as in the single-turn track.
+In the multi-turn track it follows the release's protocol: tool results reach the
+agent only, so after each attempt it tells the user what it found (the top results'
+titles and ASINs, or the review it posted) and reads the reply. Unless built with
+`use_feedback=False`, it then refines its call: the content words of the user's
+feedback join the search query, past purchases that match them move to the most
+recent end of the recommender's sequence, and the review is rewritten to cover the
+aspects and rating the user asked for. It calls `stop` when the user is satisfied or
+after `max_attempts` attempts; without feedback it makes one attempt and stops.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections import Counter
@@ -27,7 +29,7 @@ from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.agents.base import Agent
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.memory import retrieve_memory
-from PersonalWAB.types import Action, Episode
+from PersonalWAB.types import RESPOND, STOP, Action, Episode
 
 SYSTEM_PROMPT = "Offline heuristic agent: one function call chosen by rules, no language model."
 REVIEW_CUES = ("review", "feedback", "write up", "rate it", "my rating", "share my thoughts", "my thoughts on")
@@ -50,7 +52,10 @@ FEEDBACK_WORDS = frozenset(
     "all at worked hard describe one item product products result results show showed shown try again".split()
 )
 CONTRACTION = re.compile(r"\b\w+'\w+\b")
-USER_MARKER = "\n\nUSER: "
+ASIN_TOKEN = re.compile(r"\b[A-Z0-9]{10}\b")
+REPORTED_RESULTS = 5
+SATISFIED = re.compile(r"\b(perfect|exactly what|that's the one|that is the one|sounds like me|post it|"
+                       r"that's what i wanted|that's it)\b")
 SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+")
 WORD = re.compile(r"[a-z0-9]+")
 
@@ -120,18 +125,36 @@ def write_review(product: dict[str, Any], memory: list[dict[str, Any]]) -> str:
     return " ".join([opening, body, *habitual]).replace("  ", " ").strip()
 
 
-def target_product(observation: str, data: BenchmarkData, task: dict[str, Any]) -> dict[str, Any]:
-    """The product a review task is about, read from the observation's Parent Asin line."""
-    match = re.search(r"Parent Asin: (\S+)", observation)
-    if match and match.group(1) in data.products:
-        return data.products[match.group(1)]
-    return task["target"]["product_info"]
+def result_asins(observation: str, products: dict[str, Any]) -> list[str]:
+    """The product of each result in a search/recommend observation (Python's text of a list
+    of result texts), as the first catalogue ASIN each result names; [] when it is not a list."""
+    try:
+        results = ast.literal_eval(observation)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return []
+    if not isinstance(results, list):
+        return []
+    found = []
+    for text in results:
+        asin = next((token for token in ASIN_TOKEN.findall(str(text)) if token in products), None)
+        if asin is not None:
+            found.append(asin)
+    return found
 
 
-def user_reply(observation: str) -> str | None:
-    """The user's reply appended to an attempt's results (`...\n\nUSER: <reply>`), or None."""
-    _, marker, reply = observation.rpartition(USER_MARKER)
-    return reply.strip() if marker else None
+def report(action: Action, observation: str, products: dict[str, Any]) -> str:
+    """What the agent tells the user after an attempt, so the user can judge it."""
+    if action.name == "add_product_review":
+        return f'I wrote and posted this review for you: "{action.arguments.get("review", "")}". Is that how you would put it?'
+    asins = result_asins(observation, products)[:REPORTED_RESULTS]
+    if not asins:
+        return "I could not find anything that fits yet. What matters most to you in this product?"
+    listed = "; ".join(f"{rank}. {products[asin].get('title', '')} ({asin})" for rank, asin in enumerate(asins, 1))
+    return f"Here is what I found: {listed}. Is the one you want among them?"
+
+
+def satisfied(reply: str) -> bool:
+    return bool(SATISFIED.search(reply.lower()))
 
 
 def feedback_words(replies: list[str]) -> list[str]:
@@ -174,24 +197,27 @@ def refine_review(review: str, wanted: list[str], replies: list[str]) -> str:
 
 
 class HeuristicAgent(Agent):
-    def __init__(self, data: BenchmarkData, memory_mode: str = "last", memory_length: int = 50, seed: int = 0,
-                 use_feedback: bool = True, max_attempts: int = 4):
+    def __init__(self, data: BenchmarkData, memory_mode: str = "last", memory_length: int = 10, seed: int = 2024,
+                 random_memory: Any = None, use_feedback: bool = True, max_attempts: int = 4):
         self.data = data
         self.memory_mode = memory_mode
         self.memory_length = memory_length
         self.seed = seed
+        self.random_memory = random_memory
         self.use_feedback = use_feedback
         self.max_attempts = max_attempts
 
-    def decide(self, observation: str, task: dict[str, Any]) -> Action:
-        memory = retrieve_memory(self.data, task, self.memory_mode, self.memory_length, self.seed)
+    def decide(self, env: PWABEnv, task: dict[str, Any]) -> Action:
+        draw = self.random_memory.draw(env.trial, env.task_index) if self.random_memory is not None else None
+        memory = retrieve_memory(self.data, task, self.memory_mode, self.memory_length, protocol=env.protocol,
+                                 random_draw=draw, seed=self.seed)
         instruction = task["task"]
         name = choose_function(instruction)
         if name == "search_product_by_query":
             return Action(name, {"query": search_query(instruction, memory)})
         if name == "get_recommendations_by_history":
             return Action(name, {"product_sequence": recommendation_sequence(memory)})
-        return Action(name, {"review": write_review(target_product(observation, self.data, task), memory)})
+        return Action(name, {"review": write_review(task["target"]["product_info"], memory)})
 
     def refine(self, first: Action, replies: list[str]) -> Action:
         """The first call, refined by everything the user has said since."""
@@ -205,35 +231,45 @@ class HeuristicAgent(Agent):
                 first.arguments["product_sequence"], self.data, wanted)})
         return Action(first.name, {"review": refine_review(first.arguments["review"], wanted, replies)})
 
-    def next_action(self, observation: str, task: dict[str, Any], episode: Episode, env: PWABEnv,
-                    replies: list[str]) -> Action:
-        if not episode.actions:
-            return self.decide(observation, task)
-        if env.single_turn or not self.use_feedback:
-            return Action("stop")
-        reply = user_reply(observation)
-        if reply is None or len(env.attempts) >= self.max_attempts:
-            return Action("stop")
-        replies.append(reply)
-        return self.refine(Action(**episode.actions[0]), replies)
-
     def solve(self, env: PWABEnv, task_index: int) -> Episode:
+        """Single-turn: one call. Multi-turn: call, tell the user what came of it, and refine
+        with their feedback until they are satisfied (then stop), the attempts run out, or
+        the step limit ends the episode."""
         observation, info = env.reset(task_index)
         episode = Episode(traj=[{"role": "system", "content": SYSTEM_PROMPT},
                                 {"role": "user", "content": observation}])
+        first = action = self.decide(env, info["task"])
         replies: list[str] = []
-        done = False
-        while not done:
-            action = self.next_action(observation, info["task"], episode, env, replies)
-            episode.usage.add_call()
-            call_id = f"call_{len(episode.actions)}"
-            episode.traj.append({
-                "role": "assistant", "content": None,
-                "tool_calls": [{"id": call_id, "type": "function",
-                                "function": {"name": action.name, "arguments": json.dumps(action.arguments)}}],
-            })
-            episode.actions.append(action.to_dict())
-            observation, _, done, _ = env.step(action)
-            episode.traj.append({"role": "tool", "tool_call_id": call_id, "name": action.name,
-                                 "content": observation})
+        while True:
+            observation, done = self._step(env, episode, action)
+            if done:
+                return episode
+            if not self.use_feedback or len(env.attempts) >= self.max_attempts:
+                break
+            reply, done = self._step(env, episode, Action(RESPOND, {"content": report(action, observation,
+                                                                                       self.data.products)}))
+            if done:
+                return episode
+            if satisfied(reply):
+                break
+            replies.append(reply)
+            action = self.refine(first, replies)
+        self._step(env, episode, Action(STOP))
         return episode
+
+    def _step(self, env: PWABEnv, episode: Episode, action: Action) -> tuple[str, bool]:
+        episode.usage.add_call()
+        episode.actions.append(action.to_dict())
+        observation, _, done, _ = env.step(action)
+        if action.name == RESPOND:
+            episode.traj.append({"role": "assistant", "content": action.arguments["content"]})
+            episode.traj.append({"role": "user", "content": observation})
+            return observation, done
+        call_id = f"call_{len(episode.actions)}"
+        episode.traj.append({
+            "role": "assistant", "content": None,
+            "tool_calls": [{"id": call_id, "type": "function",
+                            "function": {"name": action.name, "arguments": json.dumps(action.arguments)}}],
+        })
+        episode.traj.append({"role": "tool", "tool_call_id": call_id, "name": action.name, "content": observation})
+        return observation, done

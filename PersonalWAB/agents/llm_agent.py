@@ -1,23 +1,30 @@
-"""What every LLM agent shares: memory in the prompt, usage accounting, and the
+"""What every LLM agent shares: the memory of its prompt, model requests that are asked
+again when the reply cannot be used (as the release does), usage accounting, and the
 InteRecAgent memory update after a task."""
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from PersonalWAB.agents.base import Agent
 from PersonalWAB.agents.heuristic import choose_function
-from PersonalWAB.agents.prompts import INTEREC_UPDATE_PROMPT
 from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.envs.pwab.env import PWABEnv
+from PersonalWAB.memory import memory_text
 from PersonalWAB.types import Episode
 
 if TYPE_CHECKING:
+    from PersonalWAB.interec_memory import InterecMemoryStore
     from PersonalWAB.llm import LLMClient, LLMReply
+    from PersonalWAB.memory import ReleaseRandomMemory
 
-SINGLE_TURN_CALL_LIMIT = 10
+# The release asks again (the same request) when a reply cannot be parsed, up to 10 tries in all.
+ASK_LIMIT = 10
+
+
+class UnusableReply(ValueError):
+    """The model's reply cannot be turned into an action (bad JSON, wrong format)."""
 
 
 @dataclass
@@ -25,35 +32,30 @@ class MemorySettings:
     """How an agent's memory is built (`--agent_memory`, `--memory_length`, ...)."""
 
     mode: str = "none"
-    length: int = 50
-    seed: int = 0
+    length: int = 10
+    seed: int = 2024
     function_file: dict[str, str] | None = None
-    interec_store: Any = None
-
-
-def parse_arguments(raw: Any) -> Any:
-    """Tool-call arguments as a dict when they are valid JSON; otherwise the raw
-    value, which the environment rejects as the model's error."""
-    if isinstance(raw, dict):
-        return raw
-    if isinstance(raw, str):
-        try:
-            parsed = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
-            return raw
-        return parsed
-    return raw
+    interec_store: "InterecMemoryStore | None" = None
+    random_memory: "ReleaseRandomMemory | None" = None
 
 
 def record_call(episode: Episode, reply: "LLMReply") -> None:
+    """A model call that made an agent step: it counts in Avg Steps."""
     episode.usage.add_call(reply.prompt_tokens, reply.completion_tokens, reply.prompt_price, reply.completion_price)
+    if not reply.price_known:
+        episode.usage.price_unknown = True
+
+
+def record_extra_call(episode: Episode, reply: "LLMReply") -> None:
+    """A model call that is not a step (a reply asked again, a reflection, a memory
+    update): its cost counts, Avg Steps does not (as in the release)."""
+    episode.usage.add_extra(reply.prompt_price + reply.completion_price)
     if not reply.price_known:
         episode.usage.price_unknown = True
 
 
 class LLMAgent(Agent):
     """Base of the agents that call a language model through `LLMClient`."""
-
 
     def __init__(self, client: "LLMClient", data: BenchmarkData, memory: MemorySettings):
         self.client = client
@@ -65,48 +67,66 @@ class LLMAgent(Agent):
         chosen = (self.memory.function_file or {}).get(task["task"])
         return chosen or choose_function(task["task"])
 
-    def memory_text(self, task: dict[str, Any]) -> tuple[str, str | None]:
-        """The memory block for the prompt and, for task-specific memory, the suggested function."""
-        from PersonalWAB.memory import format_memory
+    def memory_for(self, env: PWABEnv, task: dict[str, Any], react: bool = False) -> str | None:
+        """The memory appended to the system prompt (None: nothing appended)."""
+        settings = self.memory
+        draw = None
+        if settings.mode == "random" and settings.random_memory is not None:
+            draw = settings.random_memory.draw(env.trial, env.task_index)
+        preferences = None
+        if settings.mode == "interecagent" and settings.interec_store is not None:
+            preferences = settings.interec_store.get(task["user_id"])
+        return memory_text(env.protocol, self.data, task, settings.mode, settings.length, react=react,
+                           random_draw=draw, seed=settings.seed, preferences=preferences,
+                           tool_name=self.suggested_function(task) if settings.mode == "taskspe" else None)
 
-        suggested = self.suggested_function(task) if self.memory.mode == "taskspe" else None
-        text = format_memory(self.data, task, self.memory.mode, self.memory.length, self.memory.seed,
-                             function_name=suggested, interec_store=self.memory.interec_store)
-        return text, suggested
+    def ask(self, episode: Episode, messages: list[dict[str, Any]], parse: Callable[[dict[str, Any]], Any],
+            **kwargs: Any) -> tuple["LLMReply", Any]:
+        """One agent step's model call: the same request is sent again while `parse`
+        rejects the reply, up to ASK_LIMIT tries; raises UnusableReply after that."""
+        problem = ""
+        for _ in range(ASK_LIMIT):
+            reply = self.client.complete(messages, **kwargs)
+            try:
+                parsed = parse(reply.message)
+            except UnusableReply as exc:
+                record_extra_call(episode, reply)
+                problem = str(exc)
+                continue
+            record_call(episode, reply)
+            return reply, parsed
+        raise UnusableReply(f"no usable reply in {ASK_LIMIT} tries; last: {problem}")
 
-    def after_task(self, task: dict[str, Any], episode: Episode) -> None:
-        """InteRecAgent memory: ask the model what this episode says about the user's tastes."""
-        if self.memory.mode != "interecagent" or self.memory.interec_store is None:
+    def side_call(self, episode: Episode, prompt: str) -> str:
+        """A one-message call outside the agent's steps (reflection, memory update), sent as
+        the release sends it: the prompt as the system message, the provider's default temperature."""
+        reply = self.client.complete([{"role": "system", "content": prompt}], temperature=None)
+        record_extra_call(episode, reply)
+        return reply.message.get("content") or ""
+
+    def after_task(self, env: PWABEnv, task: dict[str, Any], episode: Episode) -> None:
+        """InteRecAgent memory: the model reads the conversation and the user's lists are updated."""
+        store = self.memory.interec_store
+        if self.memory.mode != "interecagent" or store is None:
             return
-        conversation = "\n".join(
-            f"{m['role']}: {m.get('content') or json.dumps(m.get('tool_calls', ''))}"
-            for m in episode.traj if m["role"] != "system"
-        )
-        reply = self.client.complete([{"role": "user",
-                                       "content": INTEREC_UPDATE_PROMPT.format(conversation=conversation)}])
-        episode.usage.prompt_price += reply.prompt_price
-        episode.usage.completion_price += reply.completion_price
-        update = extract_json_object(reply.message.get("content") or "")
-        if isinstance(update, dict):
-            self.memory.interec_store.update(
-                task["user_id"],
-                **{key: [str(v) for v in update.get(key, []) if isinstance(v, (str, int, float))]
-                   for key in ("like", "dislike", "expect") if isinstance(update.get(key, []), list)},
-            )
+        from PersonalWAB.interec_memory import parse_profile
+
+        answer = self.side_call(episode, env.protocol.interecagent_update_prompt(conversation_text(episode.traj)))
+        update = parse_profile(answer)
+        if update is None:
+            episode.notes["interec_update"] = "the model's memory update was not a JSON object; memory unchanged"
+            return
+        store.update(task["user_id"], **update)
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
-
-
-def extract_json_object(text: str) -> Any:
-    """The first JSON object in a model's text (code fences allowed); None when there is none."""
-    fenced = _FENCE.search(text)
-    candidate = fenced.group(1) if fenced else text
-    start = candidate.find("{")
-    end = candidate.rfind("}")
-    if start == -1 or end < start:
-        return None
-    try:
-        return json.loads(candidate[start:end + 1])
-    except json.JSONDecodeError:
-        return None
+def conversation_text(traj: list[dict[str, Any]]) -> str:
+    """The conversation after the system prompt, one `role:content` line per message; a tool
+    call written as the release's client printed it (`Function(arguments=..., name=...)`)."""
+    lines = []
+    for message in traj[1:]:
+        if message["role"] == "assistant" and message.get("tool_calls"):
+            function = message["tool_calls"][0]["function"]
+            lines.append(f"assistant:Function(arguments={function['arguments']!r}, name={function['name']!r})\n")
+        else:
+            lines.append(f"{message['role']}:{message.get('content') or ''}\n")
+    return "".join(lines)

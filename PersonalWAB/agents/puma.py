@@ -19,51 +19,15 @@ from typing import Any
 
 from PersonalWAB.agents.base import Agent
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.data.product_text import format_price
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.errors import DataError
-from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS, normalise_function_name, numbered
+from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS, normalise_function_name
+from PersonalWAB.protocol import Protocol
 from PersonalWAB.types import RESPOND, STOP, Action, Episode
 
 SYSTEM_PROMPT = "PUMA agent: function and parameters from a fine-tuned model (or its generated files)."
-PARAMETER_NAMES = {SEARCH: "query", RECOMMEND: "product_sequence", REVIEW: "review"}
-TOOL_GOALS = {
-    SEARCH: "Write the search query that finds the product this user wants, in the words and with the "
-            "brands, stores and price range the user favours.",
-    RECOMMEND: "List the ASINs of the user's past purchases the recommender should use, oldest first, "
-               "separated by commas.",
-    REVIEW: "Write the review this user would write for the product, in the user's usual tone and rating "
-            "habits.",
-}
-FUNCTION_PROMPT = (
-    "Choose the web function that serves the user's instruction: search_product_by_query (find a "
-    "product by a query), get_recommendations_by_history (recommend from past purchases) or "
-    "add_product_review (post a review).\n"
-    "Instruction: {instruction}\n"
-    "Function:\n"
-)
-PARAMETER_PROMPT = (
-    "You act for a user on a shopping website. Fill in the parameter of the web function for the "
-    "user's instruction, using the user's history below.\n"
-    "Function: {tool}\n"
-    "Goal: {goal}\n"
-    "Instruction: {instruction}\n"
-    "{product}"
-    "User history:\n{memory}\n"
-    "Parameter ({parameter}):\n"
-)
-SAY_PREFIX = "say:"
-
-
-def function_prompt(instruction: str) -> str:
-    return FUNCTION_PROMPT.format(instruction=instruction)
-
-
-def product_summary(product: dict[str, Any]) -> str:
-    """The one line a review prompt shows about the product under review."""
-    return (f"{product.get('title', '')} (ASIN {product.get('parent_asin', '')}; store {product.get('store', '')}; "
-            f"{product.get('main_category', '')}; price {format_price(product.get('price'))})")
+TASK_TYPE = {SEARCH: "search", RECOMMEND: "recommend", REVIEW: "review"}
 
 
 def truncate_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> str:
@@ -76,23 +40,22 @@ def truncate_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> str:
     return tokenizer.decode(ids[:max(0, max_tokens)], skip_special_tokens=True)
 
 
-def taskspe_memory_text(data: BenchmarkData, task: dict[str, Any], function_name: str, memory_length: int,
-                        tokenizer: Any = None, mem_token_length: int | None = None) -> str:
+def taskspe_memory_text(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], function_name: str,
+                        memory_length: int, tokenizer: Any = None, mem_token_length: int | None = None) -> str:
     """The task-specific memory for `function_name`, cut to `mem_token_length` tokens."""
-    from PersonalWAB.memory import retrieve_memory, taskspe_entries
+    from PersonalWAB.memory import retrieve_memory
 
-    behaviours = retrieve_memory(data, task, "taskspe", memory_length, function_name=function_name)
-    text = numbered(taskspe_entries(behaviours, function_name)) or "(no history)"
-    return truncate_tokens(text, tokenizer, mem_token_length)
+    task_type = TASK_TYPE[function_name]
+    behaviours = retrieve_memory(data, task, "taskspe", memory_length, protocol=protocol, task_type=task_type)
+    return truncate_tokens(protocol.puma_memory(behaviours, task_type), tokenizer, mem_token_length)
 
 
-def parameter_prompt(instruction: str, function_name: str, memory_text: str,
+def parameter_prompt(protocol: Protocol, instruction: str, function_name: str, memory_text: str,
                      product: dict[str, Any] | None = None) -> str:
     if function_name not in TASK_FUNCTIONS:
         raise ValueError(f"unknown function {function_name!r}; expected one of {TASK_FUNCTIONS}")
-    shown = f"Product: {product_summary(product)}\n" if function_name == REVIEW and product else ""
-    return PARAMETER_PROMPT.format(tool=function_name, goal=TOOL_GOALS[function_name], instruction=instruction,
-                                   product=shown, memory=memory_text, parameter=PARAMETER_NAMES[function_name])
+    return protocol.puma_param_prompt(instruction, function_name, memory_text,
+                                      product if function_name == REVIEW else None)
 
 
 def parse_asins(text: str) -> list[str]:
@@ -101,12 +64,12 @@ def parse_asins(text: str) -> list[str]:
     return list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
 
 
-def parse_parameters(function_name: str, output: str) -> Action:
-    """The action a generated parameter stands for: a leading `Say:` is a message to
-    the user, `stop` ends the task, anything else fills `function_name`'s parameter."""
+def parse_parameters(function_name: str, output: str, say_prefix: str = "Say:") -> Action:
+    """The action a generated parameter stands for: a leading `say_prefix` (any case) is a
+    message to the user, `stop` ends the task, anything else fills `function_name`'s parameter."""
     text = output.strip()
-    if text.lower().startswith(SAY_PREFIX):
-        return Action(RESPOND, {"content": text[len(SAY_PREFIX):].strip()})
+    if text.lower().startswith(say_prefix.lower()):
+        return Action(RESPOND, {"content": text[len(say_prefix):].strip()})
     if text.lower() == STOP:
         return Action(STOP)
     if function_name == RECOMMEND:
@@ -171,33 +134,34 @@ class PumaAgent(Agent):
         self.memory_length = memory_length
         self.mem_token_length = mem_token_length
 
-    def choose_function(self, task: dict[str, Any]) -> tuple[str | None, str]:
+    def choose_function(self, protocol: Protocol, task: dict[str, Any]) -> tuple[str | None, str]:
         """(the task function named, the raw output); None when the output names none."""
         instruction = task["task"]
         if instruction in self.functions:
             raw = self.functions[instruction]
         elif self.generator is not None:
-            raw = self.generator.generate(function_prompt(instruction), max_new_tokens=16)
+            raw = self.generator.generate(protocol.puma_function_prompt(instruction), max_new_tokens=16)
         else:
             raise ValueError(f"the function file has no entry for instruction {instruction[:80]!r}")
         return normalise_function_name(raw), raw
 
-    def parameter_output(self, task: dict[str, Any], function_name: str) -> str:
+    def parameter_output(self, protocol: Protocol, task: dict[str, Any], function_name: str) -> str:
         instruction = task["task"]
         if instruction in self.params:
             return self.params[instruction]
         if self.generator is None:
             raise ValueError(f"the parameter file has no entry for instruction {instruction[:80]!r}")
-        memory = taskspe_memory_text(self.data, task, function_name, self.memory_length,
+        memory = taskspe_memory_text(protocol, self.data, task, function_name, self.memory_length,
                                      self.generator.tokenizer, self.mem_token_length)
-        prompt = parameter_prompt(instruction, function_name, memory, task["target"]["product_info"])
+        prompt = parameter_prompt(protocol, instruction, function_name, memory, task["target"]["product_info"])
         return self.generator.generate(prompt)
 
-    def decide(self, task: dict[str, Any]) -> Action:
-        function_name, raw = self.choose_function(task)
+    def decide(self, protocol: Protocol, task: dict[str, Any]) -> Action:
+        function_name, raw = self.choose_function(protocol, task)
         if function_name is None:  # a function output naming no tool: a message, scored (0, 0)
             return Action(RESPOND, {"content": raw})
-        return parse_parameters(function_name, self.parameter_output(task, function_name))
+        return parse_parameters(function_name, self.parameter_output(protocol, task, function_name),
+                                protocol.text("puma.agent.say_prefix"))
 
     def solve(self, env: PWABEnv, task_index: int) -> Episode:
         observation, info = env.reset(task_index)
@@ -205,7 +169,7 @@ class PumaAgent(Agent):
                                 {"role": "user", "content": observation}])
         done = False
         while not done:
-            action = self.decide(info["task"]) if not episode.actions else Action(STOP)
+            action = self.decide(env.protocol, info["task"]) if not episode.actions else Action(STOP)
             episode.usage.add_call()
             episode.actions.append(action.to_dict())
             if action.name == RESPOND:

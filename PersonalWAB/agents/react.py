@@ -1,59 +1,46 @@
-"""Text ReAct agents: `react` and `react_reflect` (a reflection after each user
-message in the multi-turn track).
+"""Text ReAct agents: `react` and `react_reflect`, as in the release.
 
-The model answers in Thought / Action / Arguments lines. Output that drifts from
-the format is parsed as far as possible; what cannot be read becomes a message
-to the user (single-turn: the task ends with no result) or, for unreadable
-arguments, a call the environment rejects. Neither crashes the run.
+The system prompt is the track's, then the tool schemas as JSON and the ReAct
+instructions, then the memory (`last`, `relevant` or `random`). The model writes
+Thought / Action / Arguments lines; the action is what follows the last `Action:` up to
+`Arguments:`, its arguments the first line after the last `Arguments:` (JSON, or the
+message itself for `respond`). A reply whose arguments are not a JSON object is asked
+again (10 tries in all). Tool results come back as a user message prefixed `API output: `
+(in the protocol's words). At most 3 model calls in single-turn, `max_steps` in
+multi-turn. `react_reflect` adds, after every message to the user, a reflection written by
+the model from the conversation and appended as an assistant message; it is not a step.
 """
 
 from __future__ import annotations
 
-import re
+import json
 from typing import Any
 
-from PersonalWAB.agents.llm_agent import (
-    SINGLE_TURN_CALL_LIMIT,
-    LLMAgent,
-    extract_json_object,
-    record_call,
-)
-from PersonalWAB.agents.prompts import REACT_FORMAT, REFLECTION_PROMPT, system_prompt
+from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply
 from PersonalWAB.envs.pwab.env import PWABEnv
+from PersonalWAB.protocol import Protocol
 from PersonalWAB.types import RESPOND, Action, Episode
 
-_ACTION = re.compile(r"^\s*\**\s*Action\s*\**\s*:\s*\**\s*`?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE | re.MULTILINE)
-_ARGUMENTS = re.compile(r"^\s*\**\s*(?:Arguments|Action\s*Input)\s*\**\s*:\s*(.*)", re.IGNORECASE | re.MULTILINE | re.DOTALL)
-_THOUGHT = re.compile(r"^\s*\**\s*Thought\s*\**\s*:.*?(?=^\s*\**\s*Action\s*\**\s*:|\Z)", re.IGNORECASE | re.MULTILINE | re.DOTALL)
+SINGLE_TURN_CALL_LIMIT = 3
+TOOLS = ("search_product_by_query", "get_recommendations_by_history", "add_product_review", "stop")
 
 
-def describe_tools(tools: list[dict[str, Any]]) -> str:
-    lines = []
-    for tool in tools:
-        function = tool["function"]
-        params = ", ".join(f"{name}: {spec.get('type')}" for name, spec in function["parameters"]["properties"].items())
-        lines.append(f"- {function['name']}({params}): {function['description']}")
-    lines.append("- respond(content: string): send a message to the user.")
-    return "\n".join(lines)
-
-
-def parse_react(text: str) -> Action:
-    """Read an Action (and its JSON Arguments) out of a ReAct reply."""
-    action = _ACTION.search(text)
-    if action is None:
-        message = _THOUGHT.sub("", text).strip() or text.strip()
-        return Action(RESPOND, {"content": message})
-    name = action.group(1)
-    arguments_match = _ARGUMENTS.search(text, action.end())
-    raw = arguments_match.group(1).strip() if arguments_match else ""
-    if not raw:
-        return Action(name, {})
-    parsed = extract_json_object(raw)
-    if parsed is not None:
-        return Action(name, parsed)
-    if name == RESPOND:
-        return Action(RESPOND, {"content": raw})
-    return Action(name, raw)
+def parse_react(text: Any, protocol: Protocol) -> Action:
+    """The action of a ReAct reply, read as the release reads it."""
+    if not isinstance(text, str):
+        raise UnusableReply("the reply has no text")
+    action_marker, arguments_marker = protocol.text("react.action_marker"), protocol.text("react.arguments_marker")
+    name = text.split(action_marker)[-1].split(arguments_marker)[0].strip()
+    raw = text.split(arguments_marker)[-1].strip().split("\n")[0]
+    if name in (RESPOND, ""):
+        return Action(name, {"content": raw})
+    try:
+        arguments = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UnusableReply(f"arguments are not JSON ({exc})") from None
+    if not isinstance(arguments, dict):
+        raise UnusableReply("arguments are not a JSON object")
+    return Action(name, arguments)
 
 
 class ReActAgent(LLMAgent):
@@ -62,33 +49,33 @@ class ReActAgent(LLMAgent):
     def solve(self, env: PWABEnv, task_index: int) -> Episode:
         observation, info = env.reset(task_index)
         task = info["task"]
-        memory_text, suggested = self.memory_text(task)
-        prompt = system_prompt(env.single_turn, env.max_steps, memory_text, self.offers_details, suggested)
-        prompt += "\n\n" + REACT_FORMAT.format(functions=describe_tools(env.tools_info))
-        episode = Episode(traj=[{"role": "system", "content": prompt}, {"role": "user", "content": observation}])
-        budget = SINGLE_TURN_CALL_LIMIT if env.single_turn else env.max_steps
-        done = False
-        while not done and episode.steps < budget:
-            reply = self.client.complete(episode.traj)
-            record_call(episode, reply)
-            text = reply.message.get("content") or ""
-            episode.traj.append({"role": "assistant", "content": text})
-            action = parse_react(text)
+        protocol = env.protocol
+        system = protocol.react_system_prompt(env.max_steps, env.tools_info(TOOLS))
+        memory = self.memory_for(env, task, react=True)
+        episode = Episode(traj=[{"role": "system", "content": system + (memory or "")},
+                                {"role": "user", "content": observation}])
+        for _ in range(env.max_steps if env.max_steps > 0 else SINGLE_TURN_CALL_LIMIT):
+            try:
+                reply, action = self.ask(episode, episode.traj,
+                                         lambda message: parse_react(message.get("content"), protocol))
+            except UnusableReply as exc:
+                episode.notes["format_error"] = str(exc)
+                break
             episode.actions.append(action.to_dict())
             observation, _, done, _ = env.step(action)
+            if action.name != RESPOND:
+                observation = protocol.text("react.api_output") + observation
+            episode.traj.append({"role": "assistant", "content": reply.message.get("content")})
+            episode.traj.append({"role": "user", "content": observation})
+            if self.reflect and action.name == RESPOND:
+                episode.traj.append({"role": "assistant", "content": self._reflection(protocol, task, episode)})
             if done:
                 break
-            prefix = "" if action.name == RESPOND else "Observation: "
-            episode.traj.append({"role": "user", "content": f"{prefix}{observation}"})
-            if self.reflect and not env.single_turn and episode.steps < budget:
-                self._reflect(episode)
-        self.after_task(task, episode)
         return episode
 
-    def _reflect(self, episode: Episode) -> None:
-        reply = self.client.complete([*episode.traj, {"role": "user", "content": REFLECTION_PROMPT}])
-        record_call(episode, reply)
-        episode.traj.append({"role": "assistant", "content": reply.message.get("content") or ""})
+    def _reflection(self, protocol: Protocol, task: dict[str, Any], episode: Episode) -> str:
+        actions = "".join(f"{m['role']}:{m['content']}\n" for m in episode.traj[1:-1])
+        return self.side_call(episode, protocol.reflection_prompt(task["task"], actions, episode.traj[-1]["content"]))
 
 
 class ReflectiveReActAgent(ReActAgent):

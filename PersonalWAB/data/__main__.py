@@ -1,4 +1,4 @@
-"""Data command line: `python -m PersonalWAB.data {synthetic,download,validate} ...`."""
+"""Data command line: `python -m PersonalWAB.data {synthetic,download,validate,protocol} ...`."""
 
 from __future__ import annotations
 
@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     validate = commands.add_parser("validate", help="check a data directory's files")
     validate.add_argument("--data_dir", required=True)
     validate.set_defaults(func=_validate)
+    from PersonalWAB.protocol import pack
+
+    pack.add_arguments(commands.add_parser(
+        "protocol", help="build the release protocol pack from a checkout of the original release"))
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -9,6 +9,10 @@ Every file goes to `<name>.part` first and is renamed into place only once it ha
 arrived whole, parses, and has the right shape, so an interrupted or bad transfer never
 leaves a file the loader would pick up. No checksums are published, so the check after
 the download compares the data with the sizes the paper reports.
+
+`--with_protocol` / `--protocol_only` also fetch the release's Python files at the pinned
+commit (plain text, from GitHub's raw host) and build the release protocol pack from them
+(see `PersonalWAB.protocol.pack`); those files are checked against their known digests.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR, ArtifactPaths
 
 DEFAULT_BASE_URL = "https://media.githubusercontent.com/media/HongruCai/PersonalWAB/main"
+RAW_BASE_URL = "https://raw.githubusercontent.com"
 OFFICIAL_REPOSITORY = "https://github.com/HongruCai/PersonalWAB"
 REMOTE_DATA_DIR = "PersonalWAB/envs/pwab/data"
 REMOTE_CHECKPOINT = "PersonalWAB/envs/pwab/functions/recommender/checkpoint/pwab.pth"
@@ -477,6 +482,30 @@ def download_official(
     return {**summary, **report}
 
 
+def download_protocol(dest: Path | str, *, base_url: str | None = None, timeout: float = 60.0, retries: int = 3,
+                      backoff: float = 1.0, log: Log = _print_log) -> Path:
+    """Fetch the release's Python files at the pinned commit and build the protocol pack
+    from them (`dest/release_protocol.json`); the files are checked against their digests."""
+    import tempfile
+
+    from PersonalWAB.protocol import DEFAULT_PACK
+    from PersonalWAB.protocol.pack import build_pack, describe, release_file_paths, write_pack
+    from PersonalWAB.protocol.spec import RELEASE_COMMIT, RELEASE_REPOSITORY
+
+    fetcher = _Fetcher(base_url or f"{RAW_BASE_URL}/{RELEASE_REPOSITORY}/{RELEASE_COMMIT}", timeout, retries,
+                       backoff, log)
+    log(f"fetching the release's texts (commit {RELEASE_COMMIT[:7]}) from {fetcher.base_url}")
+    with tempfile.TemporaryDirectory(prefix="pwab-release-") as tmp:
+        for remote in release_file_paths():
+            target = Path(tmp) / remote
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if fetcher.download(remote, target) is None:
+                raise DataError(f"{fetcher.url(remote)}: not found (HTTP 404)")
+        out = write_pack(build_pack(tmp), Path(dest) / DEFAULT_PACK.name)
+    log(describe(json.loads(out.read_text(encoding="utf-8")), out))
+    return out
+
+
 def _print_summary(summary: Mapping[str, Any]) -> None:
     types = ", ".join(f"{kind} {count:,}" for kind, count in summary["test_types"].items())
     print(
@@ -489,6 +518,9 @@ def _print_summary(summary: Mapping[str, Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.protocol_only:
+        download_protocol(args.dest, base_url=args.protocol_base_url, timeout=args.timeout, retries=args.retries)
+        return 0
     if args.verify_only:
         summary = verify_official(args.dest, with_artifacts=args.with_artifacts)
     else:
@@ -501,6 +533,8 @@ def _run(args: argparse.Namespace) -> int:
             retries=args.retries,
         )
     _print_summary(summary)
+    if args.with_protocol:
+        download_protocol(args.dest, base_url=args.protocol_base_url, timeout=args.timeout, retries=args.retries)
     return 0
 
 
@@ -517,4 +551,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait on the network per request")
     parser.add_argument("--retries", type=int, default=3, help="extra attempts after a network error or 5xx")
     parser.add_argument("--verify_only", action="store_true", help="only check the files already in --dest")
+    parser.add_argument("--with_protocol", action="store_true",
+                        help="also build the release protocol pack from the release's files at the pinned commit")
+    parser.add_argument("--protocol_only", action="store_true", help="only build the release protocol pack")
+    parser.add_argument("--protocol_base_url", default=None,
+                        help="where the release's files are served (default: raw.githubusercontent.com at the "
+                             "pinned commit)")
     parser.set_defaults(func=_run)

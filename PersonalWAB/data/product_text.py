@@ -1,5 +1,5 @@
-"""One text rendering of a product, shared by the search index, search/recommend
-results and product-detail lookups, so what the engine indexes is what the agent reads."""
+"""Reading a product's price, which official data stores as a number, null or the string "None".
+(What a model reads of a product is rendered by `PersonalWAB.protocol`.)"""
 
 from __future__ import annotations
 
@@ -23,30 +23,3 @@ def price_value(price: Any) -> float | None:
         return float(price)
     except (TypeError, ValueError):
         return None
-
-
-def product_to_text(product: dict[str, Any]) -> str:
-    details = product.get("details") or {}
-    detail_text = "; ".join(f"{key}: {value}" for key, value in details.items())
-    lines = [
-        f"Title: {product.get('title', '')}",
-        f"Main Category: {product.get('main_category', '')}",
-        f"Categories: {', '.join(product.get('categories') or [])}",
-        f"Store: {product.get('store', '')}",
-        f"Price: {format_price(product.get('price'))}",
-        f"Average Rating: {product.get('average_rating', '')} ({product.get('rating_number', 0)} ratings)",
-        f"Features: {' '.join(product.get('features') or [])}",
-        f"Description: {' '.join(product.get('description') or [])}",
-        f"Details: {detail_text}",
-        f"Parent Asin: {product.get('parent_asin', '')}",
-    ]
-    return "\n".join(lines)
-
-
-def render_product_list(products: list[dict[str, Any]]) -> str:
-    """The text an agent sees for a search or recommendation result."""
-    if not products:
-        return "No products found."
-    return "\n\n".join(
-        f"Product {rank}:\n{product_to_text(product)}" for rank, product in enumerate(products, start=1)
-    )

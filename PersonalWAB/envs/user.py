@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-STOP_TOKEN = "###STOP###"
+if TYPE_CHECKING:
+    from PersonalWAB.protocol import Protocol
 
 
 class UserSimulator(ABC):
-    """Plays the user of one task: opens with the instruction, then answers the agent."""
+    """Plays the user of one task. The request itself reaches the agent as the first
+    observation; afterwards the user answers the agent's messages (`respond`) only."""
 
     cost: float = 0.0
 
     @abstractmethod
-    def reset(self, task: dict[str, Any], profile: dict[str, str]) -> str:
-        """Start a new episode; return the user's first message."""
+    def reset(self, task: dict[str, Any], profile: dict[str, str], protocol: "Protocol") -> str | None:
+        """Start a new episode. Return None to open with the task's request as the protocol
+        writes it, or the user's own opening line (a person at the terminal)."""
 
     @abstractmethod
     def reply(self, agent_message: str) -> str:
-        """Answer the agent's message or react to the results it shows; STOP_TOKEN ends."""
+        """Answer a message the agent sent to the user."""
 
 
 USER_MODES = ("no", "naive", "human", "offline")

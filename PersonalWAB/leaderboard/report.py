@@ -21,9 +21,9 @@ from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.analysis import is_solved
-from PersonalWAB.leaderboard.summarize import (MULTI_TURN, SYNTHETIC_NOTE, TABLE_CSS, row_from_report,
+from PersonalWAB.leaderboard.summarize import (CUSTOM_NOTE, MULTI_TURN, SYNTHETIC_NOTE, TABLE_CSS, row_from_report,
                                                render_html_tables)
-from PersonalWAB.leaderboard.validate import ValidationReport, validate_file
+from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, validate_file
 from PersonalWAB.results import record_steps, task_score
 
 MAX_TEXT = 3000  # characters kept of each message in the task list
@@ -254,6 +254,8 @@ def render_report(report: ValidationReport, name: str | None = None) -> str:
              f"<p>File: <code>{html.escape(str(report.path))}</code></p>"]
     if "synthetic" in report.flags:
         parts.append(f'<p class="banner">This run used {SYNTHETIC_NOTE}.</p>')
+    if CUSTOM in report.flags:
+        parts.append(f'<p class="banner">This is a custom run ({html.escape(CUSTOM_NOTE)}).</p>')
     parts.append(_validation_section(report))
     if report.result is not None:
         parts.append(_run_args_section(report.result.run_args))

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
-from PersonalWAB.leaderboard.validate import ValidationReport, run_track, validate_file
+from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, run_track, validate_file
 
 GROUPS = (*TASK_TYPES, "overall")
 GROUP_TITLES = {"search": "Search", "recommend": "Recommendation", "review": "Review", "overall": "Overall"}
 MULTI_TURN = "multi-turn"
 TRACK_ORDER = {"single-turn": 0, MULTI_TURN: 1}
 SYNTHETIC_NOTE = "synthetic data: comparable only with runs on the same synthetic data, never with the paper"
+CUSTOM_NOTE = "custom runs: other texts or rules than the release's, comparable only with each other"
 
 
 @dataclass
@@ -42,6 +43,10 @@ class Row:
     @property
     def synthetic(self) -> bool:
         return "synthetic" in self.flags
+
+    @property
+    def custom(self) -> bool:
+        return CUSTOM in self.flags
 
     def score(self, group: str, key: str) -> float:
         return float(self.statistics.get(group, {}).get(key, 0.0))
@@ -85,17 +90,19 @@ def rank(rows: list[Row]) -> list[Row]:
 
 
 def tables(rows: list[Row]) -> list[tuple[str, list[Row]]]:
-    """Ranked rows split into comparable tables: (title, rows), single-turn first."""
-    groups: dict[tuple[str, bool, str], list[Row]] = {}
+    """Ranked rows split into comparable tables: (title, rows), single-turn first, standard
+    runs before custom ones (never in one table)."""
+    groups: dict[tuple[str, bool, bool, str], list[Row]] = {}
     for row in rank(rows):
-        groups.setdefault((row.track, row.synthetic, row.data_source), []).append(row)
+        groups.setdefault((row.track, row.custom, row.synthetic, row.data_source), []).append(row)
     out = []
-    for (track, synthetic, source), members in sorted(
+    for (track, custom, synthetic, source), members in sorted(
             groups.items(), key=lambda item: (TRACK_ORDER.get(item[0][0], 2), item[0][1:])):
         if track not in TRACK_ORDER:
             title = "Interrupted runs (no header: track and data source unknown)"
         else:
-            title = f"{track.capitalize()} track, {source} data" + (f" ({SYNTHETIC_NOTE})" if synthetic else "")
+            title = (f"{track.capitalize()} track, {'custom' if custom else 'standard'} protocol, {source} data"
+                     + (f" ({CUSTOM_NOTE})" if custom else "") + (f" ({SYNTHETIC_NOTE})" if synthetic else ""))
         out.append((title, members))
     return out
 

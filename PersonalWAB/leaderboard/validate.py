@@ -27,6 +27,7 @@ from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.results import HEADER_KEYS, RECORD_KEYS, compute_statistics, record_cost
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
+STANDARD, CUSTOM = "standard", "custom"
 STAT_KEYS = ("total_count", "avg_interaction_times", "avg_action_acc", "avg_res_acc")
 USAGE_LISTS = ("completion_tokens", "prompt_tokens", "total_tokens")
 TASK_INFO_KEYS = ("user_id", "task", "type", "timestamp", "target")
@@ -112,6 +113,7 @@ class ValidationReport:
             "warnings": self.count(WARNING),
             "flags": list(self.flags),
             "synthetic": "synthetic" in self.flags,
+            "protocol": CUSTOM if CUSTOM in self.flags else STANDARD,
             "track": run_track(self.result) if self.result else None,
             "data_source": run_args.get("data_source"),
             "search_backend": run_args.get("search_backend"),
@@ -129,6 +131,24 @@ def run_track(result: ResultFile) -> str:
         return "unknown (no header)"
     max_steps = result.run_args.get("max_steps", -1)
     return "multi-turn" if _is_number(max_steps) and max_steps > 0 else "single-turn"
+
+
+def protocol_label(run_args: dict[str, Any]) -> tuple[str, list[str]]:
+    """("standard" | "custom", reasons). A run is standard when it used the pinned release's
+    texts with no departure. A file without `protocol` and without `project_version` was
+    written by the release's own run.py: standard. One from an older version of this project
+    (project texts, the only ones it had): custom."""
+    from PersonalWAB.run import custom_reasons
+
+    record = run_args.get("protocol")
+    if record is None:
+        if "project_version" in run_args:
+            return CUSTOM, ["written before protocol records (project texts)"]
+        return STANDARD, []
+    if not isinstance(record, dict):
+        return CUSTOM, ["run_args.protocol is not an object"]
+    reasons = custom_reasons(record)
+    return (CUSTOM, reasons) if reasons else (STANDARD, [])
 
 
 def is_synthetic(run_args: dict[str, Any]) -> bool:
@@ -278,6 +298,15 @@ class _Checker:
         elif is_synthetic(run_args):
             self.flag("synthetic")
             self.add(WARNING, f"run on {run_args['data_source']}: not comparable to the paper or to official runs")
+        label, reasons = protocol_label(run_args)
+        if label == CUSTOM:
+            self.flag(CUSTOM)
+            self.add(WARNING, f"custom run ({'; '.join(reasons)}): not comparable with standard runs or the paper")
+        record = run_args.get("protocol")
+        if isinstance(record, dict) and record.get("standard") is not None and \
+                bool(record.get("standard")) != (label == STANDARD):
+            self.add(ERROR, f"run_args.protocol.standard is {record.get('standard')!r} but its texts and departures "
+                            f"make the run {label}", 0)
         backend = run_args.get("search_backend")
         if backend is None:
             self.add(NOTE, "run_args has no search_backend (original release format): backend unknown")

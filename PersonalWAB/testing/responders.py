@@ -14,9 +14,10 @@ PLAIN_REVIEW = "I like it. It works as described and the quality is good."
 
 
 def instruction_of(request: dict[str, Any]) -> str:
-    """The user's instruction: the first user message is `USER <id>: <instruction>[...]`."""
+    """The user's instruction: the first user message opens with `USER <id>: <instruction>`
+    (a review task's product follows on the next lines)."""
     first_user = next(m for m in request["messages"] if m["role"] == "user")
-    return first_user["content"].split(": ", 1)[1].split("\n\nProduct details:")[0]
+    return first_user["content"].split(": ", 1)[1].split("\n", 1)[0]
 
 
 def sensible_call(instruction: str) -> tuple[str, dict[str, Any]]:
@@ -38,4 +39,4 @@ def tool_caller(request: dict[str, Any]) -> ScriptedReply:
 def react_writer(request: dict[str, Any]) -> ScriptedReply:
     """A model answering in the ReAct text format."""
     name, arguments = sensible_call(instruction_of(request))
-    return ScriptedReply(content=f"Thought: the user wants this.\nAction: {name}\nArguments: {json.dumps(arguments)}")
+    return ScriptedReply(content=f"Thought:\nThe user wants this.\nAction:\n{name}\nArguments:\n{json.dumps(arguments)}")

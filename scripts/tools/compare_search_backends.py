@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from PersonalWAB.data.loader import load_benchmark_data  # noqa: E402
 from PersonalWAB.envs.pwab.functions.search.engine import SearchEngine, open_search_engine  # noqa: E402
+from PersonalWAB.protocol import load_protocol  # noqa: E402
 from PersonalWAB.paths import ArtifactPaths, default_data_dir  # noqa: E402
 
 
@@ -102,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lucene_index", type=Path, default=None)
     parser.add_argument("--bm25s_index", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
+    parser.add_argument("--protocol_file", default=None, help="the protocol pack the indexes were built with")
     args = parser.parse_args(argv)
+    protocol = load_protocol(args.protocol_file)
 
     data = load_benchmark_data(args.data_dir or default_data_dir())
     artifacts = ArtifactPaths.for_data_dir(data.data_dir)
@@ -115,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     for backend, index_dir in (("lucene", args.lucene_index or artifacts.lucene_index),
                                ("bm25s", args.bm25s_index or artifacts.bm25s_index)):
         started = time.perf_counter()
-        engine = open_search_engine(backend, index_dir)
+        engine = open_search_engine(backend, index_dir, lambda asin: protocol.product_block(data.products[asin]))
         opened = time.perf_counter() - started
         results[backend], latency[backend] = timed_searches(engine, queries, args.k)
         latency[backend]["open_s"] = round(opened, 3)

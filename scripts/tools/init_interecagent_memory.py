@@ -1,20 +1,20 @@
 """Create the InteRecAgent memory file that `run.py --agent_memory interecagent
 --interec_memory_file FILE` starts from.
 
-    python scripts/tools/init_interecagent_memory.py --data_dir DIR --out FILE [--max_items 30]
+    python scripts/tools/init_interecagent_memory.py --data_dir DIR --out FILE \
+        [--model gpt-4o-mini] [--api_base URL] [--max_concurrency 4] [--protocol_file PACK]
+    python scripts/tools/init_interecagent_memory.py --data_dir DIR --out FILE --offline
 
-The initialisation is offline (no language model) and reads training data only:
+As in the release, a language model reads each user's history-split reviews (the newest
+200) and writes the parent ASINs the user likes and dislikes (one call per user,
+temperature 0); expectations start empty. The file is saved after every user, and a
+second run with the same --out skips the users already in it. `--offline` writes it
+without a model, by rating (4 or more: like; 2 or less: dislike): a departure from the
+release, for runs with no key.
 
-* like: products of each user's behaviours of split "history" or "train" rated 4 or
-  more, as "title (store, main category, $price, parent ASIN)";
-* dislike: the same for ratings of 2 or less;
-* expect: short phrases (first sentence, at most 12 words) of the user's train-split
-  search and recommendation instructions.
-
-Test-split behaviours and instructions are never read, so evaluating on the test
-split leaks nothing. (Train-split targets are among the likes: do not evaluate the
-train split with this file.) During a run the agent's model adds to the lists after
-each task, and the file is saved after every update.
+Only the history split is read, so evaluating on the train or test split leaks nothing.
+During a run the agent's model updates the lists after each task and the file is saved
+after every update.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from PersonalWAB.data.loader import load_benchmark_data  # noqa: E402
 from PersonalWAB.errors import DataError  # noqa: E402
-from PersonalWAB.interec_memory import MAX_ITEMS, initial_memory, write_memory_file  # noqa: E402
+from PersonalWAB.interec_memory import (KINDS, initial_memory, llm_initial_memory, read_memory_file,  # noqa: E402
+                                        write_memory_file)
 from PersonalWAB.paths import default_data_dir  # noqa: E402
 
 
@@ -35,18 +36,45 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default=None, help="data directory (default: official data, else synthetic)")
     parser.add_argument("--out", required=True, help="memory file to write (JSON)")
-    parser.add_argument("--max_items", type=int, default=MAX_ITEMS, help="longest list kept per user and kind")
+    parser.add_argument("--model", default="gpt-4o-mini", help="any litellm model string (default gpt-4o-mini)")
+    parser.add_argument("--api_base", default=None, help="base URL of an OpenAI-compatible server")
+    parser.add_argument("--max_concurrency", type=int, default=4, help="model calls in flight")
+    parser.add_argument("--max_retries", type=int, default=5, help="retries of a call on transient errors")
+    parser.add_argument("--protocol_file", default=None, help="release protocol pack (default: the default pack "
+                                                              "when placed, else the project's texts)")
+    parser.add_argument("--offline", action="store_true", help="no model: like/dislike by rating")
     args = parser.parse_args(argv)
+    if args.max_concurrency < 1:
+        parser.error("--max_concurrency must be at least 1")
     try:
         data = load_benchmark_data(args.data_dir or default_data_dir())
+        if args.offline:
+            entries, unreadable = initial_memory(data), []
+        else:
+            from tqdm import tqdm
+
+            from PersonalWAB.llm import LLMClient
+            from PersonalWAB.protocol import load_protocol
+
+            protocol = load_protocol(args.protocol_file)
+            done = read_memory_file(args.out) if Path(args.out).exists() else {}
+            client = LLMClient(args.model, api_base=args.api_base, temperature=0.0, max_retries=args.max_retries)
+            with tqdm(total=len(set(data.histories) - set(done)), desc="initial InteRecAgent memory",
+                      unit="user") as bar:
+                entries, unreadable = llm_initial_memory(
+                    data, client, protocol, done=done, max_concurrency=args.max_concurrency,
+                    checkpoint=lambda e: write_memory_file(args.out, e), progress=bar.update)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    entries = initial_memory(data, args.max_items)
     write_memory_file(args.out, entries)
-    totals = {kind: sum(len(e[kind]) for e in entries.values()) for kind in ("like", "dislike", "expect")}
-    print(f"wrote {args.out}: {len(entries)} users, "
+    totals = {kind: sum(len(e[kind]) for e in entries.values()) for kind in KINDS}
+    how = "offline, by rating" if args.offline else f"written by {args.model}"
+    print(f"wrote {args.out}: {len(entries)} users ({how}), "
           + ", ".join(f"{n} {kind}s" for kind, n in totals.items()) + f" (from {data.source} data)")
+    if unreadable:
+        print(f"warning: {len(unreadable)} user(s) got an answer that is not a JSON object and start with empty "
+              f"lists (e.g. {unreadable[0]})", file=sys.stderr)
     return 0
 
 

@@ -1,9 +1,11 @@
 """The engines behind the web functions, opened lazily and shared by all tasks.
 
-One `Engines` object per (data directory, search backend) holds the BM25 search
-engine, the SASRec recommender and the MiniLM embedder. Each is opened on first
-use under a lock, so a run that only does reviews never starts the JVM, and
-concurrent tasks share one instance of each.
+One `Engines` object per (data directory, search backend, protocol) holds the BM25
+search engine, the SASRec recommender and the MiniLM embedder. Each is opened on
+first use under a lock, so a run that only does reviews never starts the JVM, and
+concurrent tasks share one instance of each. The protocol renders the products a
+search index holds; an index rendered by other texts is refused with the command
+that rebuilds it.
 """
 
 from __future__ import annotations
@@ -15,18 +17,21 @@ from typing import Any
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.envs.pwab.text_embedding import TextEmbedder, shared_embedder
 from PersonalWAB.errors import DataError
+from PersonalWAB.paths import OFFICIAL_INDEX_DIR
+from PersonalWAB.protocol import Protocol, load_protocol
 
 SEARCH_BACKENDS = ("lucene", "bm25s")
 
 
 class Engines:
-    def __init__(self, data: BenchmarkData, search_backend: str = "lucene",
+    def __init__(self, data: BenchmarkData, search_backend: str = "lucene", protocol: Protocol | None = None,
                  search_index: Path | None = None, checkpoint: Path | None = None,
                  item_map: Path | None = None, embedder: TextEmbedder | None = None):
         if search_backend not in SEARCH_BACKENDS:
             raise DataError(f"unknown search backend {search_backend!r}; expected one of {SEARCH_BACKENDS}")
         artifacts = data.artifacts
         self.data = data
+        self.protocol = protocol or load_protocol()
         self.search_backend = search_backend
         default_index = artifacts.lucene_index if search_backend == "lucene" else artifacts.bm25s_index
         self.search_index = Path(search_index) if search_index else default_index
@@ -42,9 +47,19 @@ class Engines:
         if self._search is None:
             with self._lock:
                 if self._search is None:
-                    from PersonalWAB.envs.pwab.functions.search.engine import open_search_engine
+                    from PersonalWAB.envs.pwab.functions.search.engine import (contents_fingerprint,
+                                                                               open_search_engine)
 
-                    self._search = open_search_engine(self.search_backend, self.search_index)
+                    official = self.search_index.resolve() == OFFICIAL_INDEX_DIR.resolve()
+                    if not official and contents_fingerprint(self.search_index) != self.protocol.contents_fingerprint:
+                        raise DataError(
+                            f"{self.search_index}: built from other product texts than the {self.protocol.name} "
+                            f"protocol's; rebuild it with `python -m PersonalWAB.build --data_dir "
+                            f"{self.data.data_dir} --search_backend {self.search_backend}` (with the same "
+                            "--protocol_file)")
+                    self._search = open_search_engine(
+                        self.search_backend, self.search_index,
+                        lambda asin: self.protocol.product_block(self.data.products[asin]))
         return self._search
 
     @property
@@ -58,14 +73,15 @@ class Engines:
         return self._recommender
 
 
-_SHARED: dict[tuple[Path, str], Engines] = {}
+_SHARED: dict[tuple[Path, str, str], Engines] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_engines(data: BenchmarkData, search_backend: str = "lucene") -> Engines:
-    """The one `Engines` of a data directory and backend, created on first request."""
-    key = (data.data_dir, search_backend)
+def shared_engines(data: BenchmarkData, search_backend: str = "lucene", protocol: Protocol | None = None) -> Engines:
+    """The one `Engines` of a data directory, backend and protocol, created on first request."""
+    protocol = protocol or load_protocol()
+    key = (data.data_dir, search_backend, protocol.contents_fingerprint)
     with _SHARED_LOCK:
         if key not in _SHARED:
-            _SHARED[key] = Engines(data, search_backend)
+            _SHARED[key] = Engines(data, search_backend, protocol)
         return _SHARED[key]

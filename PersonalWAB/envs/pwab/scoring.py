@@ -1,35 +1,46 @@
-"""Function Acc and Result Acc of one attempt (DESIGN §3.2)."""
+"""Function Acc and Result Acc of one attempt (DESIGN §3.2), as the release scores them.
+
+Function Acc is 1 when the called function matches the task type and ran without
+error. Result Acc is read off what the function returned, whichever function it was
+(so a wrong function can carry a Result Acc, which no task score uses): for search
+and recommendation tasks, `1 - i/len(results)` for the first result whose text
+contains the target ASIN; for review tasks, the MiniLM cosine of the posted review
+and the real one, kept in [0, 1] (the release keeps the raw cosine: a negative value,
+or 1 + float error for an identical review, would fall outside the leaderboard's range).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE, FunctionOutput
+from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
 from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
 from PersonalWAB.types import Attempt
 
 
-def rank_score(target_asin: str, asins: list[str]) -> float:
-    """1 - rank/len(results) for the 0-based rank of the target; 0 when absent."""
-    if target_asin not in asins:
-        return 0.0
-    return 1.0 - asins.index(target_asin) / len(asins)
+def rank_score(target_asin: str, results: list[str]) -> float:
+    """1 - i/len(results) for the first result text that contains the target ASIN; 0 when none does."""
+    for rank, text in enumerate(results):
+        if target_asin in text:
+            return 1.0 - rank / len(results)
+    return 0.0
 
 
 def review_score(embedder: TextEmbedder, review: str, target_review: str) -> float:
-    """MiniLM cosine between the written and the real review, floored at 0 so
-    every Result Acc stays in [0, 1]."""
-    return max(0.0, embedder.similarity(review, target_review))
+    """MiniLM cosine between the written and the real review, clipped to [0, 1]."""
+    return min(1.0, max(0.0, embedder.similarity(target_review, review)))
 
 
-def score_attempt(task: dict[str, Any], function_name: str, output: FunctionOutput | None,
+def score_attempt(task: dict[str, Any], function_name: str, value: Any, failed: bool,
                   embedder: TextEmbedder) -> Attempt:
-    """An attempt with the wrong function or a failed call scores (0, 0)."""
-    if output is None or FUNCTION_FOR_TASK_TYPE[task["type"]] != function_name:
+    """Score what an action function returned; a failed call scores (0, 0)."""
+    if failed:
         return Attempt(function_name, 0.0, 0.0)
-    target = task["target"]
+    function_acc = 1.0 if FUNCTION_FOR_TASK_TYPE[task["type"]] == function_name else 0.0
+    result_acc = 0.0
     if task["type"] == "review":
-        result = review_score(embedder, output.review or "", target["review"]["text"])
-    else:
-        result = rank_score(target["product_info"]["parent_asin"], output.asins or [])
-    return Attempt(function_name, 1.0, result)
+        if isinstance(value, dict):
+            result_acc = review_score(embedder, value["review"], task["target"]["review"]["text"])
+    elif isinstance(value, list):
+        result_acc = rank_score(task["target"]["product_info"]["parent_asin"], value)
+    return Attempt(function_name, function_acc, result_acc)

@@ -1,16 +1,18 @@
 """`--user_mode offline`: a rule-based user with no model, deterministic given a seed.
 
-It knows the target product (and for review tasks the real review) and reacts
-the way a patient shopper would:
-- results shown (search / recommend): the target's rank decides. Ranks 1-3 satisfy
-  the user (STOP). Lower down, the user names an attribute the top results lack
-  (brand/store, price band, a key feature, the kind of product). Absent, the user
-  reveals one more attribute. Never the ASIN or the title verbatim.
-- a review posted: compared with the real review by word overlap (a lexical proxy
-  of the benchmark's embedding score); close enough satisfies the user, otherwise
-  the user names a few aspects (single words) the real review covers and the rating.
-- a question: answered from the profile and the target's attributes.
-After `patience` unsatisfying attempts, or too many turns, the user gives up (STOP).
+It follows the release's multi-turn protocol: it answers only messages the agent sends
+it (`respond`), never sees tool results, and cannot end the episode. It knows the
+target product (and for review tasks the real review) and judges what the agent tells
+it, as a patient shopper would:
+- products named by ASIN in the message (the agent reporting results): the target
+  among the first three named satisfies the user; lower down or absent, the user
+  names an attribute of what it wants (brand/store, a key feature, the kind of
+  product, a price band), one more each time. Never the ASIN or the title verbatim.
+- a review presented in the message: compared with the real review by word overlap (a
+  lexical proxy of the benchmark's embedding score); close enough satisfies the user,
+  otherwise it names a few aspects (single words) the real review covers and the rating.
+- anything else (a question): answered from the profile and the target's attributes.
+A satisfied reply starts with one of `SATISFIED_OPENINGS`, so an agent can tell.
 
 Numbers obtained with it are not comparable to those with the LLM user simulator.
 """
@@ -21,13 +23,16 @@ import random
 import re
 from typing import Any
 
-from PersonalWAB.envs.user import STOP_TOKEN, UserSimulator
-from PersonalWAB.envs.users.persona import key_features, level, price_band, product_kind
+from PersonalWAB.data.product_text import price_value
+from PersonalWAB.envs.user import UserSimulator
+from PersonalWAB.protocol import Protocol
 
 NOTE = ("offline rule-based user simulator (no model): results are not comparable to runs with the "
         "LLM user simulator (--user_mode naive)")
-_ASIN_LINE = re.compile(r"Parent Asin: (\S+)")
+SATISFIED_OPENINGS = ("Perfect, that's the one", "Perfect, that sounds like me")
+_ASIN = re.compile(r"\b[A-Z0-9]{10}\b")
 _WORD = re.compile(r"[a-z0-9]+")
+_LEVEL = re.compile(r"\b(high|medium|low)\b", re.IGNORECASE)
 _STOP = frozenset(
     "a an and are as at be but by for from has have i i'm im in is it its me my of on or so that the this to was "
     "were will with you your can could would should it's just also really very what which how when there their "
@@ -35,33 +40,61 @@ _STOP = frozenset(
     "more most much only own same some such other any each few both these those get got".split()
 )
 SATISFIED_REVIEW_OVERLAP = 0.6
+REVIEW_MARKERS = ("review", "wrote", "posted")
 
 
 def words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 2]
 
 
+def level(value: Any) -> str:
+    match = _LEVEL.search(str(value or ""))
+    return match.group(1).lower() if match else "medium"
+
+
+def price_band(price: Any) -> str | None:
+    value = price_value(price)
+    if value is None:
+        return None
+    for limit in (10, 25, 50, 100, 200):
+        if value < limit:
+            return f"under ${limit}"
+    return "over $200"
+
+
+def key_features(product: dict[str, Any], limit: int = 3) -> list[str]:
+    """Short feature phrases: the lead-in of each feature line ("MEMORY RECALL — ..." -> "memory recall")."""
+    phrases = []
+    for feature in product.get("features") or []:
+        head = re.split(r"\s*(?:[:\u2014\u2013]| - )\s*", str(feature), maxsplit=1)[0].strip()
+        if 1 <= len(head.split()) <= 4:
+            phrases.append(head.lower())
+        if len(phrases) >= limit:
+            break
+    return phrases
+
+
+def product_kind(product: dict[str, Any]) -> str:
+    categories = product.get("categories") or []
+    return str(categories[-1] if categories else product.get("main_category") or "product")
+
+
 class OfflineUser(UserSimulator):
-    def __init__(self, seed: int = 0, patience: int = 3, max_turns: int = 12):
+    def __init__(self, seed: int = 0):
         self.seed = seed
-        self.patience = patience
-        self.max_turns = max_turns
         self.cost = 0.0
 
-    # -- episode -------------------------------------------------------------------------------
-    def reset(self, task: dict[str, Any], profile: dict[str, str]) -> str:
+    def reset(self, task: dict[str, Any], profile: dict[str, str], protocol: Protocol) -> None:
         self.task = task
         self.profile = profile
         self.product = task["target"]["product_info"]
         self.review = task["target"].get("review") or {}
         self.rng = random.Random(f"{self.seed}|{task['user_id']}|{task['timestamp']}|{task['type']}")
-        self.failures = 0
-        self.turns = 0
         self.revealed: list[tuple[str, str]] = []
         self.hints = self._hint_order()
         self.review_words = self._review_aspects()
         self.told_words: list[str] = []
-        return task["task"]
+        return None
 
     def _hint_order(self) -> list[tuple[str, str]]:
         product = self.product
@@ -88,55 +121,23 @@ class OfflineUser(UserSimulator):
         return aspects
 
     def reply(self, agent_message: str) -> str:
-        self.turns += 1
-        if self.turns > self.max_turns:
-            return f"I think we are going round in circles; I'll stop here. {STOP_TOKEN}"
         text = agent_message.strip()
-        if text.startswith("Error:") or text.startswith("Unknown action"):
-            return self._unsatisfied("That did not work at all. " + self._next_hint_sentence())
-        ranked = _ASIN_LINE.findall(text)
-        if ranked or self._looks_like_empty_results(text):
-            return self._react_to_results(ranked, text)
-        if text.startswith('{"review"'):
+        named = _ASIN.findall(text)
+        if self.task["type"] != "review" and named:
+            return self._react_to_products(named)
+        if self.task["type"] == "review" and any(marker in text.lower() for marker in REVIEW_MARKERS):
             return self._react_to_review(text)
         return self._answer(text)
 
     # -- reactions -----------------------------------------------------------------------------
-    def _unsatisfied(self, message: str) -> str:
-        self.failures += 1
-        if self.failures >= self.patience:
-            return f"Never mind, I'll look elsewhere. {STOP_TOKEN}"
-        return message
-
-    @staticmethod
-    def _looks_like_empty_results(text: str) -> bool:
-        return text in ("", "[]") or text.lower().startswith("no product")
-
-    def _react_to_results(self, ranked: list[str], text: str) -> str:
+    def _react_to_products(self, named: list[str]) -> str:
         target = self.product["parent_asin"]
-        rank = ranked.index(target) if target in ranked else None
+        rank = named.index(target) if target in named else None
         if rank is not None and rank < 3:
-            return self.rng.choice(["That's the one, thanks!", "Great, that's what I wanted.",
-                                    "Perfect, I'll take that."]) + f" {STOP_TOKEN}"
+            return f"{SATISFIED_OPENINGS[0]}, thanks!"
         if rank is not None:
-            missing = self._missing_from_top(text)
-            if missing is not None:
-                self._reveal(missing)
-                return self._unsatisfied(f"Closer, but the top ones are not it. {self._phrase(missing)}")
-            return self._unsatisfied("Something further down looks closer than the top ones. "
-                                     + self._next_hint_sentence())
-        return self._unsatisfied("None of these is what I'm after. " + self._next_hint_sentence())
-
-    def _missing_from_top(self, text: str) -> tuple[str, str] | None:
-        blocks = re.split(r"(?m)^Product \d+:\n", text)[1:4]
-        top = " ".join(blocks).lower()
-        for kind, value in self.hints:
-            if kind == "price":
-                continue
-            if value.lower() not in top:
-                return kind, value
-        band = next((h for h in self.hints if h[0] == "price"), None)
-        return band
+            return f"Closer: it is in there, but not near the top. {self._next_hint_sentence()}"
+        return f"None of these is what I'm after. {self._next_hint_sentence()}"
 
     def _reveal(self, hint: tuple[str, str]) -> None:
         if hint not in self.revealed:
@@ -166,8 +167,8 @@ class OfflineUser(UserSimulator):
         written = set(words(text))
         overlap = len(real & written) / len(real) if real else 1.0
         if overlap >= SATISFIED_REVIEW_OVERLAP:
-            return self.rng.choice(["That sounds like me, post it.", "Good, that's what I'd say."]) + f" {STOP_TOKEN}"
-        return self._unsatisfied("Not quite how I'd put it. " + self._review_hint(written))
+            return f"{SATISFIED_OPENINGS[1]}, post it."
+        return "Not quite how I'd put it. " + self._review_hint(written)
 
     def _review_hint(self, written: set[str]) -> str:
         missing = [w for w in self.review_words if w not in written and w not in self.told_words][:3]

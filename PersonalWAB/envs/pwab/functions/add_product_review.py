@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
-from PersonalWAB.envs.pwab.functions.base import FunctionOutput, function_schema
-
-NO_REVIEW = "No review provided."
-
-SCHEMA = function_schema(
-    "add_product_review",
-    "Post a review of the product on the user's behalf. Write it as the user would.",
-    {"review": {"type": "string", "description": "The review text."}},
-    ["review"],
-)
+from PersonalWAB.envs.pwab.functions.base import ToolContext
+from PersonalWAB.errors import ToolArgumentError
 
 
-def add_product_review(engines, review: str) -> FunctionOutput:
-    text = review.strip() or NO_REVIEW
-    return FunctionOutput(text=json.dumps({"review": text}, ensure_ascii=False), review=text)
+def add_product_review(data: ToolContext, review: Any) -> dict[str, str]:
+    if review and not isinstance(review, str):
+        raise ToolArgumentError("review must be a string")
+    return {"review": review if review else data.protocol.text("review.empty")}

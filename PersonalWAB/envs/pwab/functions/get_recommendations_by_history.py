@@ -1,29 +1,16 @@
-"""get_recommendations_by_history: SASRec next-item recommendations."""
+"""get_recommendations_by_history: SASRec next-item recommendations over the benchmark's
+items; ASINs the recommender does not know are dropped, the last 30 are used."""
 
 from __future__ import annotations
 
-from PersonalWAB.data.product_text import render_product_list
-from PersonalWAB.envs.pwab.functions.base import FunctionOutput, function_schema
+from typing import Any
+
+from PersonalWAB.envs.pwab.functions.base import ToolContext
 
 TOP_K = 10
 
-SCHEMA = function_schema(
-    "get_recommendations_by_history",
-    "Recommend 10 products from a sequence of products the user interacted with. Give the "
-    "products' ASINs in time order, most recent last (at most 30 are used).",
-    {
-        "product_sequence": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Parent ASINs of past products, oldest first, most recent last.",
-        }
-    },
-    ["product_sequence"],
-)
 
-
-def get_recommendations_by_history(engines, product_sequence: list[str]) -> FunctionOutput:
-    asins = engines.recommender.recommend(product_sequence, k=TOP_K)
-    products = [engines.data.products[asin] for asin in asins if asin in engines.data.products]
-    return FunctionOutput(text=render_product_list(products), asins=[p["parent_asin"] for p in products],
-                          products=products)
+def get_recommendations_by_history(data: ToolContext, product_sequence: Any) -> list[str]:
+    asins = data.engines.recommender.recommend(product_sequence, k=TOP_K)
+    # A recommended item missing from the catalogue fails with the KeyError of its ASIN, as in the release.
+    return [data.protocol.recommendation_block(data.products[asin], rank) for rank, asin in enumerate(asins)]

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from PersonalWAB.envs.pwab.functions.base import FunctionOutput, function_schema
-
-SCHEMA = function_schema(
-    "stop",
-    "Call when the task is finished and no further action is needed.",
-    {},
-    [],
-)
+from PersonalWAB.envs.pwab.functions.base import ToolContext
 
 
-def stop(engines) -> FunctionOutput:
-    return FunctionOutput(text="Task finished.")
+def stop(data: ToolContext) -> str:
+    return data.protocol.text("stop.result")

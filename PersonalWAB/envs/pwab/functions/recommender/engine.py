@@ -16,18 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from PersonalWAB.data.loader import LFS_POINTER_PREFIX, read_json
-from PersonalWAB.errors import DataError, ToolArgumentError
+from PersonalWAB.errors import DataError
 
 if TYPE_CHECKING:
     import torch
 
     from PersonalWAB.envs.pwab.functions.recommender.sasrec import SASRec
 
-# The official function puts the first item three extra times in front of a
-# sequence shorter than four items before scoring; kept so the official checkpoint
-# ranks exactly as it does in the release.
-SHORT_SEQUENCE = 4
-SHORT_SEQUENCE_REPEATS = 3
 # Sequences scored per forward pass: bounds the (rows x candidates) score matrix.
 ROWS_PER_PASS = 256
 # A state dict does not record the user count and the network never uses it.
@@ -84,12 +79,6 @@ def load_model(path: Path, device: str = "cpu", num_heads: int = DEFAULT_NUM_HEA
     return model.to(device).eval()
 
 
-def _check_sequence(product_sequence: object) -> None:
-    """Reject what an agent might send instead of a list of ASIN strings (a bare string would split into letters)."""
-    if not isinstance(product_sequence, (list, tuple)) or not all(isinstance(a, str) for a in product_sequence):
-        raise ToolArgumentError("product_sequence must be a list of product ASIN strings")
-
-
 class SASRecRecommender:
     """Top-k next-item ASINs from a SASRec checkpoint, restricted to the item map's items."""
 
@@ -144,10 +133,11 @@ class SASRecRecommender:
         return self._candidate_asins
 
     def _item_ids(self, product_sequence: Sequence[str]) -> list[int]:
-        _check_sequence(product_sequence)
+        """The known items of the sequence, the last `maxlen` of them, taken exactly as the
+        release takes them: whatever the argument is, it is iterated and each element looked
+        up, so a bare string yields its letters (none known) and an unhashable element
+        fails with Python's own message."""
         ids = [self._item_map[asin] for asin in product_sequence if asin in self._item_map]
-        if 0 < len(ids) < SHORT_SEQUENCE:
-            ids = [ids[0]] * SHORT_SEQUENCE_REPEATS + ids
         return ids[-self.maxlen :]
 
     def _score_rows(self, rows: list[list[int]]) -> torch.Tensor:

@@ -28,6 +28,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=2, help="Anserini indexing threads")
     parser.add_argument("--index_dir", type=Path, default=None,
                         help="where to write the index (only with a single --backend)")
+    parser.add_argument("--protocol_file", default=None,
+                        help="release protocol pack whose product text the index holds (default: the default "
+                             "pack when placed, else the project's texts)")
     args = parser.parse_args(argv)
     if args.index_dir is not None and args.backend == "all":
         parser.error("--index_dir needs --backend lucene or --backend bm25s")
@@ -40,17 +43,21 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.envs.pwab.functions.search import engine
+    from PersonalWAB.protocol import load_protocol
 
     try:
+        protocol = load_protocol(args.protocol_file)
         data = load_benchmark_data(args.data_dir or default_data_dir())
         artifacts = ArtifactPaths.for_data_dir(data.data_dir)
         backends = ("lucene", "bm25s") if args.backend == "all" else (args.backend,)
         for backend in backends:
             if backend == "lucene":
                 report = engine.build_lucene_index(data.products, args.index_dir or artifacts.lucene_index,
+                                                   protocol.product_block, protocol.contents_fingerprint,
                                                    threads=args.threads)
             else:
-                report = engine.build_bm25s_index(data.products, args.index_dir or artifacts.bm25s_index)
+                report = engine.build_bm25s_index(data.products, args.index_dir or artifacts.bm25s_index,
+                                                  protocol.product_block, protocol.contents_fingerprint)
             print(f"{backend}: {report['documents']} documents indexed into {report['index_dir']} "
                   f"in {report['seconds']:.1f} s")
     except DataError as exc:

@@ -5,10 +5,14 @@ Two backends answer the same question ("which ten products best match this query
 * ``lucene`` -- the official one: Anserini's Lucene BM25 as Pyserini runs it (k1=0.9,
   b=0.4, Porter stemming, Lucene's English stop words). It opens indexes built here and
   the official prebuilt index alike, because both store the product's parent_asin as
-  the document id.
+  the document id and the raw document (whose ``contents`` the agent is shown).
 * ``bm25s`` -- a pure-Python stand-in (no JVM) for speed and for machines without Java:
   an analyzer written to tokenise like Lucene's, and per-term scores computed as Lucene
   computes them (one-byte document lengths included), so its rankings match Lucene's.
+
+Each product is indexed as the text the protocol renders for it (`Protocol.product_block`),
+which is also what the agent reads for a hit. An index records which texts rendered it
+(`contents_fingerprint`), so a run with other texts rebuilds it instead of showing stale text.
 
 Lucene lives in a JVM reached through pyjnius. pyjnius attaches every Python thread that
 touches Java to the JVM, and threads that end while attached are never cleaned up, so all
@@ -32,7 +36,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol, TypeVar
 
-from PersonalWAB.data.product_text import product_to_text
 from PersonalWAB.errors import DataError, ToolArgumentError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR, ArtifactPaths
 
@@ -55,14 +58,17 @@ class SearchEngine(Protocol):
 
     def batch_search(self, queries: list[str], k: int = 10) -> list[list[str]]: ...
 
+    def contents(self, docids: list[str]) -> list[str]: ...
+
 
 # --------------------------------------------------------------------------- arguments
 
 
 def check_query(query: Any) -> str:
-    """Reject what no backend can search, with the message the agent will read."""
-    if not isinstance(query, str) or not query.strip():
-        raise ToolArgumentError("query must be a non-empty string")
+    """Reject what no backend can search, with the message the agent will read; an empty
+    query is searched (and finds nothing), as in the release."""
+    if not isinstance(query, str):
+        raise ToolArgumentError("query must be a string")
     return query
 
 
@@ -109,6 +115,24 @@ def _replace_dir(built: Path, target: Path) -> None:
 def _require_products(products: dict[str, dict[str, Any]], index_dir: Path) -> None:
     if not products:
         raise DataError(f"{index_dir}: no products to index")
+
+
+CONTENTS_FILE = "pwab_contents.json"
+Render = Callable[[dict[str, Any]], str]
+
+
+def contents_fingerprint(index_dir: Path) -> str | None:
+    """Which texts rendered an index built here; None for an index built elsewhere (the
+    official prebuilt one) or an unreadable record."""
+    path = Path(index_dir) / CONTENTS_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("contents")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _record_contents(index_dir: Path, fingerprint: str) -> None:
+    (index_dir / CONTENTS_FILE).write_text(json.dumps({"contents": fingerprint}), encoding="utf-8")
 
 
 def _scratch_dir(target: Path, purpose: str) -> Path:
@@ -195,7 +219,7 @@ def _quiet_java_logging(autoclass: Callable[[str], Any]) -> None:
 # --------------------------------------------------------------------------- Lucene
 
 
-def _write_json_collection(products: dict[str, dict[str, Any]], folder: Path, files: int) -> None:
+def _write_json_collection(products: dict[str, dict[str, Any]], folder: Path, files: int, render: Render) -> None:
     """Write `{"id", "contents"}` lines, split into `files` parts so Anserini's threads share the work."""
     asins = list(products)
     per_file = -(-len(asins) // files)
@@ -203,7 +227,7 @@ def _write_json_collection(products: dict[str, dict[str, Any]], folder: Path, fi
         chunk = asins[part * per_file : (part + 1) * per_file]
         with open(folder / f"products_{part:02d}.jsonl", "w", encoding="utf-8") as out:
             for asin in chunk:
-                out.write(json.dumps({"id": asin, "contents": product_to_text(products[asin])}) + "\n")
+                out.write(json.dumps({"id": asin, "contents": render(products[asin])}) + "\n")
 
 
 def _index_collection_on_jvm(collection: Path, index: Path, threads: int) -> dict[str, int]:
@@ -226,8 +250,10 @@ def _index_collection_on_jvm(collection: Path, index: Path, threads: int) -> dic
     return {name: getattr(counters, name).get() for name in ("indexed", "empty", "skipped", "errors")}
 
 
-def build_lucene_index(products: dict[str, dict[str, Any]], index_dir: Path, threads: int = 2) -> dict[str, Any]:
-    """Index every product's text (id = parent_asin) with Anserini, replacing `index_dir` when done.
+def build_lucene_index(products: dict[str, dict[str, Any]], index_dir: Path, render: Render,
+                       fingerprint: str, threads: int = 2) -> dict[str, Any]:
+    """Index every product's text `render(product)` (id = parent_asin) with Anserini, replacing
+    `index_dir` when done; `fingerprint` names the texts that rendered it.
 
     Results do not depend on `threads`: Anserini breaks score ties by document id, not by
     the (thread-dependent) order documents entered the index.
@@ -239,10 +265,11 @@ def build_lucene_index(products: dict[str, dict[str, Any]], index_dir: Path, thr
     try:
         collection = scratch / "collection"
         collection.mkdir()
-        _write_json_collection(products, collection, max(1, min(threads, len(products))))
+        _write_json_collection(products, collection, max(1, min(threads, len(products))), render)
         counts = _on_jvm(_index_collection_on_jvm, collection, scratch / "index", max(1, threads))
         if counts["indexed"] != len(products):
             raise DataError(f"{index_dir}: Anserini indexed {counts} of {len(products)} products")
+        _record_contents(scratch / "index", fingerprint)
         _replace_dir(scratch / "index", index_dir)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -269,10 +296,29 @@ class LuceneSearchEngine:
         if not _is_lucene_index(self.index_dir):
             raise _missing_index(self.index_dir, "lucene", "no Lucene index here")
         self._searcher: Any = None  # opened on the JVM thread at first search
+        self._contents: dict[str, str] = {}  # docid -> stored contents, read once
 
     def search(self, query: str, k: int = 10) -> list[str]:
         """ASINs of the best `k` products, best first ([] when no word of the query is indexed)."""
         return _on_jvm(self._search_on_jvm, check_query(query), _check_k(k))
+
+    def contents(self, docids: list[str]) -> list[str]:
+        """The stored `contents` of each document: what the agent is shown for a hit."""
+        missing = [d for d in dict.fromkeys(docids) if d not in self._contents]
+        if missing:
+            self._contents.update(zip(missing, _on_jvm(self._contents_on_jvm, missing)))
+        return [self._contents[d] for d in docids]
+
+    def _contents_on_jvm(self, docids: list[str]) -> list[str]:
+        searcher = self._open_on_jvm()
+        found = []
+        for docid in docids:
+            document = searcher.doc(docid)
+            raw = document.get("raw") if document is not None else None
+            if raw is None:
+                raise DataError(f"{self.index_dir}: document {docid!r} has no stored raw text; rebuild the index")
+            found.append(json.loads(raw)["contents"])
+        return found
 
     def batch_search(self, queries: list[str], k: int = 10) -> list[list[str]]:
         """Many queries in one JVM round trip, searched by Anserini's own thread pool."""
@@ -432,8 +478,10 @@ def _lucene_bm25_matrix(documents: list[list[str]]) -> tuple[dict[str, Any], dic
     return arrays, vocab
 
 
-def build_bm25s_index(products: dict[str, dict[str, Any]], index_dir: Path) -> dict[str, Any]:
-    """Index every product's text for bm25s (Lucene's BM25, k1=0.9, b=0.4) beside its ASIN list.
+def build_bm25s_index(products: dict[str, dict[str, Any]], index_dir: Path, render: Render,
+                      fingerprint: str) -> dict[str, Any]:
+    """Index every product's text `render(product)` for bm25s (Lucene's BM25, k1=0.9, b=0.4)
+    beside its ASIN list; `fingerprint` names the texts that rendered it.
 
     Documents are stored in ASIN order, so ranking ties by position ranks them by ASIN, as
     Anserini does.
@@ -447,7 +495,7 @@ def build_bm25s_index(products: dict[str, dict[str, Any]], index_dir: Path) -> d
     retriever = bm25s.BM25(method="lucene", k1=BM25_K1, b=BM25_B)
     memo: dict[str, tuple[str, ...]] = {}
     retriever.scores, retriever.vocab_dict = _lucene_bm25_matrix(
-        [analyze(product_to_text(products[asin]), memo) for asin in asins]
+        [analyze(render(products[asin]), memo) for asin in asins]
     )
     retriever.nonoccurrence_array = None  # what `index` leaves for the "lucene" method
     scratch = _scratch_dir(index_dir, "build")
@@ -456,6 +504,7 @@ def build_bm25s_index(products: dict[str, dict[str, Any]], index_dir: Path) -> d
         meta = {"analyzer": ANALYZER_ID, "scores": "lucene-stored-lengths", "documents": len(asins),
                 "asins": asins}
         (scratch / _META_FILE).write_text(json.dumps(meta), encoding="utf-8")
+        _record_contents(scratch, fingerprint)
         _replace_dir(scratch, index_dir)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -479,14 +528,16 @@ def _read_bm25s_meta(index_dir: Path) -> dict[str, Any]:
 
 class BM25sSearchEngine:
     """bm25s over memory-mapped score arrays; thread-safe, and ranks equal scores by ASIN as
-    Anserini does."""
+    Anserini does. `contents_of` gives a document's text (the index stores only scores):
+    the same rendering it was built from, which its contents fingerprint vouches for."""
 
     name = "bm25s"
 
-    def __init__(self, index_dir: Path | str):
+    def __init__(self, index_dir: Path | str, contents_of: Callable[[str], str]):
         import bm25s
 
         self.index_dir = Path(index_dir)
+        self._contents_of = contents_of
         self._asins: list[str] = _read_bm25s_meta(self.index_dir)["asins"]
         try:
             self._retriever = bm25s.BM25.load(str(self.index_dir), mmap=True)
@@ -506,6 +557,9 @@ class BM25sSearchEngine:
             raise _too_many_terms()
         ids = [self._vocab[term] for term in terms if term in self._vocab]
         return self._top_k(ids, k) if ids else []
+
+    def contents(self, docids: list[str]) -> list[str]:
+        return [self._contents_of(docid) for docid in docids]
 
     def batch_search(self, queries: list[str], k: int = 10) -> list[list[str]]:
         """One search per query: scoring is already vectorised per query."""
@@ -530,10 +584,11 @@ class BM25sSearchEngine:
 # --------------------------------------------------------------------------- choosing
 
 
-def open_search_engine(backend: str, index_dir: Path | str) -> SearchEngine:
-    """The engine of `backend` ("lucene" or "bm25s") over the index in `index_dir`."""
+def open_search_engine(backend: str, index_dir: Path | str, contents_of: Callable[[str], str]) -> SearchEngine:
+    """The engine of `backend` ("lucene" or "bm25s") over the index in `index_dir`;
+    `contents_of` renders a document's text where the index does not store it (bm25s)."""
     if backend == "lucene":
         return LuceneSearchEngine(index_dir)
     if backend == "bm25s":
-        return BM25sSearchEngine(index_dir)
+        return BM25sSearchEngine(index_dir, contents_of)
     raise ValueError(f"unknown search backend {backend!r}; expected one of {BACKENDS}")

@@ -1,0 +1,222 @@
+"""The release protocol pack: the original release's model-facing texts, read on the
+user's machine from a checkout of the release and written to one JSON file.
+
+The release's Python files are parsed with `ast`; nothing of them is imported or run.
+`build_pack` checks every file against its digest at the pinned commit (a checkout at
+another commit, or an edited one, is refused unless `allow_unpinned`, and a pack made
+from it is marked as not pinned: runs with it are custom, never standard).
+
+Pack layout (JSON):
+
+    {"format": PACK_FORMAT,
+     "release": {"repository", "commit", "pinned": bool},
+     "files": {path: {"sha256": ..., "texts": {key: value}}}}
+
+`key` is a constant's name (`SYS_PROMPT_SINGLE`, `stop.__info__`) or, for a literal inside
+a function, `<qualified function name>#<position>`. Values are strings, literal
+structures (dicts), or `{"fstring": body}` for an f-string, whose `{expression}` fields
+are kept as written.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from PersonalWAB.errors import DataError
+from PersonalWAB.protocol.spec import (
+    RELEASE_COMMIT,
+    RELEASE_FILES,
+    RELEASE_REPOSITORY,
+    TEXTS,
+    Constant,
+    Inline,
+    Joined,
+)
+
+PACK_FORMAT = "personalwab-release-protocol/1"
+
+
+def _sources() -> dict[str, list[Constant | Inline]]:
+    """Every constant and inline literal the pack needs, grouped by release file."""
+    wanted: dict[str, list[Constant | Inline]] = {}
+    for source in TEXTS.values():
+        parts = [p for p in source.parts if isinstance(p, Inline)] if isinstance(source, Joined) else [source]
+        for part in parts:
+            if part not in wanted.setdefault(part.file, []):
+                wanted[part.file].append(part)
+    return wanted
+
+
+def _constant(tree: ast.Module, name: str, where: str) -> Any:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(ast.unparse(t) == name for t in node.targets):
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                raise DataError(f"{where}: {name} is not a literal") from None
+    raise DataError(f"{where}: no module-level assignment to {name}")
+
+
+def _function(tree: ast.Module, qualname: str, where: str) -> ast.FunctionDef:
+    scope: list[ast.stmt] = tree.body
+    node: ast.AST | None = None
+    for part in qualname.split("."):
+        node = next((n for n in scope if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part), None)
+        if node is None:
+            raise DataError(f"{where}: no function {qualname}")
+        scope = node.body
+    if not isinstance(node, ast.FunctionDef):
+        raise DataError(f"{where}: {qualname} is not a function")
+    return node
+
+
+def string_literals(function: ast.FunctionDef) -> list[ast.Constant | ast.JoinedStr]:
+    """The function's string literals in source order; an f-string counts as one."""
+    found: list[ast.Constant | ast.JoinedStr] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            found.append(node)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for statement in function.body:
+        visit(statement)
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def fstring_body(node: ast.JoinedStr) -> str:
+    """An f-string as written between its quotes: literal braces doubled, fields as `{expression}`."""
+    out = []
+    for value in node.values:
+        if isinstance(value, ast.Constant):
+            out.append(str(value.value).replace("{", "{{").replace("}", "}}"))
+        else:
+            assert isinstance(value, ast.FormattedValue)
+            conversion = "" if value.conversion == -1 else f"!{chr(value.conversion)}"
+            spec = f":{fstring_body(value.format_spec)}" if value.format_spec else ""
+            out.append("{" + ast.unparse(value.value) + conversion + spec + "}")
+    return "".join(out)
+
+
+def _inline(tree: ast.Module, source: Inline, where: str) -> Any:
+    literals = string_literals(_function(tree, source.function, where))
+    if source.position >= len(literals):
+        raise DataError(f"{where}: {source.function} has {len(literals)} string literals, "
+                        f"no literal #{source.position}")
+    node = literals[source.position]
+    return {"fstring": fstring_body(node)} if isinstance(node, ast.JoinedStr) else node.value
+
+
+def build_pack(release_dir: Path | str, allow_unpinned: bool = False) -> dict[str, Any]:
+    """Read the release's texts from `release_dir` (a checkout of the release)."""
+    release_dir = Path(release_dir)
+    if not release_dir.is_dir():
+        raise DataError(f"{release_dir}: not a directory (expected a checkout of {RELEASE_REPOSITORY})")
+    files: dict[str, Any] = {}
+    changed: list[str] = []
+    for relative, sources in _sources().items():
+        path = release_dir / relative
+        if not path.is_file():
+            raise DataError(f"{path}: missing; is {release_dir} a checkout of {RELEASE_REPOSITORY}?")
+        raw = path.read_bytes()
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest != RELEASE_FILES[relative]:
+            changed.append(relative)
+        try:
+            tree = ast.parse(raw.decode("utf-8"), filename=str(path))
+        except (SyntaxError, UnicodeDecodeError) as exc:
+            raise DataError(f"{path}: cannot be parsed as Python ({exc})") from None
+        texts = {}
+        for source in sources:
+            texts[source.key] = (_constant(tree, source.name, str(path)) if isinstance(source, Constant)
+                                 else _inline(tree, source, str(path)))
+        files[relative] = {"sha256": digest, "texts": texts}
+    if changed and not allow_unpinned:
+        raise DataError(
+            f"{release_dir}: not the release at commit {RELEASE_COMMIT[:7]} ({len(changed)} file(s) differ, e.g. "
+            f"{changed[0]}). Check out that commit (git checkout {RELEASE_COMMIT}), or pass --unpinned to build "
+            "a pack anyway (runs with it are labelled custom)."
+        )
+    return {
+        "format": PACK_FORMAT,
+        "release": {"repository": RELEASE_REPOSITORY, "commit": RELEASE_COMMIT, "pinned": not changed},
+        "files": files,
+    }
+
+
+def write_pack(pack: dict[str, Any], out: Path | str) -> Path:
+    """Write the pack atomically (a reader never sees half a file)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(pack, indent=1, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+def read_pack(path: Path | str) -> dict[str, Any]:
+    """A pack file, checked for shape and for every text the project needs."""
+    path = Path(path)
+    try:
+        pack = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: protocol pack not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: not a valid JSON protocol pack ({exc})") from None
+    if not isinstance(pack, dict) or pack.get("format") != PACK_FORMAT:
+        raise DataError(f"{path}: not a protocol pack (expected format {PACK_FORMAT!r}); rebuild it with "
+                        "`python -m PersonalWAB.data protocol --release_dir DIR`")
+    release = pack.get("release")
+    if not isinstance(release, dict) or release.get("commit") != RELEASE_COMMIT:
+        raise DataError(f"{path}: pack of another release commit; this project reads {RELEASE_COMMIT[:7]}")
+    files = pack.get("files")
+    for relative, sources in _sources().items():
+        texts = (files or {}).get(relative, {}).get("texts") if isinstance(files, dict) else None
+        if not isinstance(texts, dict):
+            raise DataError(f"{path}: no texts of {relative}")
+        for source in sources:
+            if source.key not in texts:
+                raise DataError(f"{path}: {relative} lacks {source.key!r}")
+    return pack
+
+
+def release_file_paths() -> list[str]:
+    """The release files a pack is read from (what `download_data.sh --with_protocol` fetches)."""
+    return list(_sources())
+
+
+def describe(pack: dict[str, Any], out: Path) -> str:
+    count = sum(len(entry["texts"]) for entry in pack["files"].values())
+    pinned = "pinned commit" if pack["release"]["pinned"] else "NOT the pinned commit: runs with it are custom"
+    return (f"wrote {out}: {count} texts from {len(pack['files'])} files of {pack['release']['repository']} "
+            f"({pinned} {pack['release']['commit'][:7]})")
+
+
+def _run(args: Any) -> int:
+    from PersonalWAB.protocol import DEFAULT_PACK, check_shapes, texts_from_pack
+
+    out = Path(args.out) if args.out else DEFAULT_PACK
+    pack = build_pack(args.release_dir, allow_unpinned=args.unpinned)
+    check_shapes(texts_from_pack(pack), str(args.release_dir))
+    write_pack(pack, out)
+    print(describe(pack, out))
+    return 0
+
+
+def add_arguments(parser: Any) -> None:
+    """Flags of `python -m PersonalWAB.data protocol`."""
+    from PersonalWAB.protocol import DEFAULT_PACK
+
+    parser.add_argument("--release_dir", required=True, type=Path,
+                        help=f"a checkout of {RELEASE_REPOSITORY} at commit {RELEASE_COMMIT[:7]}")
+    parser.add_argument("--out", type=Path, default=None, help=f"pack file to write (default {DEFAULT_PACK})")
+    parser.add_argument("--unpinned", action="store_true",
+                        help="accept files that differ from the pinned commit (the pack is marked unpinned)")
+    parser.set_defaults(func=_run)
