@@ -231,6 +231,18 @@ def test_a_changed_setting_reruns_only_what_it_reaches(built, server: ScriptedLL
     assert changed.manifest["llm_calls"] == len(new) and changed.manifest["llm_calls_cached"] > 0
 
 
+def test_new_product_texts_rebuild_only_the_index(built, fake_pack: Path) -> None:
+    from PersonalWAB.envs.pwab.functions.search.engine import contents_fingerprint
+    from PersonalWAB.protocol import load_protocol
+
+    out = built[0]
+    index = out / "data" / "indexes" / "lucene"
+    released = build(settings(first_raw(out), out, protocol_file=str(fake_pack)), log=quiet)
+    assert released.ran == ["index"] and contents_fingerprint(index) == load_protocol(fake_pack).contents_fingerprint
+    back = build(settings(first_raw(out), out), log=quiet)
+    assert back.ran == ["index"] and contents_fingerprint(index) == load_protocol().contents_fingerprint
+
+
 def test_dry_run_estimates_without_calling(raw_dir: Path, tmp_path: Path, built) -> None:
     fresh = build(settings(raw_dir, tmp_path / "fresh", model="gpt-4o-mini"), dry_run=True, log=quiet)
     estimates = fresh.dry_run.estimates

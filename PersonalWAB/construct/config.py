@@ -56,6 +56,7 @@ class BuildConfig:
     sasrec_seed: int = 42
     sasrec_threads: int | None = None
     search_backends: tuple[str, ...] = ("lucene",)
+    protocol_file: str | None = None
 
     @property
     def work_dir(self) -> Path:
@@ -182,6 +183,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sasrec_seed", type=int, default=d.sasrec_seed)
     parser.add_argument("--sasrec_threads", type=int, default=None, help="torch threads (fix it for identical weights)")
     parser.add_argument("--search_backend", choices=("lucene", "bm25s", "all"), default="lucene")
+    parser.add_argument("--protocol_file", default=None,
+                        help="release protocol pack whose product texts the search index holds (as in "
+                             "`python -m PersonalWAB.build`; default: the default pack when placed, else the "
+                             "project's texts)")
 
 
 def config_from_args(args: argparse.Namespace) -> BuildConfig:

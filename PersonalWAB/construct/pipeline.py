@@ -39,6 +39,7 @@ from PersonalWAB.data.loader import load_benchmark_data, read_json
 from PersonalWAB.data.schema import PROFILE_FIELDS, TASK_TYPES
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, ArtifactPaths, remove_derived_artifacts
+from PersonalWAB.protocol import load_protocol
 
 PIPELINE_VERSION = "1.0"
 Log = Callable[[str], None]
@@ -179,8 +180,16 @@ def _index(ctx: Context) -> Any:
     from PersonalWAB.build import build_artifacts
 
     data = load_benchmark_data(ctx.config.data_dir, reload=True)
-    build_artifacts(data, ctx.config.search_backends, recommender=False, force=True, log=ctx.log)
+    build_artifacts(data, ctx.config.search_backends, recommender=False, force=True, log=ctx.log,
+                    protocol=load_protocol(ctx.config.protocol_file))
     return {"backends": list(ctx.config.search_backends), "documents": len(data.products)}
+
+
+def _index_params(config: BuildConfig) -> dict[str, Any]:
+    """The backends and the product texts the index holds: new texts re-run the step."""
+    protocol = load_protocol(config.protocol_file)
+    return {"backends": list(config.search_backends), "protocol": protocol.name,
+            "contents": protocol.contents_fingerprint}
 
 
 def _index_ok(ctx: Context) -> bool:
@@ -214,7 +223,7 @@ STEPS: tuple[Step, ...] = (
     Step("recommender", ("write", "select"), lambda c: {
         "epochs": c.sasrec_epochs, "patience": c.sasrec_patience, "seed": c.sasrec_seed,
         "threads": c.sasrec_threads}, _recommender, _recommender_ok),
-    Step("index", ("write",), lambda c: {"backends": list(c.search_backends)}, _index, _index_ok),
+    Step("index", ("write",), _index_params, _index, _index_ok),
 )
 STEP_NAMES = tuple(step.name for step in STEPS)
 FREE_STEPS_FOR_ESTIMATE = ("select", "join", "split")

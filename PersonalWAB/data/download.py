@@ -492,7 +492,7 @@ def download_protocol(dest: Path | str, *, base_url: str | None = None, timeout:
     from PersonalWAB.protocol.pack import build_pack, describe, release_file_paths, write_pack
     from PersonalWAB.protocol.spec import RELEASE_COMMIT, RELEASE_REPOSITORY
 
-    fetcher = _Fetcher(base_url or f"{RAW_BASE_URL}/{RELEASE_REPOSITORY}/{RELEASE_COMMIT}", timeout, retries,
+    fetcher = HttpFetcher(base_url or f"{RAW_BASE_URL}/{RELEASE_REPOSITORY}/{RELEASE_COMMIT}", timeout, retries,
                        backoff, log)
     log(f"fetching the release's texts (commit {RELEASE_COMMIT[:7]}) from {fetcher.base_url}")
     with tempfile.TemporaryDirectory(prefix="pwab-release-") as tmp:
