@@ -104,11 +104,22 @@ def load_result_file(path: Path | str) -> tuple[dict[str, Any] | None, list[dict
     return header, content
 
 
+def json_text(content: Any) -> str:
+    """JSON as UTF-8 can hold it: non-ASCII text kept as it is, unless some string has a lone
+    surrogate (which UTF-8 cannot encode), then everything escaped, so no record is ever lost."""
+    text = json.dumps(content, indent=2, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(content, indent=2)
+    return text
+
+
 def _atomic_write_json(path: Path, content: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(content, handle, indent=2, ensure_ascii=False)
+        handle.write(json_text(content))
     os.replace(tmp, path)
 
 

@@ -251,14 +251,16 @@ def run(config: RunConfig, log: Any = print) -> tuple[dict[str, Any], Path, floa
                       leak_guard=config.leak_guard, trial=trial)
         try:
             episode = agent.solve(env, task_id)
-            if episode.usage.price_unknown:
-                run_args["cost_note"] = UNPRICED_NOTE
         except DataError:
             raise
         except Exception as exc:  # an agent/API failure is recorded; resume retries the task
-            episode = Episode(error=f"{type(exc).__name__}: {exc}")
+            # what the episode did before failing (calls made, their cost) is kept
+            episode = getattr(exc, "episode", None) or Episode()
+            episode.error = f"{type(exc).__name__}: {exc}"
             if config.verbose:
                 traceback.print_exc()
+        if episode.usage.price_unknown:
+            run_args["cost_note"] = UNPRICED_NOTE
         if user is not None:
             episode.user_cost = user.cost
         return make_record(task_id, trial, tasks[task_id], env, episode)

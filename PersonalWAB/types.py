@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 RESPOND = "respond"
 STOP = "stop"
@@ -92,3 +93,14 @@ class Episode:
     def steps(self) -> int:
         """Agent model calls: the benchmark's Avg Steps counts these."""
         return self.usage.calls
+
+
+@contextmanager
+def kept_on_failure(episode: Episode) -> Iterator[Episode]:
+    """Attach the episode to any exception that escapes, so the runner still records the
+    calls it made (and their cost) when a task fails part-way."""
+    try:
+        yield episode
+    except Exception as exc:
+        exc.episode = episode  # type: ignore[attr-defined]
+        raise

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Single-turn track with the paper's configuration: function calling with gpt-4o-mini,
-# last-behaviour memory of length 50. Settings come from the environment, extra flags go to run.py:
+# Single-turn track with the release's configuration: function calling with gpt-4o-mini and
+# last-behaviour memory. Memory length 10: the release's script asked for 50 (as the paper says) but its
+# run.py always used 10; MEMORY_LENGTH=50 gives the paper's number as a custom run.
+# Settings come from the environment, extra flags go to run.py:
 #   MODEL=anthropic/claude-3-5-haiku-latest bash scripts/run_singleturn.sh
 #   MODEL=openai/Qwen2.5-7B-Instruct API_BASE=http://localhost:8000/v1 bash scripts/run_singleturn.sh
 #   STRATEGY=heuristic MEMORY=none bash scripts/run_singleturn.sh        # offline, no key
@@ -11,7 +13,7 @@ PY=python
 [ -x .venv/bin/python ] && PY=.venv/bin/python
 args=(--env pwab --user_mode no --max_steps -1
       --agent_strategy "${STRATEGY:=function_calling}"
-      --agent_memory "${MEMORY:-last}" --memory_length "${MEMORY_LENGTH:-50}" --task_split "${SPLIT:-test}"
+      --agent_memory "${MEMORY:-last}" --memory_length "${MEMORY_LENGTH:-10}" --task_split "${SPLIT:-test}"
       --temperature "${TEMPERATURE:-0.0}" --max_concurrency "${CONCURRENCY:-8}")
 [ "$STRATEGY" != heuristic ] && args+=(--model "${MODEL:-gpt-4o-mini}")
 [ -n "${API_BASE:-}" ] && args+=(--api_base "$API_BASE")

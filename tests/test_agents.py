@@ -292,3 +292,41 @@ def test_concurrency_gives_the_same_results(tiny_data_dir, tiny_engines, tmp_pat
                                      max_concurrency=workers)
         results[workers] = {r["task_id"]: (r["action_acc"], r["res_acc"]) for r in load_result_file(path)[1]}
     assert results[1] == results[8]
+
+
+def test_text_that_utf8_cannot_hold_is_an_error_observation_and_the_file_is_written(tiny_data_dir, tiny_engines,
+                                                                                     tmp_path):
+    def surrogate_query(request):
+        name, _ = sensible_call(instruction_of(request))
+        return ScriptedReply(tool_calls=[(name, '{"query": "tea \\ud800", "product_sequence": ["\\ud800"], '
+                                                '"review": "\\ud800"}')])
+
+    with ScriptedLLMServer(surrogate_query) as server:
+        _, path, _ = run_against(server, tiny_data_dir, tmp_path, end_index=3)
+    _, records = load_result_file(path)
+    assert len(records) == 3 and all("error" not in r["info"] for r in records)
+    assert all(r["traj"][-1]["content"].startswith("Error: 'utf-8' codec can't encode") for r in records)
+    assert all(r["action_acc"] == [0.0] for r in records)
+    with ScriptedLLMServer(tool_caller) as server:  # the file resumes like any other
+        run_against(server, tiny_data_dir, tmp_path, end_index=4, resume_from=str(path))
+    assert sorted(r["task_id"] for r in load_result_file(path)[1]) == [0, 1, 2, 3]
+
+
+def test_calls_made_before_a_task_fails_are_still_counted(tiny_data_dir, tiny_engines, tmp_path):
+    def fails_on_the_third_call(request):
+        if len(request["messages"]) >= 6:  # system, user, two tool turns: the third agent call
+            return ScriptedReply(status=500)
+        if tools_seen(request) == 0:
+            return ScriptedReply(tool_calls=[("get_product_details_by_asin", '{"product_asin": "B0NOPE"}')])
+        return ScriptedReply(tool_calls=[("get_product_details_by_asin", '{"product_asin": "B0NOPE2"}')])
+
+    with ScriptedLLMServer(fails_on_the_third_call) as server:
+        header, path, _ = run_against(server, tiny_data_dir, tmp_path, agent_strategy="recmind",
+                                      agent_memory="recmind", end_index=2, max_retries=0)
+    for record in load_result_file(path)[1]:
+        assert "error" in record["info"] and len(record["info"]["usage"]["total_tokens"]) == 2
+        assert record["info"]["usage"]["prompt_tokens"][0] > 0
+
+
+def tools_seen(request):
+    return sum(1 for m in request["messages"] if m["role"] == "tool")

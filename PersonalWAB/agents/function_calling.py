@@ -15,7 +15,7 @@ from typing import Any
 
 from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply
 from PersonalWAB.envs.pwab.env import PWABEnv
-from PersonalWAB.types import RESPOND, Action, Episode
+from PersonalWAB.types import RESPOND, Action, Episode, kept_on_failure
 
 SINGLE_TURN_CALL_LIMIT = 10
 DETAILS = "get_product_details_by_asin"
@@ -45,8 +45,12 @@ class FunctionCallingAgent(LLMAgent):
         task = info["task"]
         system = env.protocol.system_prompt(self.memory.mode, env.max_steps)
         memory = self.memory_for(env, task)
-        episode = Episode(traj=[{"role": "system", "content": system + (memory or "")},
-                                {"role": "user", "content": observation}])
+        with kept_on_failure(Episode(traj=[{"role": "system", "content": system + (memory or "")},
+                                           {"role": "user", "content": observation}])) as episode:
+            self._loop(env, task, episode)
+        return episode
+
+    def _loop(self, env: PWABEnv, task: dict[str, Any], episode: Episode) -> None:
         tools = env.tools_info(self.tool_names)
         for _ in range(env.max_steps if env.max_steps > 0 else SINGLE_TURN_CALL_LIMIT):
             try:
@@ -67,7 +71,6 @@ class FunctionCallingAgent(LLMAgent):
             if done:
                 break
         self.after_task(env, task, episode)
-        return episode
 
 
 class RecMindAgent(FunctionCallingAgent):

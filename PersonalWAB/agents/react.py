@@ -19,7 +19,7 @@ from typing import Any
 from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.protocol import Protocol
-from PersonalWAB.types import RESPOND, Action, Episode
+from PersonalWAB.types import RESPOND, Action, Episode, kept_on_failure
 
 SINGLE_TURN_CALL_LIMIT = 3
 TOOLS = ("search_product_by_query", "get_recommendations_by_history", "add_product_review", "stop")
@@ -52,8 +52,13 @@ class ReActAgent(LLMAgent):
         protocol = env.protocol
         system = protocol.react_system_prompt(env.max_steps, env.tools_info(TOOLS))
         memory = self.memory_for(env, task, react=True)
-        episode = Episode(traj=[{"role": "system", "content": system + (memory or "")},
-                                {"role": "user", "content": observation}])
+        with kept_on_failure(Episode(traj=[{"role": "system", "content": system + (memory or "")},
+                                           {"role": "user", "content": observation}])) as episode:
+            self._loop(env, task, episode)
+        return episode
+
+    def _loop(self, env: PWABEnv, task: dict[str, Any], episode: Episode) -> None:
+        protocol = env.protocol
         for _ in range(env.max_steps if env.max_steps > 0 else SINGLE_TURN_CALL_LIMIT):
             try:
                 reply, action = self.ask(episode, episode.traj,
@@ -71,7 +76,6 @@ class ReActAgent(LLMAgent):
                 episode.traj.append({"role": "assistant", "content": self._reflection(protocol, task, episode)})
             if done:
                 break
-        return episode
 
     def _reflection(self, protocol: Protocol, task: dict[str, Any], episode: Episode) -> str:
         actions = "".join(f"{m['role']}:{m['content']}\n" for m in episode.traj[1:-1])

@@ -153,9 +153,18 @@ def _load(data_dir: Path) -> BenchmarkData:
             )
 
     history_times: dict[str, list[int]] = {}
+    unordered = []
     for user_id, behaviours in histories.items():
-        behaviours.sort(key=lambda b: b["review"]["timestamp"])
-        history_times[user_id] = [b["review"]["timestamp"] for b in behaviours]
+        times = [b["review"]["timestamp"] for b in behaviours]
+        if times != sorted(times):
+            unordered.append(user_id)
+            behaviours.sort(key=lambda b: b["review"]["timestamp"])
+        history_times[user_id] = sorted(times)
+    if unordered:
+        warnings.append(
+            f"{len(unordered)} user(s)' history is not in time order in the files (e.g. {unordered[0]!r}); "
+            "memory follows time order, the release numbered memory by file order"
+        )
 
     manifest_path = data_dir / SYNTHETIC_MANIFEST
     manifest = read_json(manifest_path) if manifest_path.exists() else None

@@ -41,6 +41,25 @@ _PRODUCT_LINES = """- Title: <TITLE>
 - Category: <CATEGORY>
 """
 
+_BEHAVIOUR_ITEM = """Item:
+- Title: <TITLE>
+- ASIN: <PARENT_ASIN>
+- Category: <MAIN_CATEGORY>
+- Mean rating: <AVERAGE_RATING>
+- Number of ratings: <RATING_NUMBER>
+- Price: <PRICE>
+- Store: <STORE>
+- Details: <DETAILS>
+- Description: <DESCRIPTION>
+- Features: <FEATURES>
+"""
+
+_BEHAVIOUR_REVIEW = """The user's review:
+- Stars: <RATING>
+- Review: <TEXT>
+- Time: <TIMESTAMP>
+"""
+
 _USER_RULES = """Rules for you:
 - Write a single line each turn, as the user would.
 - Say nothing you were not told here.
@@ -157,27 +176,7 @@ Rules:
 - One tool call per step, and never a tool call and a message to the user in the same step.
 """,
     # --- memory ---------------------------------------------------------------------------------------------
-    "memory.behaviour": """
-PAST PURCHASE <NUM>:
-
-Item:
-- Title: <TITLE>
-- ASIN: <PARENT_ASIN>
-- Category: <MAIN_CATEGORY>
-- Mean rating: <AVERAGE_RATING>
-- Number of ratings: <RATING_NUMBER>
-- Price: <PRICE>
-- Store: <STORE>
-- Details: <DETAILS>
-- Description: <DESCRIPTION>
-- Features: <FEATURES>
-
-The user's review:
-- Stars: <RATING>
-- Review: <TEXT>
-- Time: <TIMESTAMP>
-
-""",
+    "memory.behaviour": f"\nPAST PURCHASE <NUM>:\n\n{_BEHAVIOUR_ITEM}\n{_BEHAVIOUR_REVIEW}\n",
     "memory.recmind.behaviour": """
 PAST PURCHASE <NUM>:
 Item:
@@ -408,24 +407,7 @@ Price: <Price>
 Store: <Store>
 Main Category: <Main Category>
 """,
-    "puma.behaviour": """
-PAST PURCHASE <NUM>:
-Item:
-- Title: <TITLE>
-- ASIN: <PARENT_ASIN>
-- Category: <MAIN_CATEGORY>
-- Mean rating: <AVERAGE_RATING>
-- Number of ratings: <RATING_NUMBER>
-- Price: <PRICE>
-- Store: <STORE>
-- Details: <DETAILS>
-- Description: <DESCRIPTION>
-- Features: <FEATURES>
-The user's review:
-- Stars: <RATING>
-- Review: <TEXT>
-- Time: <TIMESTAMP>
-""",
+    "puma.behaviour": f"\nPAST PURCHASE <NUM>:\n{_BEHAVIOUR_ITEM}{_BEHAVIOUR_REVIEW}",
     "puma.taskspe.search": "Item:<TITLE>\nCategory:<MAIN_CATEGORY>\nPrice:<PRICE>\nSeller:<STORE>\n",
     "puma.taskspe.recommend": "Item:<TITLE>\nCategory:<MAIN_CATEGORY>\nASIN:<ASIN>\n",
     "puma.taskspe.review": "Stars:<RATING>\nReview:<TEXT>\n",
