@@ -20,7 +20,7 @@ def random_action(rng: random.Random, data) -> dict:
     asins = rng.sample(sorted(data.products), 3)
     arguments = rng.choice([{}, {"query": rng.choice(["red running shoes", "", "kettle"])},
                             {"product_sequence": asins}, {"review": "good value, works well"},
-                            {"asin": asins[0]}, {"content": "what do you prefer?"}, {"query": 3}])
+                            {"product_asin": asins[0]}, {"content": "what do you prefer?"}, {"query": 3}])
     return {"name": name, "arguments": arguments}
 
 
