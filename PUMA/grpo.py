@@ -189,7 +189,8 @@ class RewardLog:
 
         class _Callback(TrainerCallback):
             def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-                outer.record(state.global_step, logs or {})
+                if state.is_world_process_zero:  # one line per step, not one per process
+                    outer.record(state.global_step, logs or {})
 
         self.callback = _Callback()
 
