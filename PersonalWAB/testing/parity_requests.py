@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.testing.parity_compare import (Tally, body_difference, canonical, fields_difference,
-                                               messages_difference, other_fields)
+                                               other_fields, score_verdict)
 from PersonalWAB.testing.responders import sensible_call
 from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
 
@@ -161,7 +161,14 @@ def run_both(setup: RunSetup, runner: Any, label: str, variant: Variant,
         status = {"release": runner.finish(release, f"release run.py ({label})", logs["release"], must_succeed=False),
                   "project": finish(project, f"project run.py ({label})", logs["project"], setup.timeout_s)}
         requests = {"release": list(release_server.requests), "project": list(project_server.requests)}
-    return {"requests": requests, "status": status, "logs": {k: str(v) for k, v in logs.items()}}
+    for side, folder in folders.items():  # kept with --work_dir, for a closer look
+        (folder / "requests.json").write_text(json.dumps(requests[side], indent=1, ensure_ascii=False),
+                                              encoding="utf-8")
+    results = {"release": sorted((folders["release"] / "results").rglob("*.json")),
+               "project": [folders["project"] / "result.json"]}
+    return {"requests": requests, "status": status, "logs": {k: str(v) for k, v in logs.items()},
+            "result_files": {side: str(files[-1]) if files and files[-1].is_file() else None
+                             for side, files in results.items()}}
 
 
 def by_task(requests: list[dict[str, Any]], tasks: list[dict[str, Any]], agent_model: str,
@@ -214,11 +221,10 @@ def first_agent_request(grouped: dict[int, Any], index: int) -> dict[str, Any] |
 
 def compare_first_requests(tasks: list[dict[str, Any]], release: dict[int, Any], project: dict[int, Any],
                            later_tasks_of_user: set[int] | None = None) -> dict[str, Any]:
-    """Per task: the first agent request's messages and tools; other body fields reported apart."""
-    whole, messages, tools, fields = Tally(), Tally(), Tally(), Tally()
-    before_update = Tally()
+    """Per task: the first agent request's messages and tools; other body fields apart."""
+    whole, messages, tools, before_update = Tally(), Tally(), Tally(), Tally()
+    fields = FieldTally()
     details = []
-    field_differences: dict[str, Any] = {}
     for index, task in enumerate(tasks):
         a, b = first_agent_request(release, index), first_agent_request(project, index)
         diff = body_difference(a, b)
@@ -227,51 +233,92 @@ def compare_first_requests(tasks: list[dict[str, Any]], release: dict[int, Any],
         if later_tasks_of_user is not None and index not in later_tasks_of_user:
             before_update.add(task["type"], not diff, where)
         if a is not None and b is not None:
-            messages.add(task["type"], "messages" not in diff, where)
-            tools.add(task["type"], "tools" not in diff, where)
-            extra = fields_difference(other_fields(a), other_fields(b))
-            fields.add(task["type"], not extra, {"task": index, **{k: str(v) for k, v in extra.items()}})
-            for key, values in extra.items():
-                field_differences.setdefault(key, values)
+            messages.add(task["type"], "messages" not in diff,
+                         {"task": index, "type": task["type"], "messages": diff.get("messages")})
+            tools.add(task["type"], "tools" not in diff, {"task": index, "type": task["type"], "tools": diff.get("tools")})
+            fields.add(task, index, a, b)
         if diff:
-            details.append({"task": index, "type": task["type"], **diff})
-    result = {"requests": whole, "messages": messages, "tools": tools, "other_fields": fields,
-              "other_field_values": field_differences, "details": details}
+            details.append(where)
+    result = {"requests": whole, "messages": messages, "tools": tools, "other_fields": fields.tally,
+              "other_field_values": fields.values, "details": details}
     if later_tasks_of_user is not None:
         result["first_task_of_user"] = before_update
     return result
 
 
-def compare_user_requests(tasks: list[dict[str, Any]], release: dict[int, Any], project: dict[int, Any]) -> dict[str, Any]:
-    """Per task: the user simulator's requests, all of them, in order."""
-    whole, fields = Tally(), Tally()
+class FieldTally:
+    """Body fields besides messages and tools (temperature, max_tokens, tool_choice, ...), per request pair."""
+
+    def __init__(self) -> None:
+        self.tally = Tally()
+        self.values: dict[str, Any] = {}  # per differing field, the first pair of values met
+
+    def add(self, task: dict[str, Any], index: int, release: dict[str, Any], project: dict[str, Any]) -> None:
+        extra = fields_difference(other_fields(release), other_fields(project))
+        self.tally.add(task["type"], not extra, {"task": index, **{k: str(v) for k, v in extra.items()}})
+        for key, values in extra.items():
+            self.values.setdefault(key, values)
+
+
+def compare_request_lists(tasks: list[dict[str, Any]], release: dict[int, Any], project: dict[int, Any],
+                          kind: str) -> dict[str, Any]:
+    """Per task: all requests of one kind (`user`: the user simulator's; `agent`: the agent's; `other`:
+    e.g. InteRecAgent's memory update), in order; messages and tools, other fields apart."""
+    whole = Tally()
+    fields = FieldTally()
     details = []
     counts = {"release": 0, "project": 0}
-    field_differences: dict[str, Any] = {}
     for index, task in enumerate(tasks):
-        a = (release.get(index) or {}).get("user", [])
-        b = (project.get(index) or {}).get("user", [])
+        a = release.get(index, {}).get(kind, [])
+        b = project.get(index, {}).get(kind, [])
         counts["release"] += len(a)
         counts["project"] += len(b)
         diff = None
         for j, (x, y) in enumerate(zip(a, b)):
-            found = messages_difference(x.get("messages") or [], y.get("messages") or [])
-            if found:
-                diff = f"user request {j}: {found}"
-                break
+            found = body_difference(x, y)
+            fields.add(task, index, x, y)
+            if found and diff is None:
+                diff = f"request {j}: " + "; ".join(f"{part}: {text}" for part, text in found.items())
         if diff is None and len(a) != len(b):
-            diff = f"{len(a)} user requests vs {len(b)}"
+            diff = f"{len(a)} requests vs {len(b)}"
         whole.add(task["type"], diff is None, {"task": index, "type": task["type"], "diff": diff})
-        if a and b:
-            extra = fields_difference(other_fields(a[0]), other_fields(b[0]))
-            fields.add(task["type"], not extra, {"task": index, **{k: str(v) for k, v in extra.items()}})
-            for key, values in extra.items():
-                field_differences.setdefault(key, values)
         if diff:
             details.append({"task": index, "type": task["type"], "diff": diff,
                             "release_requests": len(a), "project_requests": len(b)})
-    return {"requests": whole, "other_fields": fields, "other_field_values": field_differences,
+    return {"requests": whole, "other_fields": fields.tally, "other_field_values": fields.values,
             "request_counts": counts, "details": details}
+
+
+def records_by_task(path: str | None) -> dict[int, dict[str, Any]] | None:
+    if not path:
+        return None
+    try:
+        records = json.loads(Path(path).read_text(encoding="utf-8"))[1:]
+    except (OSError, ValueError, IndexError):
+        return None
+    return {r["task_id"]: r for r in records if isinstance(r, dict) and "task_id" in r}
+
+
+def compare_outcomes(tasks: list[dict[str, Any]], result_files: dict[str, str | None]) -> dict[str, Tally]:
+    """Per task, from both result files: the attempts' scores, and the number of agent model calls."""
+    release, project = records_by_task(result_files["release"]), records_by_task(result_files["project"])
+    scores, calls = Tally(), Tally()
+    if release is None or project is None:
+        return {}
+    for index, task in enumerate(tasks):
+        a, b = release.get(index), project.get(index)
+        if a is None or b is None:
+            missing = {"task": index, "type": task["type"], "missing": "release" if a is None else "project"}
+            scores.add(task["type"], False, missing)
+            calls.add(task["type"], False, missing)
+            continue
+        pairs = list(zip(a["action_acc"], a["res_acc"])), list(zip(b["action_acc"], b["res_acc"]))
+        same = len(pairs[0]) == len(pairs[1]) and all(
+            score_verdict(list(x), list(y), task["type"] == "review") != "differs" for x, y in zip(*pairs))
+        scores.add(task["type"], same, {"task": index, "type": task["type"], "release": pairs[0], "project": pairs[1]})
+        counts = [len(r["info"].get("usage", {}).get("completion_tokens", [])) for r in (a, b)]
+        calls.add(task["type"], counts[0] == counts[1], {"task": index, "type": task["type"], "calls": counts})
+    return {"scores": scores, "model_calls": calls}
 
 
 def later_tasks(tasks: list[dict[str, Any]]) -> set[int]:
@@ -300,6 +347,9 @@ def first_request_check(setup: RunSetup, runner: Any, tasks: list[dict[str, Any]
     grouped = {side: by_task(reqs, tasks, setup.agent_model, setup.user_model) for side, reqs in run["requests"].items()}
     result = compare_first_requests(tasks, grouped["release"], grouped["project"],
                                     later_tasks(tasks) if variant.memory == "interecagent" else None)
+    if variant.memory == "interecagent":
+        result["memory_update"] = compare_request_lists(tasks, grouped["release"], grouped["project"], "other")
+    result.update(compare_outcomes(tasks, run["result_files"]))
     result["failures"] = run_failures(run)
     return result
 
@@ -308,21 +358,26 @@ def multiturn_check(setup: RunSetup, runner: Any, tasks: list[dict[str, Any]], l
     log(f"multiturn_user: running both run.py's with the LLM user on {len(tasks)} task(s) ...")
     run = run_both(setup, runner, "multiturn_user", MULTITURN_VARIANT, multiturn=True)
     grouped = {side: by_task(reqs, tasks, setup.agent_model, setup.user_model) for side, reqs in run["requests"].items()}
-    result = compare_user_requests(tasks, grouped["release"], grouped["project"])
+    result = compare_request_lists(tasks, grouped["release"], grouped["project"], "user")
+    result["agent_requests"] = compare_request_lists(tasks, grouped["release"], grouped["project"], "agent")
+    result.update(compare_outcomes(tasks, run["result_files"]))
     result["failures"] = run_failures(run)
     return result
 
 
 def summary_lines(label: str, result: dict[str, Any]) -> list[str]:
     lines = [result["requests"].line(f"{label}: tasks")]
-    for part in ("first_task_of_user", "messages", "tools", "other_fields"):
+    for part in ("first_task_of_user", "messages", "tools", "other_fields", "scores", "model_calls"):
         if part in result and result[part].compared:
             lines.append(result[part].line(f"  {part}"))
     if result.get("other_field_values"):
         lines.append(f"  other fields (release vs project): {json.dumps(result['other_field_values'])[:300]}")
     if "request_counts" in result:
-        lines.append(f"  user requests in all: release {result['request_counts']['release']}, "
+        lines.append(f"  requests in all: release {result['request_counts']['release']}, "
                      f"project {result['request_counts']['project']}")
+    for part in ("memory_update", "agent_requests"):
+        if part in result:
+            lines.extend("  " + line for line in summary_lines(part, result[part]))
     for side, failure in result.get("failures", {}).items():
         lines.append(f"  the {side} run failed (exit {failure['exit']}; log {failure['log']}):")
         lines.extend(f"    | {line}" for line in failure["tail"].splitlines())
@@ -330,9 +385,12 @@ def summary_lines(label: str, result: dict[str, Any]) -> list[str]:
 
 
 def report(result: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v.to_dict() if isinstance(v, Tally) else v) for k, v in result.items()}
+    return {k: (v.to_dict() if isinstance(v, Tally) else report(v) if isinstance(v, dict) and "requests" in v else v)
+            for k, v in result.items()}
 
 
 def all_identical(result: dict[str, Any]) -> bool:
-    return result["requests"].all_identical and not result.get("failures") and (
-        "other_fields" not in result or result["other_fields"].all_identical)
+    """Everything compared is identical (requests, other fields, scores, calls) and both runs finished."""
+    return not result.get("failures") and all(
+        v.all_identical if isinstance(v, Tally) else all_identical(v)
+        for v in result.values() if isinstance(v, Tally) or (isinstance(v, dict) and "requests" in v))
