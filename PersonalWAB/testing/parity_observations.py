@@ -10,7 +10,7 @@ functions, stop, respond, details lookups, the wrong function for the task type)
 from __future__ import annotations
 
 import json
-import subprocess
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,6 +18,7 @@ from PersonalWAB.testing.parity_compare import Tally, first_difference, score_ve
 
 UNKNOWN_ASIN = "B000PARITY0"
 STOPWORD_QUERY = "the and of to a"
+LISTED_ASIN = re.compile(r"Parent Asin: ([A-Za-z0-9]{10})")
 WRONG_FUNCTION = {"search": "add_product_review", "recommend": "search_product_by_query",
                   "review": "search_product_by_query"}
 
@@ -108,7 +109,8 @@ def step_text(step: dict[str, Any]) -> str:
 
 def compare(jobs: list[dict[str, Any]], release: list[dict[str, Any]],
             project: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tallies per task, for the first observation, and per action kind (observation, score, done)."""
+    """Tallies per task, for the first observation, and per action kind: the observation string,
+    the products it lists (ASINs in order: a ranking difference, not one of format), the score, done."""
     tasks, firsts = Tally(), Tally()
     kinds: dict[str, dict[str, Tally]] = {}
     details = []
@@ -118,10 +120,14 @@ def compare(jobs: list[dict[str, Any]], release: list[dict[str, Any]],
         firsts.add(task_type, diff is None, {"task": index, "type": task_type, "diff": diff})
         differences = [{"item": "first_observation", "diff": diff}] if diff else []
         for kind, action, a, b in zip(job["kinds"], job["actions"], rel["steps"], proj["steps"]):
-            tallies = kinds.setdefault(kind, {"observation": Tally(), "score": Tally(), "done": Tally()})
+            tallies = kinds.setdefault(kind, {"observation": Tally(), "products": Tally(), "score": Tally(),
+                                              "done": Tally()})
             where = {"task": index, "type": task_type, "action": json.dumps(action)[:200]}
             obs_diff = first_difference(step_text(a), step_text(b))
             tallies["observation"].add(task_type, obs_diff is None, {**where, "diff": obs_diff})
+            listed = [LISTED_ASIN.findall(step_text(x)) for x in (a, b)]
+            tallies["products"].add(task_type, listed[0] == listed[1],
+                                    {**where, "release": listed[0], "project": listed[1]})
             cosine = task_type == "review" and action["name"] == "add_product_review"
             verdict = score_verdict(a["score"], b["score"], cosine) if "score" in a and "score" in b else (
                 "identical" if "score" not in a and "score" not in b else "differs")
@@ -131,11 +137,13 @@ def compare(jobs: list[dict[str, Any]], release: list[dict[str, Any]],
             tallies["score"].add(task_type, verdict != "differs", {**where, **scores})
             same_done = a.get("done") == b.get("done")
             tallies["done"].add(task_type, same_done, {**where, "release": a.get("done"), "project": b.get("done")})
-            if obs_diff or verdict == "differs" or not same_done:
-                differences.append({"item": kind, "action": action, "observation_diff": obs_diff, "score": scores,
+            if obs_diff or listed[0] != listed[1] or verdict == "differs" or not same_done:
+                differences.append({"item": kind, "action": action, "observation_diff": obs_diff,
+                                    "products": {"release": listed[0], "project": listed[1]}, "score": scores,
                                     "score_verdict": verdict, "done": [a.get("done"), b.get("done")]})
-        tasks.add(task_type, not differences, {"task": index, "type": task_type,
-                                               "first": differences[0] if differences else None})
+        first_found = differences[0] if differences else {}
+        tasks.add(task_type, not differences, {"task": index, "type": task_type, "item": first_found.get("item"),
+                                               "diff": first_found.get("diff") or first_found.get("observation_diff")})
         if differences:
             details.append({"task": index, "type": task_type, "differences": differences})
     return {"tasks": tasks, "first_observation": firsts, "kinds": kinds, "details": details}
@@ -166,15 +174,18 @@ def all_identical(result: dict[str, Any]) -> bool:
 
 def run_check(runner: Any, data_dir: Path, split: str, indices: list[int], work_dir: Path) -> dict[str, Any]:
     """Replay through both environments (the release in a worker process, in parallel) and compare."""
+    from PersonalWAB.testing.release_mirror import reaped
+
     jobs_path, out_path = work_dir / "observation_jobs.json", work_dir / "release_observations.json"
-    started: dict[str, subprocess.Popen] = {}
+    log_path = work_dir / "release_observations.log"
+    with reaped() as running:
+        def start_release(jobs: list[dict[str, Any]]) -> None:
+            jobs_path.write_text(json.dumps(jobs), encoding="utf-8")
+            running["worker"] = runner.start(["observations", "--split", split, "--jobs", str(jobs_path),
+                                              "--out", str(out_path)], log_path)
 
-    def start_release(jobs: list[dict[str, Any]]) -> None:
-        jobs_path.write_text(json.dumps(jobs), encoding="utf-8")
-        started["worker"] = runner.start(["observations", "--split", split, "--jobs", str(jobs_path),
-                                          "--out", str(out_path)], work_dir / "release_observations.log")
-
-    jobs, project = project_side(data_dir, split, indices, start_release)
-    runner.finish(started["worker"], "release environment", work_dir / "release_observations.log")
+        jobs, project = project_side(data_dir, split, indices, start_release)
+        runner.finish(running["worker"], "release environment", log_path)
     release = json.loads(out_path.read_text(encoding="utf-8"))
+    (work_dir / "project_observations.json").write_text(json.dumps(project), encoding="utf-8")  # for a closer look
     return compare(jobs, release, project)

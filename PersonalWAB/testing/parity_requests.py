@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ ASK_USER = "Could you tell me a little more about what you are looking for?"
 USER_REPLY = "Something a little cheaper would suit me better, in a darker colour."
 MEMORY_UPDATE_REPLY = json.dumps({"like": [], "dislike": [], "expect": []})
 MULTITURN_STEPS = 3
+ASIN_TOKEN = re.compile(r"\b[A-Z0-9]{10}\b")
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ class RunSetup:
     interec_memory_file: Path | None
     function_file: Path | None
     timeout_s: float
+    catalogue: frozenset[str] = frozenset()  # every product ASIN, to find those a prompt names
 
 
 def shared_args(setup: RunSetup, variant: Variant, multiturn: bool) -> list[str]:
@@ -135,7 +138,7 @@ def file_args(setup: RunSetup, variant: Variant, folder: Path) -> list[str]:
 def run_both(setup: RunSetup, runner: Any, label: str, variant: Variant,
              multiturn: bool) -> dict[str, Any]:
     """Both run.py's at once, each against its own scripted server; their request bodies and exit status."""
-    from PersonalWAB.testing.release_mirror import finish, launch
+    from PersonalWAB.testing.release_mirror import finish, launch, reaped
 
     model = ParityModel(setup.agent_model, setup.user_model, multiturn)
     folders = {side: setup.work_dir / label / side for side in ("release", "project")}
@@ -144,10 +147,10 @@ def run_both(setup: RunSetup, runner: Any, label: str, variant: Variant,
     logs = {side: folder / "run.log" for side, folder in folders.items()}
     common = shared_args(setup, variant, multiturn)
     with ScriptedLLMServer(model, max_lifetime_s=setup.timeout_s + 60) as release_server, \
-            ScriptedLLMServer(model, max_lifetime_s=setup.timeout_s + 60) as project_server:
+            ScriptedLLMServer(model, max_lifetime_s=setup.timeout_s + 60) as project_server, reaped() as running:
         release_argv = common + file_args(setup, variant, folders["release"]) + ["--log_dir", "results"]
-        release = runner.start(["run"], logs["release"], base_url=release_server.url, release_argv=release_argv,
-                               cwd=folders["release"])
+        running["release"] = runner.start(["run"], logs["release"], base_url=release_server.url,
+                                          release_argv=release_argv, cwd=folders["release"])
         project_argv = common + file_args(setup, variant, folders["project"]) + [
             "--data_dir", str(setup.data_dir), "--api_base", project_server.url, "--memory_length", "10",
             "--output", str(folders["project"] / "result.json"), "--log_dir", str(folders["project"] / "results")]
@@ -156,10 +159,11 @@ def run_both(setup: RunSetup, runner: Any, label: str, variant: Variant,
         if setup.protocol_file:
             project_argv += ["--protocol_file", setup.protocol_file]
         env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "PYTHONPATH")}
-        project = launch([sys.executable, str(setup.repo_root / "run.py"), *project_argv], logs["project"], env,
-                         cwd=folders["project"])
-        status = {"release": runner.finish(release, f"release run.py ({label})", logs["release"], must_succeed=False),
-                  "project": finish(project, f"project run.py ({label})", logs["project"], setup.timeout_s)}
+        running["project"] = launch([sys.executable, str(setup.repo_root / "run.py"), *project_argv],
+                                    logs["project"], env, cwd=folders["project"])
+        status = {"project": finish(running["project"], f"project run.py ({label})", logs["project"], setup.timeout_s),
+                  "release": runner.finish(running["release"], f"release run.py ({label})", logs["release"],
+                                           must_succeed=False)}
         requests = {"release": list(release_server.requests), "project": list(project_server.requests)}
     for side, folder in folders.items():  # kept with --work_dir, for a closer look
         (folder / "requests.json").write_text(json.dumps(requests[side], indent=1, ensure_ascii=False),
@@ -219,10 +223,19 @@ def first_agent_request(grouped: dict[int, Any], index: int) -> dict[str, Any] |
     return agent[0] if agent else None
 
 
+def named_products(body: dict[str, Any], catalogue: frozenset[str]) -> list[str]:
+    """The catalogue ASINs the system message names, in order: which memories were chosen, and their
+    order, whatever the format they are written in."""
+    system = next((m.get("content") for m in body.get("messages") or [] if m.get("role") == "system"), "")
+    return [token for token in ASIN_TOKEN.findall(system or "") if token in catalogue]
+
+
 def compare_first_requests(tasks: list[dict[str, Any]], release: dict[int, Any], project: dict[int, Any],
-                           later_tasks_of_user: set[int] | None = None) -> dict[str, Any]:
-    """Per task: the first agent request's messages and tools; other body fields apart."""
-    whole, messages, tools, before_update = Tally(), Tally(), Tally(), Tally()
+                           later_tasks_of_user: set[int] | None = None,
+                           catalogue: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Per task: the first agent request's messages and tools, and the products its system message
+    names (memory selection); other body fields apart."""
+    whole, messages, tools, before_update, memory = Tally(), Tally(), Tally(), Tally(), Tally()
     fields = FieldTally()
     details = []
     for index, task in enumerate(tasks):
@@ -236,10 +249,14 @@ def compare_first_requests(tasks: list[dict[str, Any]], release: dict[int, Any],
             messages.add(task["type"], "messages" not in diff,
                          {"task": index, "type": task["type"], "messages": diff.get("messages")})
             tools.add(task["type"], "tools" not in diff, {"task": index, "type": task["type"], "tools": diff.get("tools")})
+            named = named_products(a, catalogue), named_products(b, catalogue)
+            memory.add(task["type"], named[0] == named[1],
+                       {"task": index, "type": task["type"], "release": named[0], "project": named[1]})
             fields.add(task, index, a, b)
         if diff:
             details.append(where)
-    result = {"requests": whole, "messages": messages, "tools": tools, "other_fields": fields.tally,
+    result = {"requests": whole, "messages": messages, "tools": tools, "memory_products": memory,
+              "other_fields": fields.tally,
               "other_field_values": fields.values, "details": details}
     if later_tasks_of_user is not None:
         result["first_task_of_user"] = before_update
@@ -346,7 +363,8 @@ def first_request_check(setup: RunSetup, runner: Any, tasks: list[dict[str, Any]
     run = run_both(setup, runner, name, variant, multiturn=False)
     grouped = {side: by_task(reqs, tasks, setup.agent_model, setup.user_model) for side, reqs in run["requests"].items()}
     result = compare_first_requests(tasks, grouped["release"], grouped["project"],
-                                    later_tasks(tasks) if variant.memory == "interecagent" else None)
+                                    later_tasks(tasks) if variant.memory == "interecagent" else None,
+                                    setup.catalogue)
     if variant.memory == "interecagent":
         result["memory_update"] = compare_request_lists(tasks, grouped["release"], grouped["project"], "other")
     result.update(compare_outcomes(tasks, run["result_files"]))
@@ -367,7 +385,7 @@ def multiturn_check(setup: RunSetup, runner: Any, tasks: list[dict[str, Any]], l
 
 def summary_lines(label: str, result: dict[str, Any]) -> list[str]:
     lines = [result["requests"].line(f"{label}: tasks")]
-    for part in ("first_task_of_user", "messages", "tools", "other_fields", "scores", "model_calls"):
+    for part in ("first_task_of_user", "messages", "tools", "memory_products", "other_fields", "scores", "model_calls"):
         if part in result and result[part].compared:
             lines.append(result[part].line(f"  {part}"))
     if result.get("other_field_values"):

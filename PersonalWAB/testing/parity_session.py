@@ -70,6 +70,14 @@ def load_tasks(data_dir: Path) -> dict[str, list[dict[str, Any]]]:
         raise ParityError(f"{path}: cannot read the tasks ({exc})") from None
 
 
+def load_catalogue(data_dir: Path) -> frozenset[str]:
+    """Every product ASIN of the data (the release's product files, read as the release reads them)."""
+    asins: set[str] = set()
+    for part in sorted(Path(data_dir).glob("all_products_part_*.json")):
+        asins.update(json.loads(part.read_text(encoding="utf-8")))
+    return frozenset(asins)
+
+
 def interec_memory_file(config: ParityConfig, work: Path) -> Path:
     """The user's file, else one written by this project's initialiser (both runs get a copy)."""
     if config.interec_memory_file:
@@ -131,7 +139,7 @@ def run_session(config: ParityConfig, scratch: Path, repo_root: Path,
                 protocol_file=config.protocol_file,
                 interec_memory_file=interec_memory_file(config, work) if "fc_interecagent" in config.variants else None,
                 function_file=function_file(config, split_tasks, work) if "fc_taskspe" in config.variants else None,
-                timeout_s=config.timeout_s)
+                timeout_s=config.timeout_s, catalogue=load_catalogue(config.data_dir))
             results = {}
             if "first_request" in config.checks:
                 for name in config.variants:

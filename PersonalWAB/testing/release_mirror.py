@@ -17,8 +17,10 @@ import os
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 PINNED_COMMIT = "23ff65c4c2288198b4b3d00d835760da2c2ff8e8"
 PACKAGE = "PersonalWAB"
@@ -157,6 +159,19 @@ def finish(process: subprocess.Popen, label: str, log_path: Path, timeout_s: flo
         process.kill()
         process.wait()
         raise ParityError(f"{label} ran past {timeout_s:.0f} s and was stopped; see {log_path}") from None
+
+
+@contextmanager
+def reaped() -> Iterator[dict[str, subprocess.Popen]]:
+    """A place to keep started processes; any still running on the way out (an error) is killed."""
+    running: dict[str, subprocess.Popen] = {}
+    try:
+        yield running
+    finally:
+        for process in running.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def log_tail(log_path: Path, lines: int = 15) -> str:
