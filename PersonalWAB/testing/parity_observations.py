@@ -107,6 +107,22 @@ def step_text(step: dict[str, Any]) -> str:
     return step["observation"] if "observation" in step else f"<raised {step['exception']}>"
 
 
+def compare_step(task_type: str, action: dict[str, Any], release: dict[str, Any],
+                 project: dict[str, Any]) -> dict[str, Any]:
+    """One action on both sides: the observation's first difference, the products each lists,
+    the scores with their verdict, and done."""
+    listed = [LISTED_ASIN.findall(step_text(x)) for x in (release, project)]
+    scores = {"release": release.get("score"), "project": project.get("score")}
+    if scores["release"] is None or scores["project"] is None:  # one side raised
+        verdict = "identical" if scores["release"] == scores["project"] else "differs"
+    else:
+        cosine = task_type == "review" and action["name"] == "add_product_review"
+        verdict = score_verdict(scores["release"], scores["project"], cosine)
+    return {"observation_diff": first_difference(step_text(release), step_text(project)),
+            "products": {"release": listed[0], "project": listed[1]}, "score": scores, "score_verdict": verdict,
+            "done": [release.get("done"), project.get("done")]}
+
+
 def compare(jobs: list[dict[str, Any]], release: list[dict[str, Any]],
             project: list[dict[str, Any]]) -> dict[str, Any]:
     """Tallies per task, for the first observation, and per action kind: the observation string,
@@ -120,27 +136,20 @@ def compare(jobs: list[dict[str, Any]], release: list[dict[str, Any]],
         firsts.add(task_type, diff is None, {"task": index, "type": task_type, "diff": diff})
         differences = [{"item": "first_observation", "diff": diff}] if diff else []
         for kind, action, a, b in zip(job["kinds"], job["actions"], rel["steps"], proj["steps"]):
-            tallies = kinds.setdefault(kind, {"observation": Tally(), "products": Tally(), "score": Tally(),
-                                              "done": Tally()})
+            step = compare_step(task_type, action, a, b)
+            same = {"observation": step["observation_diff"] is None,
+                    "products": step["products"]["release"] == step["products"]["project"],
+                    "score": step["score_verdict"] != "differs", "done": step["done"][0] == step["done"][1]}
+            shown = {"observation": {"diff": step["observation_diff"]}, "products": step["products"],
+                     "score": step["score"], "done": dict(zip(("release", "project"), step["done"]))}
+            tallies = kinds.setdefault(kind, {part: Tally() for part in same})
             where = {"task": index, "type": task_type, "action": json.dumps(action)[:200]}
-            obs_diff = first_difference(step_text(a), step_text(b))
-            tallies["observation"].add(task_type, obs_diff is None, {**where, "diff": obs_diff})
-            listed = [LISTED_ASIN.findall(step_text(x)) for x in (a, b)]
-            tallies["products"].add(task_type, listed[0] == listed[1],
-                                    {**where, "release": listed[0], "project": listed[1]})
-            cosine = task_type == "review" and action["name"] == "add_product_review"
-            verdict = score_verdict(a["score"], b["score"], cosine) if "score" in a and "score" in b else (
-                "identical" if "score" not in a and "score" not in b else "differs")
-            scores = {"release": a.get("score"), "project": b.get("score")}
-            if verdict == "floored":
+            for part, tally in tallies.items():
+                tally.add(task_type, same[part], {**where, **shown[part]})
+            if step["score_verdict"] == "floored":
                 tallies["score"].note("floored negative cosine (by design)")
-            tallies["score"].add(task_type, verdict != "differs", {**where, **scores})
-            same_done = a.get("done") == b.get("done")
-            tallies["done"].add(task_type, same_done, {**where, "release": a.get("done"), "project": b.get("done")})
-            if obs_diff or listed[0] != listed[1] or verdict == "differs" or not same_done:
-                differences.append({"item": kind, "action": action, "observation_diff": obs_diff,
-                                    "products": {"release": listed[0], "project": listed[1]}, "score": scores,
-                                    "score_verdict": verdict, "done": [a.get("done"), b.get("done")]})
+            if not all(same.values()):
+                differences.append({"item": kind, "action": action, **step})
         first_found = differences[0] if differences else {}
         tasks.add(task_type, not differences, {"task": index, "type": task_type, "item": first_found.get("item"),
                                                "diff": first_found.get("diff") or first_found.get("observation_diff")})
@@ -156,9 +165,9 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         counts = ", ".join(f"{part} {t.identical}/{t.compared}" for part, t in tallies.items())
         noted = "".join(f"; {what}: {n}" for t in tallies.values() for what, n in t.noted.items())
         lines.append(f"  {kind}: {counts}{noted}")
-        shown = next((t.first_difference for t in tallies.values() if t.first_difference), None)
-        if shown:
-            lines.append(f"      e.g. {shorten(shown)}")
+        for part, tally in tallies.items():
+            if tally.first_difference:
+                lines.append(f"      {part} e.g. {shorten(tally.first_difference, 300)}")
     return lines
 
 
