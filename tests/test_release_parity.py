@@ -39,21 +39,36 @@ def fake_release(root: Path) -> Path:
     return root
 
 
-def test_mirror_copies_python_files_and_links_data(tmp_path: Path, tiny_data_dir: Path, tiny_engines) -> None:
+def fake_data(root: Path, artefacts: bool = True) -> Path:
+    """A data directory with every file the mirror links (contents do not matter to it)."""
+    names = ["all_products_part_1.json", "all_products_part_2.json", "user_history_part_1.json",
+             "user_instructions.json", "user_profiles.json"]
+    if artefacts:
+        names += ["recommender/pwab.pth", "recommender/1000_ids.json", "indexes/lucene/segments_1"]
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("{}", encoding="utf-8")
+    return root
+
+
+def test_mirror_copies_python_files_and_links_data(tmp_path: Path) -> None:
     release = fake_release(tmp_path / "release")
-    mirror = build_mirror(release, tiny_data_dir, parent=tmp_path)
+    data = fake_data(tmp_path / "data")
+    mirror = build_mirror(release, data, parent=tmp_path)
     try:
         for name in REQUIRED_FILES:
             copy = mirror.root / name
             assert not copy.is_symlink() and copy.read_bytes() == (release / name).read_bytes()
-        data = mirror.root / "PersonalWAB" / "envs" / "pwab" / "data"
-        assert (data / "user_profiles.json").resolve() == (tiny_data_dir / "user_profiles.json").resolve()
-        assert sorted(p.name for p in data.glob("all_products_part_*.json")) == sorted(
-            p.name for p in tiny_data_dir.glob("all_products_part_*.json"))
+        linked = mirror.root / "PersonalWAB" / "envs" / "pwab" / "data"
+        assert (linked / "user_profiles.json").resolve() == (data / "user_profiles.json").resolve()
+        assert sorted(p.name for p in linked.glob("all_products_part_*.json")) == [
+            "all_products_part_1.json", "all_products_part_2.json"]
         functions = mirror.root / "PersonalWAB" / "envs" / "pwab" / "functions"
-        assert (functions / "search" / "indexes").resolve() == (tiny_data_dir / "indexes" / "lucene").resolve()
+        assert (functions / "search" / "indexes").resolve() == (data / "indexes" / "lucene").resolve()
         assert (functions / "recommender" / "checkpoint" / "pwab.pth").resolve() == (
-            tiny_data_dir / "recommender" / "pwab.pth").resolve()
+            data / "recommender" / "pwab.pth").resolve()
+        assert (functions / "recommender" / "data" / "1000_ids.json").resolve() == (
+            data / "recommender" / "1000_ids.json").resolve()
         assert mirror.commit is None and len(mirror.fingerprint) == 64
     finally:
         mirror.remove()
@@ -63,11 +78,7 @@ def test_mirror_copies_python_files_and_links_data(tmp_path: Path, tiny_data_dir
 
 def test_mirror_names_the_missing_artefact(tmp_path: Path) -> None:
     release = fake_release(tmp_path / "release")
-    data = tmp_path / "data"
-    data.mkdir()
-    for name in ("all_products_part_1.json", "user_history_part_1.json", "user_instructions.json",
-                 "user_profiles.json"):
-        (data / name).write_text("{}", encoding="utf-8")
+    data = fake_data(tmp_path / "data", artefacts=False)
     with pytest.raises(ParityError, match=r"missing .*indexes/lucene; build the artefacts"):
         build_mirror(release, data, parent=tmp_path)
 
