@@ -85,21 +85,18 @@ def default_store_root() -> Path:
 class TextStore:
     """Vectors of every text an encoder has embedded, keyed by the text's SHA-256.
 
-    Two files per encoder (`keys.npy` `[n, 32]` uint8, `vectors.npy` `[n, 384]` float32),
-    replaced atomically as a pair: keys last, and a reader that finds the two of unequal
-    length ignores the store. Concurrent writers may drop each other's additions (they
-    are only re-encoded later), never mix them up.
+    One file per encoder (`store.npz`: `keys` `[n, 32]` uint8, `vectors` `[n, 384]` float32),
+    replaced atomically, so keys and vectors always belong together. Concurrent writers
+    may drop each other's additions (they are only encoded again later), never mix them up.
     """
 
     def __init__(self, root: Path, model_id: str):
-        self.folder = root / hashlib.sha256(model_id.encode()).hexdigest()[:16]
+        self.path = root / hashlib.sha256(model_id.encode()).hexdigest()[:16] / "store.npz"
 
     def lookup(self, digests: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(found, vectors): which digests the store holds, and their vectors (zeros elsewhere)."""
         vectors = np.zeros((len(digests), DIMENSION), dtype=np.float32)
         keys, stored = self._read()
-        if not len(keys):
-            return np.zeros(len(digests), dtype=bool), vectors
         row_of = {key: row for row, key in enumerate(map(bytes, keys))}
         rows = np.array([row_of.get(bytes(d), -1) for d in digests], dtype=np.int64)
         found = rows >= 0
@@ -108,23 +105,19 @@ class TextStore:
 
     def add(self, digests: np.ndarray, vectors: np.ndarray) -> None:
         keys, stored = self._read()
-        if len(keys):
-            new = ~np.isin(digests.view("V32").ravel(), keys.view("V32").ravel())
-            digests, vectors = digests[new], vectors[new]
-        if not len(digests):
-            return
-        _write_atomic(self.folder / "vectors.npy", lambda h: np.save(h, np.concatenate([stored, vectors])))
-        _write_atomic(self.folder / "keys.npy", lambda h: np.save(h, np.concatenate([keys, digests])))
+        new = ~np.isin(digests.view("V32").ravel(), keys.view("V32").ravel())
+        if new.any():
+            _write_atomic(self.path, lambda h: np.savez(h, keys=np.concatenate([keys, digests[new]]),
+                                                        vectors=np.concatenate([stored, vectors[new]])))
 
     def _read(self) -> tuple[np.ndarray, np.ndarray]:
-        empty = (np.zeros((0, 32), dtype=np.uint8), np.zeros((0, DIMENSION), dtype=np.float32))
         try:
-            keys = np.load(self.folder / "keys.npy")
-            vectors = np.load(self.folder / "vectors.npy", mmap_mode="r")
-        except (OSError, ValueError):
-            return empty
+            with np.load(self.path) as stored:
+                keys, vectors = stored["keys"], stored["vectors"]
+        except (OSError, ValueError, KeyError):
+            keys, vectors = np.zeros((0, 32), dtype=np.uint8), np.zeros((0, DIMENSION), dtype=np.float32)
         if keys.shape != (len(keys), 32) or vectors.shape != (len(keys), DIMENSION):
-            return empty
+            return np.zeros((0, 32), dtype=np.uint8), np.zeros((0, DIMENSION), dtype=np.float32)
         return keys, vectors
 
 
