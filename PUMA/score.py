@@ -65,6 +65,7 @@ def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict
                      functions: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
     """instruction -> {candidate: Result Acc} for the instructions of `tasks` in `candidates`."""
     from PersonalWAB.agents.puma import parse_parameters
+    from PersonalWAB.build import review_cache_file
     from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
     from PersonalWAB.envs.pwab.scoring import score_attempt
     from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
@@ -92,7 +93,10 @@ def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict
         values[i] = value
     reviews = [i for i, job in enumerate(jobs) if job[4].name == REVIEW]
     texts = [jobs[i][4].arguments["review"] or protocol.text("review.empty") for i in reviews]
-    engines.embedder.remember(texts + [jobs[i][2]["target"]["review"]["text"] for i in reviews])
+    # the real reviews come from (and go to) the data dir's review-embedding cache, which runs share
+    engines.embedder.remember([jobs[i][2]["target"]["review"]["text"] for i in reviews],
+                              cache_file=review_cache_file(engines.data))
+    engines.embedder.remember(texts)
     for i, text in zip(reviews, texts):
         values[i] = {"review": text}
     scores: dict[str, dict[str, float]] = {}

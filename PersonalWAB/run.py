@@ -269,6 +269,10 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line) -> RunPlan
     check_settings(config)
     get_user(config.user_mode, config.user_model, config.user_api_base, config.seed)  # fail early on bad settings
     protocol = load_protocol(config.protocol_file)
+    if config.search_backend == "lucene":
+        from PersonalWAB.envs.pwab.functions.search.engine import start_jvm_early
+
+        start_jvm_early()
     data = load_benchmark_data(config.data_dir or default_data_dir())
     for warning in data.warnings:
         log(f"warning: {warning}")

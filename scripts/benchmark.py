@@ -8,7 +8,11 @@ start-up time to the first finished task (fresh process), per-function latency
 (p50/p95), and whole-test-split throughput of the offline agent with and without
 history (whose per-type scores show the personalization signal), and with
 `--llm_agent` the function-calling agent with relevant memory against a scripted
-local model server.
+local model server. The headline figures (`memory_embeddings_build_s`, `startup_s`,
+`test_split_wall_s`, `puma_scoring_s`) are printed beside the figures measured before
+issue 13 (`previous`), with the load average, since the machine is shared.
+`--agreement_data_dir DIR` also checks that the cached `relevant` memory of every task
+of DIR equals a one-text-at-a-time reference encoding (top-10 lists and scores).
 """
 
 from __future__ import annotations
@@ -58,9 +62,44 @@ def startup_seconds(data_dir: Path, backend: str) -> float:
         return time.perf_counter() - start
 
 
+PREVIOUS = {  # before issue 13, `full` synthetic data, this 2-core machine
+    "memory_embeddings_build_s": "936 s with the project's short behaviour text; ~2,100 s projected with the release's",
+    "startup_s": "4.6-5.1 s",
+    "test_split_wall_s": "30.1 s",
+    "puma_scoring_s": "175 s",
+}
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def puma_scoring_seconds(data: Any, backend: str) -> dict[str, Any]:
+    """PUMA step 4 over ~10 candidates for every train instruction (benchmark_puma_scoring's set)."""
+    import random
+
+    from benchmark_puma_scoring import candidate_variants
+    from PersonalWAB.envs.pwab.engines import Engines
+    from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
+    from PUMA.score import score_candidates
+
+    tasks = data.tasks["train"]
+    rng = random.Random(0)
+    candidates = {task["task"]: candidate_variants(data, task, rng) for task in tasks}
+    engines = Engines(data, backend, embedder=TextEmbedder())  # an empty embedding memo
+    engines.search.search("warm up")
+    engines.embedder.encode(["warm up"])
+    start = time.perf_counter()
+    score_candidates(engines, tasks, candidates)
+    return {"seconds": round(time.perf_counter() - start, 1), "candidates": sum(map(len, candidates.values()))}
+
+
 def function_latencies(data: Any, engines: Any, samples: int) -> dict[str, dict[str, float]]:
     from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS
+    from PersonalWAB.envs.pwab.functions.base import ToolContext
     from PersonalWAB.envs.pwab.scoring import score_attempt
+
+    engines = ToolContext(engines, engines.protocol)
 
     tasks = data.tasks["test"]
     by_type = {kind: [t for t in tasks if t["type"] == kind][:samples] for kind in ("search", "recommend", "review")}
@@ -69,12 +108,12 @@ def function_latencies(data: Any, engines: Any, samples: int) -> dict[str, dict[
     review = WEB_FUNCTIONS["add_product_review"]
     details = WEB_FUNCTIONS["get_product_details_by_asin"]
 
-    def history(task: dict) -> list[str]:
+    def history(task: dict[str, Any]) -> list[str]:
         return [b["product_info"]["parent_asin"] for b in data.behaviours_before(task["user_id"], task["timestamp"])]
 
     def review_and_score(task: dict) -> None:
         output = review(engines, {"review": f"I bought the {task['target']['product_info']['title']}."})
-        score_attempt(task, "add_product_review", output, engines.embedder)
+        score_attempt(task, "add_product_review", output, False, engines.engines.embedder)
 
     search(engines, {"query": "warm up"})
     recommend(engines, {"product_sequence": history(by_type["recommend"][0])})
@@ -127,8 +166,12 @@ def main() -> int:
     parser.add_argument("--llm_agent", action="store_true",
                         help="also run the whole split with the function-calling agent (relevant memory, "
                              "concurrency 8) against a scripted local model server")
+    parser.add_argument("--agreement_data_dir", default=None,
+                        help="check the cached relevant memory of every task of this data dir against a "
+                             "one-text-at-a-time reference encoding (e.g. data/synthetic/small)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
     from PersonalWAB.build import build_artifacts
     from PersonalWAB.data.loader import load_benchmark_data
@@ -138,9 +181,11 @@ def main() -> int:
     start = time.perf_counter()
     data = load_benchmark_data(data_dir)
     load_s = time.perf_counter() - start
-    build_artifacts(data, (args.search_backend,), recommender=True, review_embeddings=True)
+    load_before_builds = load_average()
+    build_artifacts(data, (args.search_backend,), recommender=True, review_embeddings=True, memory_embeddings=True)
     build_times_file = data.artifacts.cache_dir / "build_times.json"
     build_s = json.loads(build_times_file.read_text()) if build_times_file.exists() else {}
+    memory_build = sum(s for name, s in build_s.items() if "_embeddings" in name and "review" not in name)
 
     figures: dict[str, Any] = {
         "data_dir": str(data_dir),
@@ -148,8 +193,12 @@ def main() -> int:
         "search_backend": args.search_backend,
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "build_s": build_s,
+        "memory_embeddings_build_s": round(memory_build, 1) or None,
+        "load_average_around_builds": [load_before_builds, load_average()],
         "data_load_s": round(load_s, 2),
         "startup_s": round(startup_seconds(data_dir, args.search_backend), 2),
+        "load_average_after_startup": load_average(),
+        "previous": PREVIOUS,
     }
     engines = shared_engines(data, args.search_backend)
     figures["function_latency_ms"] = function_latencies(data, engines, args.samples)
@@ -163,6 +212,20 @@ def main() -> int:
     figures["heuristic_memory_last"] = with_history["results"]
     figures["heuristic_memory_none"] = without_history["results"]
     figures["heuristic_memory_none_wall_s"] = without_history["wall_s"]
+    figures["load_average_after_test_split"] = load_average()
+    figures["puma_scoring"] = puma_scoring_seconds(data, args.search_backend)
+    figures["puma_scoring_s"] = figures["puma_scoring"]["seconds"]
+    figures["load_average_after_puma_scoring"] = load_average()
+    if args.agreement_data_dir:
+        from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
+        from PersonalWAB.memory_embeddings import build_behaviour_embeddings, reference_agreement
+        from PersonalWAB.protocol import load_protocol
+
+        small = load_benchmark_data(args.agreement_data_dir)
+        protocol = load_protocol()
+        build_behaviour_embeddings(small, protocol, log=None)
+        figures["relevant_memory_reference_agreement"] = reference_agreement(
+            small, protocol, small.tasks["train"] + small.tasks["test"], 10, TextEmbedder())
     if args.llm_agent:
         with tempfile.TemporaryDirectory() as tmp:
             figures["scripted_llm_function_calling_relevant"] = scripted_llm_split(

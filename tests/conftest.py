@@ -15,6 +15,22 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session", autouse=True)
+def own_text_store(tmp_path_factory: pytest.TempPathFactory):
+    """Embedding vectors the tests make go to a store of their own, not the checkout's."""
+    import os
+
+    from PersonalWAB.memory_embeddings import STORE_ENV
+
+    saved = os.environ.get(STORE_ENV)
+    os.environ[STORE_ENV] = str(tmp_path_factory.mktemp("text_store"))
+    yield
+    if saved is None:
+        os.environ.pop(STORE_ENV, None)
+    else:
+        os.environ[STORE_ENV] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
 def no_default_pack(tmp_path_factory: pytest.TempPathFactory):
     """Tests run with the project's texts unless they pass a pack: a release pack placed in
     this checkout must not change what they see."""

@@ -16,6 +16,7 @@ import pytest
 
 from PersonalWAB.data import download
 from PersonalWAB.data.download import OfficialCounts, download_official, verify_official
+from PersonalWAB.data.loader import PARSED_CACHE
 from PersonalWAB.errors import DataError
 
 REPO_PREFIX = "HongruCai/PersonalWAB/main"
@@ -212,7 +213,9 @@ def test_full_download_is_byte_identical_and_verified(server: Server, tmp_path: 
     summary = fetch(server, dest, with_artifacts=True)
 
     release = _release()
-    assert _files(dest) == set(release) | {"recommender/pwab.pth", "recommender/1000_ids.json"}
+    # the check loads the data, which leaves the loader's parsed-data cache behind
+    assert _files(dest) == set(release) | {"recommender/pwab.pth", "recommender/1000_ids.json",
+                                           f"cache/{PARSED_CACHE}"}
     for name, body in release.items():
         assert (dest / name).read_bytes() == body
     assert (dest / "recommender" / "pwab.pth").read_bytes() == next(iter(ARTIFACTS.values()))

@@ -158,3 +158,29 @@ def test_importing_the_run_modules_loads_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "light" in out.stdout
+
+
+def test_a_second_load_reads_the_parsed_cache_and_a_changed_file_is_read_again(data_copy):
+    from PersonalWAB.data.loader import PARSED_CACHE
+
+    first = load_benchmark_data(data_copy, reload=True)
+    cache = data_copy / "cache" / PARSED_CACHE
+    assert cache.exists()
+    again = load_benchmark_data(data_copy, reload=True)
+    assert again is not first
+    assert (again.products, again.histories, again.tasks, again.profiles, again.fingerprint) == \
+        (first.products, first.histories, first.tasks, first.profiles, first.fingerprint)
+    assert again.behaviours_before(*_some_user_and_time(again)) == first.behaviours_before(*_some_user_and_time(first))
+
+    rewrite(data_copy / "all_products_part_1.json", lambda c: c[next(iter(c))].update(title="Another title"))
+    changed = load_benchmark_data(data_copy, reload=True)
+    assert any(p["title"] == "Another title" for p in changed.products.values())
+    assert changed.fingerprint != first.fingerprint
+
+    cache.write_bytes(b"not marshal")  # a damaged cache is ignored and rewritten
+    assert load_benchmark_data(data_copy, reload=True).fingerprint == changed.fingerprint
+
+
+def _some_user_and_time(data):
+    user = sorted(data.histories)[0]
+    return user, data.histories[user][-1]["review"]["timestamp"]

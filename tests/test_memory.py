@@ -310,3 +310,48 @@ def test_initial_memory_written_by_a_model_resumes(tiny_data, tiny_data_dir, tmp
     assert entries[users[0]]["like"] == ["KEPT"] and set(entries) == set(users)
     history = [b for b in tiny_data.histories[users[1]] if b["split"] == "history"][-200:]
     assert any(r["messages"][0]["content"] == PROTOCOL.interecagent_init_prompt(history) for r in requests)
+
+
+class StoredCountingEncoder(CountingEncoder):
+    """The real MiniLM under its model id, so its vectors go to the shared text store."""
+
+    @property
+    def model_id(self):
+        return self.inner.model_id
+
+
+def test_a_new_data_dir_reuses_the_stored_vectors_of_texts_it_shares(one_user_dir, tmp_path, monkeypatch):
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.memory_embeddings import STORE_ENV
+
+    monkeypatch.setenv(STORE_ENV, str(tmp_path / "store"))
+    encoder = StoredCountingEncoder()
+    data = load_benchmark_data(one_user_dir)
+    first = BehaviourEmbeddings(data, PROTOCOL, encoder)
+    first.ensure(log=None)
+    encoded = encoder.texts
+
+    edited = tmp_path / "edited"
+    shutil.copytree(one_user_dir, edited, ignore=shutil.ignore_patterns("cache"))
+    history_file = edited / "user_history_part_1.json"
+    histories = json.loads(history_file.read_text())
+    user_id, behaviours = next(iter(histories.items()))
+    behaviours[0]["review"]["text"] = "A review this data directory alone holds."
+    history_file.write_text(json.dumps(histories))
+    second = BehaviourEmbeddings(load_benchmark_data(edited), PROTOCOL, encoder)
+    assert set(second.ensure(log=None)) == {second.name, "instruction_embeddings"}
+    assert encoder.texts - encoded == 1, "only the edited behaviour's text is new"
+    assert np.array_equal(second.behaviours(user_id)[1:], first.behaviours(user_id)[1:])
+    assert not np.array_equal(second.behaviours(user_id)[0], first.behaviours(user_id)[0])
+
+
+def test_cached_relevant_memory_equals_encoding_each_text_alone(tiny_data):
+    """The batched, length-sorted, stored path ranks exactly as a one-text-at-a-time encoding."""
+    from PersonalWAB.envs.pwab.text_embedding import shared_embedder
+    from PersonalWAB.memory_embeddings import reference_agreement
+
+    user_id = tiny_data.tasks["test"][0]["user_id"]
+    tasks = [t for t in tiny_data.tasks["test"] if t["user_id"] == user_id][:3]
+    report = reference_agreement(tiny_data, PROTOCOL, tasks, 10, shared_embedder())
+    assert report["equal_top_lists"] == report["tasks"] == len(tasks)
+    assert report["max_score_diff"] <= 1e-5

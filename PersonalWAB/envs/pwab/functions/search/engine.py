@@ -162,6 +162,10 @@ _JVM_OPTIONS = (
     # One log4j context for the whole JVM: with the default per-class-loader selector,
     # log-level changes made through Configurator miss Anserini's loggers under pyjnius.
     "-Dlog4j2.contextSelector=org.apache.logging.log4j.core.selector.BasicContextSelector",
+    # The quick (C1) JIT only: on 2 busy cores the optimising compiler's threads cost more
+    # than they win back in a run's queries (start + first query 1.2-1.5 s of CPU against
+    # 1.9-2.6 s, and 100 queries after it 0.5-1.3 s against 1.9-3.0 s; load average ~13).
+    "-XX:TieredStopAtLevel=1",
 )
 
 
@@ -170,6 +174,12 @@ def _on_jvm(function: Callable[..., T], *args: Any) -> T:
     if threading.get_ident() == _jvm_thread_id:
         return function(*args)
     return _JVM_EXECUTOR.submit(function, *args).result()
+
+
+def start_jvm_early() -> None:
+    """Start the JVM on its thread without waiting for it, so a run that will search
+    overlaps the JVM's start-up (~1.5 s of class loading) with loading its data."""
+    _JVM_EXECUTOR.submit(_java)
 
 
 def _java() -> SimpleNamespace:
