@@ -36,11 +36,16 @@ def no_default_pack(tmp_path_factory: pytest.TempPathFactory):
     this checkout must not change what they see."""
     import PersonalWAB.protocol as protocol
 
-    saved = protocol.DEFAULT_PACK
+    saved, saved_env = protocol.DEFAULT_PACK, os.environ.get(protocol.PACK_ENV)
     protocol.DEFAULT_PACK = tmp_path_factory.mktemp("no_pack") / "release_protocol.json"
+    os.environ[protocol.PACK_ENV] = str(protocol.DEFAULT_PACK)  # for run.py subprocesses too
     protocol._LOADED.clear()
     yield
     protocol.DEFAULT_PACK = saved
+    if saved_env is None:
+        os.environ.pop(protocol.PACK_ENV, None)
+    else:
+        os.environ[protocol.PACK_ENV] = saved_env
     protocol._LOADED.clear()
 
 

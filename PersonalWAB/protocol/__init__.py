@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import string
 import threading
@@ -27,7 +28,10 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR
 from PersonalWAB.protocol.spec import RELEASE_SHORT, TEXTS, Constant, Field, Inline, Joined
 
-DEFAULT_PACK = OFFICIAL_DATA_DIR / "release_protocol.json"
+# Where a placed pack is found; $PERSONALWAB_PROTOCOL_PACK moves it (the test suite points it
+# at an empty folder so that its subprocesses, too, see the project's texts).
+PACK_ENV = "PERSONALWAB_PROTOCOL_PACK"
+DEFAULT_PACK = Path(os.environ.get(PACK_ENV) or OFFICIAL_DATA_DIR / "release_protocol.json")
 # Bumped when a renderer changes what it writes, so caches of rendered text are rebuilt.
 RENDERER_VERSION = 1
 PROJECT = "project"
