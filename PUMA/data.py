@@ -126,6 +126,21 @@ def param_examples(protocol: Protocol, data: BenchmarkData, tasks: list[dict[str
     return examples
 
 
+def latest_purchase_kept(data: BenchmarkData, tasks: list[dict[str, Any]],
+                         examples: list[dict[str, Any]]) -> tuple[int, int]:
+    """(kept, of): of the recommend examples whose user bought something before the task,
+    how many still show that user's most recent earlier purchase (its ASIN) in the cut
+    memory. The release's newest-first order keeps it in nearly all; oldest first loses it."""
+    kept = total = 0
+    for task, example in zip(tasks, examples):
+        past = data.behaviours_before(task["user_id"], task["timestamp"])
+        if example["function"] != RECOMMEND or not past:
+            continue
+        total += 1
+        kept += past[-1]["product_info"]["parent_asin"] in example["memory"]
+    return kept, total
+
+
 def _load(config: DataConfig) -> BenchmarkData:
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.paths import default_data_dir
@@ -168,10 +183,13 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
         examples = param_examples(protocol, data, data.split(split), split, tokenizer, config.mem_token_length,
                                   config.memory_length, recipe, client if split == "train" else None)
         path = write_json(Path(config.out_dir) / f"param_{split}.json", examples)
+        kept, of = latest_purchase_kept(data, data.split(split), examples)
         write_record(path, "data_param", recipe, config, {"--data_dir": str(data.data_dir)}, protocol=protocol.name,
                      search_labels=("LLM " + config.query_model) if config.query_model and split == "train"
-                     else "offline fallback" if split == "train" else "target title (test)")
-        log(f"{path}: {len(examples)} parameter examples")
+                     else "offline fallback" if split == "train" else "target title (test)",
+                     latest_purchase_in_recommend_memory={"kept": kept, "of": of})
+        log(f"{path}: {len(examples)} parameter examples; the latest earlier purchase is in the cut memory of "
+            f"{kept} of {of} recommend prompts")
         written.append(path)
     return written
 
