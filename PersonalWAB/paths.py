@@ -21,6 +21,7 @@ OFFICIAL_ITEM_MAP = PWAB_DIR / "functions" / "recommender" / "data" / "1000_ids.
 DEFAULT_SYNTHETIC_DIR = REPO_ROOT / "data" / "synthetic" / "small"
 
 SYNTHETIC_MANIFEST = "synthetic_manifest.json"
+CONSTRUCTION_MANIFEST = "construction_manifest.json"
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,21 @@ class ArtifactPaths:
             item_map=data_dir / "recommender" / "1000_ids.json",
             cache_dir=data_dir / "cache",
         )
+
+
+def remove_derived_artifacts(data_dir: Path | str) -> None:
+    """Indexes, the trained recommender and caches built from earlier data would silently
+    disagree with new files, so they go when a directory's data changes (the item map is
+    left to the writer of the data)."""
+    import shutil
+
+    artifacts = ArtifactPaths.for_data_dir(data_dir)
+    sidecar = artifacts.checkpoint.with_name(artifacts.checkpoint.name + ".json")
+    for stale in (artifacts.lucene_index, artifacts.bm25s_index, artifacts.checkpoint, sidecar, artifacts.cache_dir):
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        elif stale.exists():
+            stale.unlink()
 
 
 def default_data_dir() -> Path:

@@ -16,7 +16,6 @@ record must be the task it claims to be.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -226,8 +225,8 @@ def resumable_records(path: Path | str, run_args: dict[str, Any], tasks: list[di
     return list(kept.values()), notes
 
 
-def _atomic_write_json(path: Path, content: Any) -> None:
-    atomic_write_text(path, json.dumps(content, indent=2, ensure_ascii=False))
+def _atomic_write_json(path: Path, content: Any, exclusive: bool = False) -> None:
+    atomic_write_text(path, json.dumps(content, indent=2, ensure_ascii=False), exclusive=exclusive)
 
 
 def numbered(path: Path, number: int) -> Path:
@@ -260,18 +259,20 @@ class ResultWriter:
         existing file is refused.
         """
         with self._lock:
-            if not replace:
+            if replace:
+                self._flush_locked()
+            else:
                 self.path = self._claim(unique)
-            self._flush_locked()
+                self._last_flush = time.monotonic()
             return self.path
 
     def _claim(self, unique: bool) -> Path:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Create the first checkpoint under a free name; never visible half-written or empty."""
         number = 1
         while True:
             candidate = self.path if number == 1 else numbered(self.path, number)
             try:
-                os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                _atomic_write_json(candidate, self._checkpoint(), exclusive=True)
                 return candidate
             except FileExistsError:
                 if not unique:
@@ -290,8 +291,11 @@ class ResultWriter:
         with self._lock:
             self._flush_locked()
 
+    def _checkpoint(self) -> list[dict[str, Any]]:
+        return [{"run_args": self.run_args, UNFINISHED_KEY: True}, *self.records]
+
     def _flush_locked(self) -> None:
-        _atomic_write_json(self.path, [{"run_args": self.run_args, UNFINISHED_KEY: True}, *self.records])
+        _atomic_write_json(self.path, self._checkpoint())
         self._last_flush = time.monotonic()
 
     def finalize(self) -> dict[str, Any]:

@@ -36,6 +36,8 @@ from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
 from PersonalWAB.progress import log_line
 
 SYNTHETIC_NOTE = "synthetic data: these numbers are not comparable to the paper's"
+OTHER_DATA_NOTE = ("{source} data, not the official benchmark: these numbers compare only with runs on the same "
+                   "data, not with the paper's")
 CUSTOM_NOTE = ("custom run ({why}): these numbers are not comparable to the paper's tables or the leaderboard; "
                "see README, Fidelity")
 UNPRICED_NOTE = "the model has no price in litellm's table; its calls are counted as costing 0"
@@ -467,8 +469,10 @@ def main(argv: list[str] | None = None) -> int:
     errors = count_errors(outcome.records)
     print(format_statistics_table(outcome.header["results"], title=f"Results ({source}; {outcome.wall_s:.1f} s)",
                                   errors=errors))
-    if source != "official":
+    if source.startswith("synthetic"):
         print(f"note: {SYNTHETIC_NOTE}")
+    elif source != "official":
+        print(f"note: {OTHER_DATA_NOTE.format(source=source)}")
     record = outcome.header["run_args"]["protocol"]
     if not record["standard"]:
         print(f"note: {CUSTOM_NOTE.format(why='; '.join(custom_reasons(record)))}")

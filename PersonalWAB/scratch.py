@@ -55,13 +55,22 @@ def remove_stale(folder: Path) -> list[Path]:
     return removed
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, exclusive: bool = False) -> None:
     """Write a whole file or nothing: readers (and a killed writer) never leave half of it.
 
     Text that UTF-8 cannot encode (a lone surrogate a model produced) is written as a
     `\\udXXX` escape, which is what JSON itself would write, so a result file holding one
-    stays valid JSON that reads back to the same string."""
+    stays valid JSON that reads back to the same string.
+
+    `exclusive`: create the file only if the name is free (FileExistsError otherwise), still
+    whole: the scratch file is hard-linked into place, so no reader ever sees it empty."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = scratch_path(path)
     tmp.write_bytes(text.encode("utf-8", "backslashreplace"))
-    os.replace(tmp, path)
+    if not exclusive:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -182,7 +182,7 @@ def _retryable_status(code: int) -> bool:
     return code >= 500 or code in (408, 429)
 
 
-class _Fetcher:
+class HttpFetcher:
     """HTTP access with retries: network errors and 5xx are retried with exponential
     backoff, a 404 is an answer (it ends part probing), other statuses are final."""
 
@@ -234,25 +234,41 @@ class _Fetcher:
 
         return bool(self._retrying(url, head))
 
-    def download(self, remote_path: str, part: Path) -> int | None:
-        """Stream the file into `part`; its size, or None when the server has no such file."""
+    def download(self, remote_path: str, part: Path, max_lines: int | None = None) -> int | None:
+        """Stream the file into `part`; its size, or None when the server has no such file.
+        With `max_lines`, only the file's first lines are kept (a sample of a line-per-record file)."""
         url = self.url(remote_path)
-        return self._retrying(url, lambda: self._stream(url, part))
+        return self._retrying(url, lambda: self._stream(url, part, max_lines))
 
-    def _stream(self, url: str, part: Path) -> int:
+    def _stream(self, url: str, part: Path, max_lines: int | None = None) -> int:
+        lines_left = max_lines
         with urllib.request.urlopen(url, timeout=self.timeout) as response:
             announced = response.headers.get("Content-Length")
             size = 0
             with part.open("wb") as out:
                 while chunk := response.read(CHUNK_BYTES):
+                    if lines_left is not None:
+                        chunk, lines_left = _first_lines(chunk, lines_left)
                     out.write(chunk)
                     size += len(chunk)
+                    if lines_left == 0:
+                        break
                 out.flush()
                 os.fsync(out.fileno())
-        if announced is not None and size != int(announced):
+        if max_lines is None and announced is not None and size != int(announced):
             # http.client returns a short body without complaint when the peer hangs up.
             raise ConnectionError(f"transfer ended after {size} of {announced} bytes")
         return size
+
+
+def _first_lines(chunk: bytes, wanted: int) -> tuple[bytes, int]:
+    """The part of `chunk` up to its `wanted`-th newline, and how many lines are still wanted."""
+    position = -1
+    for _ in range(wanted):
+        position = chunk.find(b"\n", position + 1)
+        if position < 0:
+            return chunk, wanted - chunk.count(b"\n")
+    return chunk[: position + 1], 0
 
 
 def _local_problem(wanted: _Wanted) -> str | None:
@@ -267,7 +283,7 @@ def _local_problem(wanted: _Wanted) -> str | None:
     return None
 
 
-def _download(fetcher: _Fetcher, wanted: _Wanted) -> int | None:
+def _download(fetcher: HttpFetcher, wanted: _Wanted) -> int | None:
     """Fetch one file and move it into place only if it is whole and well formed."""
     url = fetcher.url(wanted.remote_path)
     wanted.target.parent.mkdir(parents=True, exist_ok=True)
@@ -289,7 +305,7 @@ def _download(fetcher: _Fetcher, wanted: _Wanted) -> int | None:
         part.unlink(missing_ok=True)
 
 
-def _place(fetcher: _Fetcher, wanted: _Wanted, *, force: bool, probe: bool, report: dict[str, list[str]]) -> bool:
+def _place(fetcher: HttpFetcher, wanted: _Wanted, *, force: bool, probe: bool, report: dict[str, list[str]]) -> bool:
     """Make `wanted.target` a valid copy of the release file; False when the server lacks it.
 
     A valid copy already in place is kept (unless `force`); when `probe` is set the
@@ -315,7 +331,7 @@ def _place(fetcher: _Fetcher, wanted: _Wanted, *, force: bool, probe: bool, repo
     return True
 
 
-def _place_parts(fetcher: _Fetcher, dest: Path, prefix: str, *, force: bool, report: dict[str, list[str]]) -> None:
+def _place_parts(fetcher: HttpFetcher, dest: Path, prefix: str, *, force: bool, report: dict[str, list[str]]) -> None:
     """Fetch `<prefix>_part_1.json`, `_part_2`, ... until the server answers 404.
 
     The number of parts is not published, so probing is the only way to find it. A
@@ -342,7 +358,7 @@ def _place_parts(fetcher: _Fetcher, dest: Path, prefix: str, *, force: bool, rep
         )
 
 
-def _place_required(fetcher: _Fetcher, wanted: _Wanted, *, force: bool, report: dict[str, list[str]]) -> None:
+def _place_required(fetcher: HttpFetcher, wanted: _Wanted, *, force: bool, report: dict[str, list[str]]) -> None:
     if not _place(fetcher, wanted, force=force, probe=False, report=report):
         raise DataError(f"{fetcher.url(wanted.remote_path)}: not found (404); check --base_url")
 
@@ -452,7 +468,7 @@ def download_official(
     Returns `verify_official`'s summary plus the names `downloaded` and `kept`.
     """
     dest = Path(dest)
-    fetcher = _Fetcher(base_url, timeout, retries, backoff, log)
+    fetcher = HttpFetcher(base_url, timeout, retries, backoff, log)
     report: dict[str, list[str]] = {"downloaded": [], "kept": []}
     log(f"fetching the official PersonalWAB data from {fetcher.base_url} into {dest}")
     for wanted in _fixed_files(dest):
@@ -476,7 +492,7 @@ def download_protocol(dest: Path | str, *, base_url: str | None = None, timeout:
     from PersonalWAB.protocol.pack import build_pack, describe, release_file_paths, write_pack
     from PersonalWAB.protocol.spec import RELEASE_COMMIT, RELEASE_REPOSITORY
 
-    fetcher = _Fetcher(base_url or f"{RAW_BASE_URL}/{RELEASE_REPOSITORY}/{RELEASE_COMMIT}", timeout, retries,
+    fetcher = HttpFetcher(base_url or f"{RAW_BASE_URL}/{RELEASE_REPOSITORY}/{RELEASE_COMMIT}", timeout, retries,
                        backoff, log)
     log(f"fetching the release's texts (commit {RELEASE_COMMIT[:7]}) from {fetcher.base_url}")
     with tempfile.TemporaryDirectory(prefix="pwab-release-") as tmp:

@@ -18,7 +18,7 @@ from typing import Any
 
 from PersonalWAB.data import schema
 from PersonalWAB.errors import DataError
-from PersonalWAB.paths import SYNTHETIC_MANIFEST, ArtifactPaths
+from PersonalWAB.paths import CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, ArtifactPaths
 
 try:
     import orjson
@@ -95,6 +95,7 @@ class BenchmarkData:
     profiles: dict[str, dict[str, str]]
     tasks: dict[str, list[dict[str, Any]]]
     synthetic_manifest: dict[str, Any] | None = None
+    construction_manifest: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     fingerprint: str = ""  # sha256 over the data files' names and bytes: which data a result was run on
     _history_times: dict[str, list[int]] = field(default_factory=dict, repr=False)
@@ -105,6 +106,8 @@ class BenchmarkData:
 
     @property
     def source(self) -> str:
+        if self.construction_manifest is not None:
+            return str(self.construction_manifest.get("source", "constructed"))
         if self.synthetic_manifest is None:
             return "official"
         return f"synthetic(scale={self.synthetic_manifest.get('scale')}, seed={self.synthetic_manifest.get('seed')})"
@@ -188,6 +191,8 @@ def _load(data_dir: Path) -> BenchmarkData:
 
     manifest_path = data_dir / SYNTHETIC_MANIFEST
     manifest = read_json(manifest_path) if manifest_path.exists() else None
+    built_path = data_dir / CONSTRUCTION_MANIFEST
+    built = read_json(built_path) if built_path.exists() else None
     return BenchmarkData(
         data_dir=data_dir,
         products=products,
@@ -195,6 +200,7 @@ def _load(data_dir: Path) -> BenchmarkData:
         profiles={uid: entry["user_profile"] for uid, entry in profile_entries.items()},
         tasks={"train": instructions["train"], "test": instructions["test"]},
         synthetic_manifest=manifest,
+        construction_manifest=built,
         warnings=warnings,
         fingerprint=digest.hexdigest(),
         _history_times=history_times,
@@ -205,10 +211,11 @@ _CACHE: dict[Path, BenchmarkData] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_benchmark_data(data_dir: Path | str) -> BenchmarkData:
-    """The shared data object of `data_dir`, loaded and validated on first use."""
+def load_benchmark_data(data_dir: Path | str, reload: bool = False) -> BenchmarkData:
+    """The shared data object of `data_dir`, loaded and validated on first use (and again
+    with `reload`, for a program that has just rewritten the files)."""
     key = Path(data_dir).resolve()
     with _CACHE_LOCK:
-        if key not in _CACHE:
+        if reload or key not in _CACHE:
             _CACHE[key] = _load(key)
         return _CACHE[key]

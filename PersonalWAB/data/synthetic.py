@@ -29,19 +29,21 @@ import datetime as dt
 import json
 import math
 import random
-import shutil
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+from PersonalWAB.data import amazon_raw
 from PersonalWAB.data import synthetic_vocab as vocab
-from PersonalWAB.data.loader import HISTORY_PARTS, INSTRUCTIONS_FILE, PRODUCT_PARTS, PROFILES_FILE
+from PersonalWAB.data.layout import json_bytes, official_files, write_atomic, write_files
+from PersonalWAB.data.loader import INSTRUCTIONS_FILE
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.errors import DataError
-from PersonalWAB.paths import OFFICIAL_DATA_DIR, SYNTHETIC_MANIFEST, ArtifactPaths
+from PersonalWAB.paths import OFFICIAL_DATA_DIR, SYNTHETIC_MANIFEST, ArtifactPaths, remove_derived_artifacts
 
 GENERATOR_VERSION = "1.0"
+LAYOUTS = ("official", "raw")
 NOTE = "synthetic data; numbers are not comparable to the paper"
 
 _FIRST_MS = int(dt.datetime(2018, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
@@ -105,6 +107,9 @@ SCALES: dict[str, SyntheticScale] = {
     "small": SyntheticScale(users=100, users_with_train=94, products=3_577, behaviours=4_060,
                             train_mix=(220, 240, 230), test_mix=(69, 76, 72), stores_per_category=20,
                             descriptors_per_type=5),
+    "medium": SyntheticScale(users=300, users_with_train=282, products=10_731, behaviours=12_180,
+                             train_mix=(660, 720, 690), test_mix=(208, 227, 217), stores_per_category=35,
+                             descriptors_per_type=7),
     "full": SyntheticScale(users=1_000, users_with_train=939, products=35_772, behaviours=40_600,
                            train_mix=(2_200, 2_401, 2_295), test_mix=(694, 757, 723), stores_per_category=60,
                            descriptors_per_type=10),
@@ -829,27 +834,10 @@ def _check_out_dir(out: Path) -> None:
 
 
 def _clear_stale_artifacts(out: Path, manifest: dict[str, Any]) -> None:
-    """Indexes, checkpoints and caches built from different synthetic data would silently
-    disagree with the new files, so they go when the data changes."""
+    """Derived artefacts of different earlier synthetic data go when the data changes."""
     path = out / SYNTHETIC_MANIFEST
-    if not path.exists() or json.loads(path.read_text(encoding="utf-8")) == manifest:
-        return
-    artifacts = ArtifactPaths.for_data_dir(out)
-    for stale in (artifacts.lucene_index, artifacts.bm25s_index, artifacts.checkpoint, artifacts.cache_dir):
-        if stale.is_dir():
-            shutil.rmtree(stale)
-        elif stale.exists():
-            stale.unlink()
-
-
-def _dump(path: Path, content: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-
-
-def _halves(pairs: list[tuple[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    middle = (len(pairs) + 1) // 2
-    return dict(pairs[:middle]), dict(pairs[middle:])
+    if path.exists() and json.loads(path.read_text(encoding="utf-8")) != manifest:
+        remove_derived_artifacts(out)
 
 
 def _counts(scale: SyntheticScale, catalogue: _Catalogue, histories: list[list[_Behaviour]],
@@ -879,16 +867,8 @@ def _plan(scale: str) -> SyntheticScale:
     return SCALES[scale]
 
 
-def generate_synthetic(out_dir: Path | str, scale: str = "small", seed: int = 0) -> dict[str, Any]:
-    """Write a synthetic PersonalWAB of `scale` into `out_dir` and return its manifest.
-
-    The same seed and scale always give byte-identical files. Refuses the official data
-    folder and folders holding non-synthetic data; derived artefacts (indexes, SASRec
-    checkpoint, caches) of different earlier synthetic data in `out_dir` are removed.
-    """
-    plan = _plan(scale)
-    out = Path(out_dir)
-    _check_out_dir(out)
+def _world(seed: int, plan: SyntheticScale) -> tuple[list[_User], _Catalogue, list[list[_Behaviour]]]:
+    """Stores, users, the catalogue and every user's time-ordered, split history."""
     market = _make_market(seed, plan)
     taken_ids: set[str] = set()
     users = [_make_user(seed, i, market, plan, taken_ids) for i in range(plan.users)]
@@ -896,6 +876,28 @@ def generate_synthetic(out_dir: Path | str, scale: str = "small", seed: int = 0)
     catalogue = _build_catalogue(seed, plan, market, _demand(users, lengths, market))
     # in user order: each user's draws see what earlier users bought (catalogue.bought)
     histories = [_history(seed, i, user, catalogue, n) for i, (user, n) in enumerate(zip(users, lengths))]
+    return users, catalogue, histories
+
+
+def generate_synthetic(out_dir: Path | str, scale: str = "small", seed: int = 0,
+                       layout: str = "official") -> dict[str, Any]:
+    """Write a synthetic PersonalWAB of `scale` into `out_dir` and return its manifest.
+
+    `layout="official"` writes the benchmark's files; `layout="raw"` writes the same world
+    (same users, products and reviews) as Amazon Reviews 2023 raw files, the input of
+    `python -m PersonalWAB.construct`, with no profiles or instructions. The same seed,
+    scale and layout always give byte-identical files. Refuses the official data folder
+    and folders holding non-synthetic data; derived artefacts (indexes, SASRec
+    checkpoint, caches) of different earlier synthetic data in `out_dir` are removed.
+    """
+    plan = _plan(scale)
+    if layout not in LAYOUTS:
+        raise DataError(f"unknown synthetic layout {layout!r}; expected one of {list(LAYOUTS)}")
+    out = Path(out_dir)
+    _check_out_dir(out)
+    users, catalogue, histories = _world(seed, plan)
+    if layout == "raw":
+        return _write_raw(out, scale, seed, users, catalogue, histories)
 
     rng = _rng(seed, "tasks")
     without_train = set(rng.sample(range(plan.users), plan.users - plan.users_with_train))
@@ -911,20 +913,59 @@ def generate_synthetic(out_dir: Path | str, scale: str = "small", seed: int = 0)
 
     out.mkdir(parents=True, exist_ok=True)
     _clear_stale_artifacts(out, manifest)
-    _dump(out / SYNTHETIC_MANIFEST, manifest)
+    write_atomic(out / SYNTHETIC_MANIFEST, json_bytes(manifest))
     products = [(item.product["parent_asin"], item.product) for item in catalogue.items]
     behaviours = [
         (user.user_id, [{"product_info": catalogue.items[b.item].product, "review": b.review, "split": b.split}
                         for b in history])
         for user, history in zip(users, histories)
     ]
-    for n, part in enumerate(_halves(products), start=1):
-        _dump(out / PRODUCT_PARTS.replace("*", str(n)), part)
-    for n, part in enumerate(_halves(behaviours), start=1):
-        _dump(out / HISTORY_PARTS.replace("*", str(n)), part)
-    _dump(out / INSTRUCTIONS_FILE, instructions)
-    _dump(out / PROFILES_FILE, {user.user_id: {"user_profile": user.profile} for user in users})
-    _dump(ArtifactPaths.for_data_dir(out).item_map, {asin: i for i, (asin, _) in enumerate(products, start=1)})
+    write_files(out, official_files(products, behaviours, instructions,
+                                    {user.user_id: user.profile for user in users}))
+    write_atomic(ArtifactPaths.for_data_dir(out).item_map,
+                 json_bytes({asin: i for i, (asin, _) in enumerate(products, start=1)}))
+    return manifest
+
+
+def _raw_review(rng: random.Random, user: _User, review: dict[str, Any]) -> dict[str, Any]:
+    """A review line as Amazon Reviews 2023 stores it (field order of the release files)."""
+    return {"rating": review["rating"], "title": review["title"], "text": review["text"], "images": [],
+            "asin": review["parent_asin"], "parent_asin": review["parent_asin"], "user_id": user.user_id,
+            "timestamp": review["timestamp"], "helpful_vote": _pick(rng, [0, 1, 2, 3, 7], [0.6, 0.2, 0.1, 0.07, 0.03]),
+            "verified_purchase": rng.random() < 0.93}
+
+
+def _raw_meta(product: dict[str, Any]) -> dict[str, Any]:
+    """A metadata line: the product plus the media and link fields the benchmark drops."""
+    extra = {"images": [], "videos": [], "bought_together": None}
+    return {key: product[key] if key in product else extra[key] for key in amazon_raw.META_FIELDS}
+
+
+def _write_raw(out: Path, scale: str, seed: int, users: list[_User], catalogue: _Catalogue,
+               histories: list[list[_Behaviour]]) -> dict[str, Any]:
+    """One review file and one metadata file per category; reviews in time order across
+    users (as in a real dump, no file is grouped by user), every product in the metadata
+    (bought or not)."""
+    rng = _rng(seed, "raw")
+    reviews: list[list[tuple[int, str, dict[str, Any]]]] = [[] for _ in vocab.CATEGORIES]
+    for user, history in zip(users, histories):
+        for behaviour in history:
+            line = _raw_review(rng, user, behaviour.review)
+            reviews[catalogue.items[behaviour.item].category].append((line["timestamp"], user.user_id, line))
+    names = [amazon_raw.category_file_name(category.top) for category in vocab.CATEGORIES]
+    manifest = {"synthetic": True, "format": "amazon-reviews-2023-raw", "generator_version": GENERATOR_VERSION,
+                "scale": scale, "seed": seed,
+                "counts": {"users": len(users), "products": len(catalogue.items),
+                           "behaviours": sum(len(h) for h in histories),
+                           "reviews_per_category": {name: len(r) for name, r in zip(names, reviews)}},
+                "categories": names, "note": NOTE}
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / SYNTHETIC_MANIFEST, json_bytes(manifest))
+    for c, name in enumerate(names):
+        lines = [json_bytes(line) for _, _, line in sorted(reviews[c], key=lambda r: (r[0], r[1]))]
+        write_atomic(out / amazon_raw.review_file(name), b"\n".join(lines) + b"\n")
+        meta = [json_bytes(_raw_meta(item.product)) for item in catalogue.items if item.category == c]
+        write_atomic(out / amazon_raw.meta_file(name), b"\n".join(meta) + b"\n")
     return manifest
 
 
@@ -934,15 +975,23 @@ def generate_synthetic(out_dir: Path | str, scale: str = "small", seed: int = 0)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `python -m PersonalWAB.data synthetic`."""
     parser.add_argument("--scale", choices=list(SCALES), default="small",
-                        help="tiny (tests), small (~100 users) or full (published PersonalWAB size)")
+                        help="tiny (tests), small (~100 users), medium (~300 users) or full (published PersonalWAB size)")
     parser.add_argument("--seed", type=int, default=0, help="same seed and scale give identical files")
+    parser.add_argument("--layout", choices=LAYOUTS, default="official",
+                        help="official: the benchmark's files; raw: the same world as Amazon Reviews 2023 raw "
+                             "review/metadata files, the input of `python -m PersonalWAB.construct`")
     parser.add_argument("--out", required=True, help="output data directory (never the official data folder)")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    manifest = generate_synthetic(args.out, scale=args.scale, seed=args.seed)
+    manifest = generate_synthetic(args.out, scale=args.scale, seed=args.seed, layout=args.layout)
     counts = manifest["counts"]
+    if args.layout == "raw":
+        print(f"Wrote a SYNTHETIC world as Amazon Reviews 2023 raw files (scale={args.scale}, seed={args.seed}) to "
+              f"{args.out}: {counts['users']} users, {counts['behaviours']} reviews, {counts['products']} products "
+              f"in {len(manifest['categories'])} categories ({', '.join(manifest['categories'])}).")
+        return 0
     print(f"Wrote SYNTHETIC PersonalWAB data (scale={args.scale}, seed={args.seed}) to {args.out}: "
           f"{counts['users']} users, {counts['behaviours']} behaviours, {counts['products']} products, "
           f"{counts['train_tasks']} train / {counts['test_tasks']} test tasks.")

@@ -174,6 +174,7 @@ class ScriptedLLMServer:
         self._connections: set[socket.socket] = set()
         self._server: _Server | None = None
         self._timer: threading.Timer | None = None
+        self._stopped = threading.Event()
 
     def start(self) -> "ScriptedLLMServer":
         if self._server is not None:
@@ -195,6 +196,7 @@ class ScriptedLLMServer:
             connections = list(self._connections)
         if server is None:
             return
+        self._stopped.set()
         if self._timer is not None and self._timer is not threading.current_thread():
             self._timer.cancel()
         server.shutdown()
@@ -204,6 +206,10 @@ class ScriptedLLMServer:
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the server has stopped (or `timeout_s` passed); True once stopped."""
+        return self._stopped.wait(timeout_s)
 
     def __enter__(self) -> "ScriptedLLMServer":
         return self.start()

@@ -24,7 +24,7 @@ import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,18 @@ def prepare_item_map(data: BenchmarkData, path: Path) -> dict[str, int]:
     item_map = build_item_map(data.products)
     atomic_write_text(path, json.dumps(item_map))
     return item_map
+
+
+def extend_ids(item_map: Mapping[str, int], extra_sequences: Sequence[Sequence[str]]) -> dict[str, int]:
+    """Model ids of the item map plus, after its largest id, the other items of the extra
+    sequences (sorted ASIN order). The item map itself stays the benchmark's catalogue, so
+    the recommender still answers with benchmark products only."""
+    ids = dict(item_map)
+    next_id = max(item_map.values()) + 1
+    for asin in sorted({asin for sequence in extra_sequences for asin in sequence} - ids.keys()):
+        ids[asin] = next_id
+        next_id += 1
+    return ids
 
 
 def user_sequences(data: BenchmarkData, item_map: Mapping[str, int]) -> list[list[str]]:
@@ -273,12 +285,16 @@ def _fit(
     split: Split,
     config: SASRecTrainConfig,
     log: Callable[[str], None] | None,
+    ids: Mapping[str, int],
+    extra_train: list[list[str]],
 ) -> tuple[int, int, float]:
     """Train with early stopping; leaves the best-validated weights in `model`.
 
-    Returns (epoch kept, epochs run, validation NDCG@10 of the kept weights).
+    `ids` covers every item (`extend_ids`); `extra_train` are extra users' sequences,
+    trained on in full. Returns (epoch kept, epochs run, validation NDCG@10 of the kept
+    weights).
     """
-    train_ids = [[item_map[a] for a in s] for s in split.train if len(s) >= 2]
+    train_ids = [[ids[a] for a in s] for s in [*split.train, *extra_train] if len(s) >= 2]
     sampler = NegativeSampler(train_ids, model.item_num)
     arrays = training_arrays(train_ids, config.maxlen)
     rng = np.random.default_rng(config.seed)
@@ -315,8 +331,15 @@ def train_sasrec(
     item_map_path: Path | str,
     config: SASRecTrainConfig = SASRecTrainConfig(),
     log: Callable[[str], None] | None = None,
+    extra_sequences: Sequence[Sequence[str]] = (),
 ) -> dict[str, Any]:
     """Train, evaluate and save; returns the report also written to `<checkpoint>.json`.
+
+    `extra_sequences` are ASIN sequences (time order) of users outside the benchmark:
+    trained on in full, never evaluated. Their items outside the catalogue get model ids
+    after the item map's (the release trained its recommender on more users than the
+    benchmark's so fewer benchmark items start cold; its item map lists the benchmark's
+    items inside a larger id space, as this one does).
 
     Deterministic for a seed and thread count. The caller's torch random state and
     thread count are restored afterwards, so training inside a larger program
@@ -330,6 +353,8 @@ def train_sasrec(
     if not sequences:
         raise DataError(f"{data.data_dir}: no user has two or more history/train behaviours to learn from")
     split = split_sequences(sequences)
+    extra_train = [list(sequence) for sequence in extra_sequences if len(sequence) >= 2]
+    ids = extend_ids(item_map, extra_train)
     threads = torch.get_num_threads()
     started = time.perf_counter()
     try:
@@ -337,9 +362,9 @@ def train_sasrec(
             torch.set_num_threads(config.num_threads)
         with torch.random.fork_rng():
             torch.manual_seed(config.seed)
-            model = SASRec(len(data.histories), max(item_map.values()), config.network())
+            model = SASRec(len(data.histories) + len(extra_train), max(ids.values()), config.network())
             initialise(model)
-            kept, run, validation_ndcg = _fit(model, item_map, split, config, log)
+            kept, run, validation_ndcg = _fit(model, item_map, split, config, log, ids, extra_train)
             test = model_metrics(model, item_map, split.test)
     finally:
         torch.set_num_threads(threads)
@@ -356,6 +381,8 @@ def train_sasrec(
         "train_seconds": round(time.perf_counter() - started, 2),
         "user_num": model.user_num,
         "item_num": model.item_num,
+        "extra_users": len(extra_train),
+        "extra_items": len(ids) - len(item_map),
         "config": asdict(config),
         "checkpoint": str(checkpoint_path),
         "item_map": str(item_map_path),

@@ -1,0 +1,278 @@
+"""Every model call of the construction tools, cached on disk by its full request.
+
+The key is the SHA-256 of the whole request (model, messages and sampling parameters;
+not the server address, so moving a local server to another port or machine keeps the
+cache valid). Each answer is written atomically the moment it arrives, so a build that
+crashes or is killed resumes without paying twice for a finished call, and re-running a
+build whose prompts did not change costs nothing. Calls run concurrently through the
+project's one LLM client (`PersonalWAB.llm`), with its retries, usage and price.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from PersonalWAB.data.layout import json_bytes, write_atomic
+from PersonalWAB.llm import LLMClient, load_litellm, route_model
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Which model answers, and how it is called."""
+
+    model: str
+    api_base: str | None = None
+    temperature: float = 0.0
+    max_retries: int = 5
+    max_concurrency: int = 8
+    timeout_s: float = 120.0
+
+    def describe(self) -> dict[str, Any]:
+        """What a manifest records about the model (never a key)."""
+        return {"model": self.model, "api_base": self.api_base, "temperature": self.temperature}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One chat completion to make: the messages and the longest answer allowed."""
+
+    messages: tuple[dict[str, str], ...]
+    max_tokens: int
+
+    def then(self, answer: str, follow_up: str) -> "Request":
+        """The same conversation continued: the model's answer, then a new user message."""
+        turns = ({"role": "assistant", "content": answer}, {"role": "user", "content": follow_up})
+        return Request(self.messages + turns, self.max_tokens)
+
+
+def request(system: str, user: str, max_tokens: int) -> Request:
+    """A system + user request."""
+    return Request(({"role": "system", "content": system}, {"role": "user", "content": user}), max_tokens)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A model's answer and what it cost when it was made (also when served from the cache)."""
+
+    content: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    price_known: bool
+    cached: bool
+
+
+@dataclass
+class CallStats:
+    """Calls sent to the model and answers served from the cache, with their tokens and cost."""
+
+    calls: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cached_prompt_tokens: int = 0
+    cached_completion_tokens: int = 0
+    cached_cost_usd: float = 0.0
+    price_known: bool = True
+
+    def add(self, answer: Answer) -> None:
+        if answer.cached:
+            self.cached += 1
+            self.cached_prompt_tokens += answer.prompt_tokens
+            self.cached_completion_tokens += answer.completion_tokens
+            self.cached_cost_usd += answer.cost_usd
+        else:
+            self.calls += 1
+            self.prompt_tokens += answer.prompt_tokens
+            self.completion_tokens += answer.completion_tokens
+            self.cost_usd += answer.cost_usd
+        self.price_known = self.price_known and answer.price_known
+
+    def merge(self, other: "CallStats") -> None:
+        for name, value in asdict(other).items():
+            if name == "price_known":
+                self.price_known = self.price_known and value
+            else:
+                setattr(self, name, getattr(self, name) + value)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Counts plus the totals of every answer used (made now or earlier): the full price of the output."""
+        data = asdict(self)
+        data["cost_usd"] = round(self.cost_usd, 6)
+        data["cached_cost_usd"] = round(self.cached_cost_usd, 6)
+        data["requests"] = self.calls + self.cached
+        data["total_prompt_tokens"] = self.prompt_tokens + self.cached_prompt_tokens
+        data["total_completion_tokens"] = self.completion_tokens + self.cached_completion_tokens
+        data["total_cost_usd"] = round(self.cost_usd + self.cached_cost_usd, 6)
+        return data
+
+
+@dataclass
+class Estimate:
+    """A dry run's forecast for one batch of requests."""
+
+    requests: int
+    cached: int
+    prompt_tokens: int
+    completion_tokens: int
+    completion_tokens_max: int
+    cost_usd: float | None
+    cost_usd_max: float | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        return self.requests - self.cached
+
+
+def request_key(model: str, req: Request, temperature: float) -> str:
+    """SHA-256 of the full request in a canonical JSON form."""
+    payload = {"model": model, "messages": list(req.messages),
+               "params": {"temperature": temperature, "max_tokens": req.max_tokens}}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+class CachedLLM:
+    """Answers requests from `cache_dir` when it can, from the model otherwise.
+
+    Thread-safe; `stats` counts what this object did since it was made.
+    """
+
+    def __init__(self, settings: LLMSettings, cache_dir: Path | str, client: LLMClient | None = None):
+        self.settings = settings
+        self.cache_dir = Path(cache_dir)
+        self._client = client
+        self._lock = threading.Lock()
+        self.stats = CallStats()
+
+    def _path(self, key: str) -> Path:
+        return self.cache_dir / key[:2] / f"{key}.json"
+
+    def _payload(self, req: Request) -> dict[str, Any]:
+        return {"model": self.settings.model, "messages": list(req.messages),
+                "params": {"temperature": self.settings.temperature, "max_tokens": req.max_tokens}}
+
+    def lookup(self, req: Request) -> Answer | None:
+        """The cached answer of exactly this request, if there is one."""
+        path = self._path(request_key(self.settings.model, req, self.settings.temperature))
+        try:
+            entry = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            logger.warning("%s: unreadable cache entry; the call will be made again", path)
+            return None
+        if entry.get("request") != self._payload(req):  # a hash collision or a hand-edited file
+            return None
+        reply = entry["reply"]
+        return Answer(reply["content"], reply["prompt_tokens"], reply["completion_tokens"], reply["cost_usd"],
+                      reply["price_known"], cached=True)
+
+    def _client_or_new(self) -> LLMClient:
+        with self._lock:
+            if self._client is None:
+                s = self.settings
+                self._client = LLMClient(s.model, api_base=s.api_base, temperature=s.temperature,
+                                         max_retries=s.max_retries, timeout_s=s.timeout_s)
+            return self._client
+
+    def _call(self, req: Request) -> Answer:
+        reply = self._client_or_new().complete(list(req.messages), max_tokens=req.max_tokens)
+        answer = Answer(reply.message.get("content") or "", reply.prompt_tokens, reply.completion_tokens,
+                        reply.prompt_price + reply.completion_price, reply.price_known, cached=False)
+        entry = {"request": self._payload(req),
+                 "reply": {"content": answer.content, "prompt_tokens": answer.prompt_tokens,
+                           "completion_tokens": answer.completion_tokens, "cost_usd": answer.cost_usd,
+                           "price_known": answer.price_known}}
+        write_atomic(self._path(request_key(self.settings.model, req, self.settings.temperature)), json_bytes(entry))
+        return answer
+
+    def ask(self, req: Request) -> Answer:
+        """One answer, cached or made (and cached)."""
+        answer = self.lookup(req) or self._call(req)
+        with self._lock:
+            self.stats.add(answer)
+        return answer
+
+    def ask_all(self, requests: Sequence[Request], description: str) -> list[Answer]:
+        """Answers in request order; uncached requests run `max_concurrency` at a time.
+
+        The first failure (after the client's retries) cancels what has not started and
+        is raised; every answer that arrived before it is already cached.
+        """
+        answers: list[Answer | None] = [None] * len(requests)
+        pending = []
+        for i, req in enumerate(requests):
+            found = self.lookup(req)
+            if found is None:
+                pending.append(i)
+            else:
+                answers[i] = found
+                with self._lock:
+                    self.stats.add(found)
+        if not requests:
+            return []
+        with tqdm(total=len(requests), initial=len(requests) - len(pending), desc=description, unit="call",
+                  mininterval=1.0) as progress:
+            if pending:
+                self._run_pending(requests, pending, answers, progress.update)
+        return [answer for answer in answers if answer is not None]  # every slot is filled by now
+
+    def _run_pending(self, requests: Sequence[Request], pending: list[int], answers: list[Answer | None],
+                     tick: Callable[[int], Any]) -> None:
+        workers = max(1, min(self.settings.max_concurrency, len(pending)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="construct-llm") as pool:
+            futures = {pool.submit(self.ask, requests[i]): i for i in pending}
+            remaining = set(futures)
+            while remaining:
+                done, remaining = wait(remaining, return_when=FIRST_EXCEPTION)
+                for future in done:
+                    error = future.exception()
+                    if error is not None:
+                        for other in remaining:
+                            other.cancel()
+                        raise error
+                    answers[futures[future]] = future.result()
+                    tick(1)
+
+    def estimate(self, requests: Sequence[Request], expected_completion_tokens: int) -> Estimate:
+        """What the uncached requests would cost: prompt tokens counted with the model's
+        tokenizer (litellm's, cl100k when it does not know the model), answers assumed
+        `expected_completion_tokens` long (and at most max_tokens, the upper bound)."""
+        litellm = load_litellm()
+        route = route_model(self.settings.model, self.settings.api_base)
+        uncached = [r for r in requests if self.lookup(r) is None]
+        prompt = sum(litellm.token_counter(model=route, messages=list(r.messages)) for r in uncached)
+        completion = sum(min(expected_completion_tokens, r.max_tokens) for r in uncached)
+        ceiling = sum(r.max_tokens for r in uncached)
+        notes: list[str] = []
+        cost = price(route, prompt, completion) if uncached else 0.0
+        cost_max = price(route, prompt, ceiling) if uncached else 0.0
+        if cost is None and uncached:
+            notes.append(f"litellm has no price for {self.settings.model!r}: cost unknown")
+        return Estimate(len(requests), len(requests) - len(uncached), prompt, completion, ceiling, cost, cost_max,
+                        notes)
+
+
+def price(route: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """USD for these tokens from litellm's bundled price table; None for an unlisted model."""
+    litellm = load_litellm()
+    try:
+        prompt_usd, completion_usd = litellm.cost_per_token(model=route, prompt_tokens=prompt_tokens,
+                                                            completion_tokens=completion_tokens)
+    except Exception:
+        return None
+    return float(prompt_usd) + float(completion_usd)

@@ -1,0 +1,163 @@
+"""One parity session: settings checked, the release mirrored, the chosen checks run, one report.
+The command line is scripts/tools/release_parity.py; docs/fidelity.md says what is compared."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from PersonalWAB.testing import parity_observations, parity_requests
+from PersonalWAB.testing.release_mirror import (PINNED_COMMIT, ParityError, ReleaseRunner, build_mirror,
+                                                check_release_dir, data_sources)
+
+CHECKS = ("observations", "first_request", "multiturn_user")
+
+
+@dataclass
+class ParityConfig:
+    release_dir: Path
+    data_dir: Path
+    split: str = "test"
+    limit: int | None = None
+    checks: tuple[str, ...] = CHECKS
+    extra_paths: list[str] = field(default_factory=list)
+    variants: tuple[str, ...] = tuple(parity_requests.VARIANTS)
+    agent_model: str = "gpt-4o-mini"
+    user_model: str = "gpt-4o"
+    protocol_file: str | None = None
+    interec_memory_file: str | None = None
+    puma_function_file: str | None = None
+    work_dir: Path | None = None
+    timeout_s: float = 3600
+
+    def validate(self) -> None:
+        """Every setting, before any file is written or process started."""
+        unknown = [c for c in self.checks if c not in CHECKS]
+        if unknown:
+            raise ParityError(f"unknown check {unknown[0]!r}; expected some of {', '.join(CHECKS)}")
+        unknown = [v for v in self.variants if v not in parity_requests.VARIANTS]
+        if unknown:
+            raise ParityError(f"--variants: unknown {unknown[0]!r}; expected some of "
+                              f"{', '.join(parity_requests.VARIANTS)}")
+        if self.limit is not None and self.limit < 1:
+            raise ParityError(f"--limit {self.limit}: give a positive number of tasks")
+        if self.agent_model == self.user_model:
+            raise ParityError("--agent_model and --user_model must differ: requests are told apart by model name")
+        if self.timeout_s <= 0:
+            raise ParityError(f"--timeout_s {self.timeout_s}: must be positive")
+        for name, value in (("--protocol_file", self.protocol_file), ("--interec_memory_file", self.interec_memory_file),
+                            ("--puma_function_file", self.puma_function_file)):
+            if value and not Path(value).is_file():
+                raise ParityError(f"{name} {value}: no such file")
+        for path in self.extra_paths:
+            if not Path(path).is_dir():
+                raise ParityError(f"--extra_path {path}: not a directory")
+        check_release_dir(self.release_dir)
+        data_sources(self.data_dir)
+        tasks = load_tasks(self.data_dir)
+        if self.split not in tasks or not tasks[self.split]:
+            raise ParityError(f"--data_dir {self.data_dir}: no tasks in split {self.split!r}")
+
+
+def load_tasks(data_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    path = Path(data_dir) / "user_instructions.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ParityError(f"{path}: cannot read the tasks ({exc})") from None
+
+
+def load_catalogue(data_dir: Path) -> frozenset[str]:
+    """Every product ASIN of the data (the release's product files, read as the release reads them)."""
+    asins: set[str] = set()
+    for part in sorted(Path(data_dir).glob("all_products_part_*.json")):
+        asins.update(json.loads(part.read_text(encoding="utf-8")))
+    return frozenset(asins)
+
+
+def interec_memory_file(config: ParityConfig, work: Path) -> Path:
+    """The user's file, else one written by this project's initialiser (both runs get a copy)."""
+    if config.interec_memory_file:
+        return Path(config.interec_memory_file)
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.interec_memory import initial_memory, write_memory_file
+
+    path = work / "interec_memory.json"
+    write_memory_file(path, initial_memory(load_benchmark_data(config.data_dir)))
+    return path
+
+
+def function_file(config: ParityConfig, tasks: list[dict[str, Any]], work: Path) -> Path:
+    """The user's file, else every instruction of the split mapped to the heuristic's choice
+    (the release looks every instruction up and takes the first element of its list)."""
+    if config.puma_function_file:
+        return Path(config.puma_function_file)
+    from PersonalWAB.agents.heuristic import choose_function
+
+    path = work / "function_file.json"
+    path.write_text(json.dumps({t["task"]: [choose_function(t["task"])] for t in tasks}), encoding="utf-8")
+    return path
+
+
+def run_session(config: ParityConfig, scratch: Path, repo_root: Path,
+                log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the chosen checks; the report says per check what was compared and what differed."""
+    work = config.work_dir or scratch
+    work.mkdir(parents=True, exist_ok=True)
+    split_tasks = load_tasks(config.data_dir)[config.split]
+    tasks = split_tasks[:config.limit] if config.limit else split_tasks
+    mirror = build_mirror(config.release_dir, config.data_dir, parent=work)
+    runner = ReleaseRunner(mirror, [str(Path(p).resolve()) for p in config.extra_paths], sys.executable,
+                           config.timeout_s)
+    commit_note = ("" if mirror.commit in (None, PINNED_COMMIT) else
+                   f" (warning: HEAD {mirror.commit[:7]} is not the pinned {PINNED_COMMIT[:7]})")
+    log(f"release: {mirror.release_dir}{commit_note}; data: {config.data_dir}; split {config.split}, "
+        f"{len(tasks)} task(s)")
+    report: dict[str, Any] = {
+        "release": {"dir": str(mirror.release_dir), "commit": mirror.commit, "pinned_commit": PINNED_COMMIT,
+                    "py_sha256": mirror.fingerprint},
+        "data_dir": str(Path(config.data_dir).resolve()), "split": config.split, "tasks": len(tasks),
+        "agent_model": config.agent_model, "user_model": config.user_model, "protocol_file": config.protocol_file,
+        "checks": {}}
+    identical = True
+    try:
+        if "observations" in config.checks:
+            log(f"observations: replaying {len(tasks)} task(s) through both environments ...")
+            result = parity_observations.run_check(runner, config.data_dir, config.split, list(range(len(tasks))),
+                                                   work)
+            for line in parity_observations.summary_lines(result):
+                log(line)
+            report["checks"]["observations"] = parity_observations.report(result)
+            identical &= parity_observations.all_identical(result)
+        if "first_request" in config.checks or "multiturn_user" in config.checks:
+            setup = parity_requests.RunSetup(
+                data_dir=Path(config.data_dir).resolve(), split=config.split, task_count=len(tasks),
+                agent_model=config.agent_model, user_model=config.user_model, repo_root=repo_root, work_dir=work,
+                protocol_file=config.protocol_file,
+                interec_memory_file=interec_memory_file(config, work) if "fc_interecagent" in config.variants else None,
+                function_file=function_file(config, split_tasks, work) if "fc_taskspe" in config.variants else None,
+                timeout_s=config.timeout_s, catalogue=load_catalogue(config.data_dir))
+            results = {}
+            if "first_request" in config.checks:
+                for name in config.variants:
+                    results[f"first_request[{name}]"] = parity_requests.first_request_check(setup, runner, tasks,
+                                                                                              name, log)
+                    for line in parity_requests.summary_lines(f"first_request[{name}]",
+                                                              results[f"first_request[{name}]"]):
+                        log(line)
+            if "multiturn_user" in config.checks:
+                results["multiturn_user"] = parity_requests.multiturn_check(setup, runner, tasks, log)
+                for line in parity_requests.summary_lines("multiturn_user", results["multiturn_user"]):
+                    log(line)
+            for label, result in results.items():
+                report["checks"][label] = parity_requests.report(result)
+                identical &= parity_requests.all_identical(result)
+    finally:
+        if config.work_dir is None:
+            mirror.remove()
+    report["identical"] = identical
+    log("parity: " + ("everything compared is identical" if identical else "differences found (see above)"))
+    return report

@@ -1,0 +1,115 @@
+"""The release parity harness without the release: its command line, its settings checks, the
+mirror it builds (over a made-up release tree), and how it reads request logs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from PersonalWAB.testing.parity_compare import body_difference, first_difference, score_verdict
+from PersonalWAB.testing.parity_requests import ParityModel, by_task, compare_first_requests
+from PersonalWAB.testing.release_mirror import REQUIRED_FILES, ParityError, build_mirror
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "tools" / "release_parity.py"
+
+
+def test_cli_help_names_the_checks() -> None:
+    out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    for word in ("--release_dir", "--data_dir", "--limit", "observations", "first_request", "multiturn_user"):
+        assert word in out.stdout
+
+
+def test_cli_rejects_a_folder_that_is_not_the_release(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, str(SCRIPT), "--release_dir", str(tmp_path), "--data_dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"error: --release_dir {tmp_path}: not a checkout of the release")
+
+
+def fake_release(root: Path) -> Path:
+    for name in REQUIRED_FILES:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"# stand-in for {name}\n", encoding="utf-8")
+    (root / "PersonalWAB" / "envs" / "pwab" / "data" / "user_profiles.json").write_text("{}", encoding="utf-8")
+    return root
+
+
+def fake_data(root: Path, artefacts: bool = True) -> Path:
+    """A data directory with every file the mirror links (contents do not matter to it)."""
+    names = ["all_products_part_1.json", "all_products_part_2.json", "user_history_part_1.json",
+             "user_instructions.json", "user_profiles.json"]
+    if artefacts:
+        names += ["recommender/pwab.pth", "recommender/1000_ids.json", "indexes/lucene/segments_1"]
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("{}", encoding="utf-8")
+    return root
+
+
+def test_mirror_copies_python_files_and_links_data(tmp_path: Path) -> None:
+    release = fake_release(tmp_path / "release")
+    data = fake_data(tmp_path / "data")
+    mirror = build_mirror(release, data, parent=tmp_path)
+    try:
+        for name in REQUIRED_FILES:
+            copy = mirror.root / name
+            assert not copy.is_symlink() and copy.read_bytes() == (release / name).read_bytes()
+        linked = mirror.root / "PersonalWAB" / "envs" / "pwab" / "data"
+        assert (linked / "user_profiles.json").resolve() == (data / "user_profiles.json").resolve()
+        assert sorted(p.name for p in linked.glob("all_products_part_*.json")) == [
+            "all_products_part_1.json", "all_products_part_2.json"]
+        functions = mirror.root / "PersonalWAB" / "envs" / "pwab" / "functions"
+        assert (functions / "search" / "indexes").resolve() == (data / "indexes" / "lucene").resolve()
+        assert (functions / "recommender" / "checkpoint" / "pwab.pth").resolve() == (
+            data / "recommender" / "pwab.pth").resolve()
+        assert (functions / "recommender" / "data" / "1000_ids.json").resolve() == (
+            data / "recommender" / "1000_ids.json").resolve()
+        assert mirror.commit is None and len(mirror.fingerprint) == 64
+    finally:
+        mirror.remove()
+    assert not mirror.root.exists()
+    assert (release / "PersonalWAB" / "envs" / "pwab" / "data" / "user_profiles.json").read_text() == "{}"
+
+
+def test_mirror_names_the_missing_artefact(tmp_path: Path) -> None:
+    release = fake_release(tmp_path / "release")
+    data = fake_data(tmp_path / "data", artefacts=False)
+    with pytest.raises(ParityError, match=r"missing .*indexes/lucene; build the artefacts"):
+        build_mirror(release, data, parent=tmp_path)
+
+
+def test_diffs_and_score_verdicts() -> None:
+    assert first_difference("same", "same") is None
+    assert "at char 2" in first_difference("abXd", "abYd")
+    assert score_verdict([1, 0.5], [1, 0.5 + 1e-8], review_cosine=True) == "identical"
+    assert score_verdict([1, -0.1], [1, 0.0], review_cosine=True) == "floored"
+    assert score_verdict([1, 0.9], [1, 0.8], review_cosine=False) == "differs"
+    body = {"messages": [{"role": "system", "content": "A"}], "tools": [{"function": {"name": "f"}}]}
+    assert body_difference(body, json.loads(json.dumps(body))) == {}
+    assert set(body_difference(body, {**body, "messages": [{"role": "system", "content": "B"}]})) == {"messages"}
+
+
+def test_requests_are_tied_to_tasks_in_order() -> None:
+    tasks = [{"user_id": "U1", "task": "Find a kettle.", "type": "search"},
+             {"user_id": "U2", "task": "Recommend me something.", "type": "recommend"}]
+    model = ParityModel("agent", "user", multiturn=False)
+
+    def first(task: dict, system: str) -> dict:
+        return {"model": "agent", "tools": [{"function": {"name": "x"}}],
+                "messages": [{"role": "system", "content": system},
+                             {"role": "user", "content": f"USER {task['user_id']}: {task['task']}"}]}
+
+    log = [first(tasks[0], "S"), first(tasks[0], "S"), first(tasks[1], "S")]  # the repeat is a retry
+    assert model(log[0]).tool_calls[0][0] == "search_product_by_query"
+    assert model(log[2]).tool_calls[0][0] == "get_recommendations_by_history"
+    grouped = by_task(log, tasks, "agent", "user")
+    assert [len(grouped[i]["agent"]) for i in (0, 1)] == [1, 1]
+    other = by_task([first(tasks[0], "S"), first(tasks[1], "T")], tasks, "agent", "user")
+    result = compare_first_requests(tasks, grouped, other)
+    assert (result["requests"].compared, result["requests"].identical) == (2, 1)
+    assert result["requests"].first_difference["task"] == 1
