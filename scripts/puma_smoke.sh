@@ -23,9 +23,9 @@ step() { echo "== [$(( $(date +%s) - start ))s] $*"; }
 D="$W/data" M="$W/tiny_model"
 mkdir -p "$W"
 
-step "0. tiny synthetic data, its artefacts, the tiny model"
+step "0. tiny synthetic data, its artefacts (PUMA's relevance embeddings too), the tiny model"
 [ -f "$D/user_instructions.json" ] || "$PY" -m PersonalWAB.data synthetic --scale tiny --seed 0 --out "$D"
-"$PY" -m PersonalWAB.build --data_dir "$D"
+"$PY" -m PersonalWAB.build --data_dir "$D" --puma_embeddings
 [ -f "$M/config.json" ] || "$PY" -m PUMA.tiny_model --data_dir "$D" --out "$M"
 
 for R in $RECIPES; do
