@@ -148,13 +148,19 @@ def batch_tokens(batch: dict[str, Any]) -> tuple[int, int, int]:
 
 
 def matmul_weights(model: Any) -> tuple[int, int]:
-    """(N, N_t) of the MFU formula: weights of the linear layers (embedding lookups and norms
-    excluded; a module PEFT saves whole counted once, as its trained copy) and the trainable ones."""
+    """(N, N_t) of the MFU formula: weights of the linear layers one forward pass runs
+    (embedding lookups and norms excluded; of a module PEFT saves whole, the active copy; of
+    the adapters TRL may add, such as its `ref` copy for the reference pass, the active one)
+    and the trainable ones among them."""
     import torch
 
+    active = getattr(model, "active_adapter", "default")
     total = trainable = 0
     for name, module in model.named_modules():
         if not isinstance(module, torch.nn.Linear) or ".original_module" in name:
+            continue
+        if any(part in name for part in (".lora_A.", ".lora_B.", ".modules_to_save.")) \
+                and not name.endswith(f".{active}"):
             continue
         total += module.weight.numel()
         trainable += module.weight.numel() if module.weight.requires_grad else 0

@@ -83,6 +83,8 @@ def test_benchmark_end_to_end(bench, tiny_puma_data, tmp_path: Path):
         assert run["seconds"] > 0 and run["trainable_params"] > 0 and run["peak_memory_gib"] > 0
         assert 0 < run["mfu"] and run["model_tflops"] > 0
         assert 0 < run["trainable_matmul_weights_Nt"] < run["matmul_weights_N"]
+    # TRL's extra `ref` adapter is not part of the forward pass: DPO runs the same weights as SFT
+    assert len({run["matmul_weights_N"] for run in runs.values()}) == 1
     release, improved = runs["SFT release"], runs["SFT improved"]
     assert release["computed_tokens"] == STEPS * BATCH * MAX_LENGTH  # every example padded to max length
     assert improved["computed_tokens"] == improved["real_tokens"] < release["computed_tokens"]  # packed: no padding
