@@ -2,7 +2,8 @@
 
 A finished file is a JSON list whose first element is the header
 (`run_args`, `total cost` (the agent's, as in the release), per-type `results`, and
-`total user cost`) followed by one record per task run. While a run is going the same path
+`total user cost`; with several trials also their spread, `trials`) followed by one
+record per task run. While a run is going the same path
 holds a checkpoint, rewritten atomically: `{"run_args": ..., "unfinished": true}` followed by
 the records finished so far, so a killed run leaves a readable file that says which run it
 belongs to. Files of older versions (and of the original release) hold the records alone;
@@ -99,12 +100,20 @@ def compute_statistics(records: list[dict[str, Any]]) -> dict[str, dict[str, flo
 
 
 def build_header(run_args: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
+    """The leaderboard header; with `num_trials` >= 2 it adds the spread across trials
+    (`trials`, see PersonalWAB.trials) beside the original fields, which stay as they are."""
+    from PersonalWAB.trials import TRIALS_KEY, trial_statistics
+
+    header = {
         "run_args": run_args,
         "total cost": sum(record_cost(r) for r in records),
         "results": compute_statistics(records),
         "total user cost": sum(record_user_cost(r) for r in records),
     }
+    trials = trial_statistics(records, run_args.get("num_trials", 1))
+    if trials is not None:
+        header[TRIALS_KEY] = trials
+    return header
 
 
 def _check_record(record: Any, path: Path, index: int) -> None:

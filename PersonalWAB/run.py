@@ -19,6 +19,7 @@ import argparse
 import os
 import queue
 import random
+import re
 import shlex
 import sys
 import threading
@@ -100,9 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulated user of the multi-turn track: naive (LLM), human (terminal), offline "
                         "(rules, no model); no: single-turn")
     p.add_argument("--user_model", default=d.user_model, help="the naive user's model (litellm model string)")
-    p.add_argument("--agent_strategy", default=d.agent_strategy, choices=AGENT_STRATEGIES,
-                   help="agent: heuristic (offline, no model), puma (function/parameter files or a "
-                        "fine-tuned model), or an LLM strategy that needs --model")
+    p.add_argument("--agent_strategy", default=d.agent_strategy, metavar="STRATEGY",
+                   help=f"agent: one of {', '.join(AGENT_STRATEGIES)} (heuristic: offline, no model; puma: "
+                        "function/parameter files or a fine-tuned model; the others need --model), or your own: "
+                        "package.module:ClassName, or the name of a 'pwab.agents' entry point (docs/agents.md)")
     p.add_argument("--temperature", type=float, default=d.temperature, help="sampling temperature of the agent's model")
     p.add_argument("--task_split", default=d.task_split, choices=["train", "test"], help="task split to run")
     p.add_argument("--agent_memory", default=d.agent_memory, choices=MEMORY_MODES,
@@ -163,9 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def protocol_departures(config: RunConfig) -> list[str]:
     """Every setting of this run that departs from what the release does (the texts aside)."""
+    from PersonalWAB.agents import is_builtin
+
     departures = []
     if config.agent_strategy == "heuristic":
         departures.append("agent_strategy heuristic: the project's offline agent, not in the release")
+    elif not is_builtin(config.agent_strategy):  # built-in names come first: a custom agent is never the paper's
+        departures.append(f"agent_strategy {config.agent_strategy}: a custom agent, not in the release")
     if config.agent_memory != "none" and config.memory_length != RELEASE_MEMORY_LENGTH:
         departures.append(f"memory_length {config.memory_length}: the release always used {RELEASE_MEMORY_LENGTH}")
     if config.search_backend != "lucene":
@@ -203,7 +209,8 @@ def default_output_path(config: RunConfig, end_index: int) -> Path:
     model = (config.model or "offline").replace("/", "_")
     user = (config.user_model or ("none" if config.user_mode == "no" else config.user_mode)).replace("/", "_")
     stamp = datetime.now().strftime("%m%d%H%M")
-    name = (f"step{config.max_steps}_{config.agent_strategy}-{model}-{config.temperature}"
+    strategy = re.sub(r"[^\w.-]", "_", config.agent_strategy)  # a custom agent's module:Class
+    name = (f"step{config.max_steps}_{strategy}-{model}-{config.temperature}"
             f"_mem{config.agent_memory}_range{config.start_index}-{end_index}_user{user}_{stamp}.json")
     return Path(config.log_dir) / track / name
 
@@ -443,6 +450,7 @@ def run(config: RunConfig, log: Callable[[str], None] = log_line) -> tuple[dict[
 
 def main(argv: list[str] | None = None) -> int:
     from PersonalWAB.results import count_errors, format_statistics_table
+    from PersonalWAB.trials import TRIALS_KEY, format_trial_table
 
     args = build_parser().parse_args(argv)
     config = RunConfig(**{f.name: getattr(args, f.name) for f in fields(RunConfig)})
@@ -469,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     errors = count_errors(outcome.records)
     print(format_statistics_table(outcome.header["results"], title=f"Results ({source}; {outcome.wall_s:.1f} s)",
                                   errors=errors))
+    if TRIALS_KEY in outcome.header:
+        print(format_trial_table(outcome.header[TRIALS_KEY]))
     if source.startswith("synthetic"):
         print(f"note: {SYNTHETIC_NOTE}")
     elif source != "official":

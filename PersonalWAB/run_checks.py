@@ -67,8 +67,17 @@ def _check_track(c: Any) -> str | None:
 
 
 def _check_agent(c: Any) -> str | None:
+    from PersonalWAB.agents import is_builtin
+
     strategy = c.agent_strategy
-    if strategy in OFFLINE_STRATEGIES:
+    if not is_builtin(strategy):  # an agent of one's own: importable, with solve(); --model is its own business
+        from PersonalWAB.agents.custom import AgentLoadError, resolve_agent_class
+
+        try:
+            resolve_agent_class(strategy)
+        except AgentLoadError as exc:
+            return str(exc)
+    elif strategy in OFFLINE_STRATEGIES:
         if c.model:
             return (f"--model {c.model} is not used by --agent_strategy {strategy}, which calls no API model "
                     "(the result would carry that model's name): leave --model out, or choose an LLM strategy")
@@ -156,7 +165,7 @@ def _check_keys(c: Any) -> str | None:
     """Missing provider keys, named before anything runs (a call without one would fail every task)."""
     from PersonalWAB.llm import missing_key_message, missing_keys
 
-    if c.agent_strategy not in OFFLINE_STRATEGIES:
+    if c.model and c.agent_strategy not in OFFLINE_STRATEGIES:  # a custom agent may call no model
         keys = missing_keys(c.model, c.api_base)
         if keys:
             return missing_key_message(c.model, keys, "--model", "--api_base")

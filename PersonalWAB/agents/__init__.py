@@ -1,4 +1,6 @@
-"""Agent strategies selectable with `run.py --agent_strategy`."""
+"""Agent strategies selectable with `run.py --agent_strategy`: the built-in ones below, or an
+agent of one's own (`package.module:ClassName`, or a `pwab.agents` entry point; see
+`PersonalWAB.agents.custom` and docs/agents.md)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,11 @@ from typing import Any
 
 AGENT_STRATEGIES = ("heuristic", "function_calling", "react", "react_reflect", "recmind", "puma")
 LLM_STRATEGIES = ("function_calling", "react", "react_reflect", "recmind")
+
+
+def is_builtin(strategy: str) -> bool:
+    """Whether `strategy` names one of this package's agents (else it names a custom one)."""
+    return strategy in AGENT_STRATEGIES
 
 
 def build_agent(strategy: str, data: Any, config: Any, random_memory: Any = None) -> Any:
@@ -17,8 +24,10 @@ def build_agent(strategy: str, data: Any, config: Any, random_memory: Any = None
         return HeuristicAgent(data, config.agent_memory, config.memory_length, config.seed, random_memory)
     if strategy == "puma":
         return _puma_agent(data, config)
-    if strategy not in LLM_STRATEGIES:
-        raise ValueError(f"unknown agent strategy {strategy!r}; expected one of {AGENT_STRATEGIES}")
+    if not is_builtin(strategy):
+        from PersonalWAB.agents.custom import build_custom_agent
+
+        return build_custom_agent(strategy, data, config)
     if not config.model:
         raise ValueError(f"--agent_strategy {strategy} needs --model (any litellm model string)")
     from PersonalWAB.agents.function_calling import FunctionCallingAgent, RecMindAgent

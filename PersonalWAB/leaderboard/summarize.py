@@ -1,7 +1,8 @@
 """Leaderboard tables in the paper's shape, from result files.
 
 Rows are recomputed from each file's records (the same `compute_statistics` the
-runner uses), so a table never repeats a header that its records contradict;
+runner uses, and for runs of several trials the same spread across them), so a table
+never repeats a header that its records contradict;
 files whose header disagrees are marked invalid. Only rows that can be compared
 share a table: one table per track and data source, so runs on synthetic data
 never sit beside official runs.
@@ -18,6 +19,7 @@ from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, run_track, validate_file
+from PersonalWAB.trials import interval
 
 GROUPS = (*TASK_TYPES, "overall")
 GROUP_TITLES = {"search": "Search", "recommend": "Recommendation", "review": "Review", "overall": "Overall"}
@@ -25,6 +27,8 @@ MULTI_TURN = "multi-turn"
 TRACK_ORDER = {"single-turn": 0, MULTI_TURN: 1}
 SYNTHETIC_NOTE = "synthetic data: comparable only with runs on the same synthetic data, never with the paper"
 CUSTOM_NOTE = "custom runs: other texts or rules than the release's, comparable only with each other"
+TRIALS_NOTE = ("Runs with several trials show ± the half-width of the 95% interval of the mean over trials. "
+               "Neighbours in the ranking:")
 
 
 @dataclass
@@ -39,6 +43,11 @@ class Row:
     total_cost: float
     flags: list[str]
     valid: bool
+    trials: dict[str, Any] | None = None  # the spread across trials (PersonalWAB.trials), recomputed
+
+    @property
+    def num_trials(self) -> int:
+        return self.trials["num_trials"] if self.trials else 1
 
     @property
     def synthetic(self) -> bool:
@@ -50,6 +59,10 @@ class Row:
 
     def score(self, group: str, key: str) -> float:
         return float(self.statistics.get(group, {}).get(key, 0.0))
+
+    def interval(self, group: str, key: str) -> tuple[float, float] | None:
+        """The statistic's 95% interval across trials (None for a single trial)."""
+        return interval(self.trials, group, key)
 
     def rank_key(self) -> tuple[float, float, str]:
         """Ranking rule: overall Function Acc, then overall Result Acc, both descending."""
@@ -72,7 +85,7 @@ def row_from_report(report: ValidationReport, name: str | None = None) -> Row | 
     source = str(run_args.get("data_source", "official")) if report.result.header else "unknown (no header)"
     flags = [*report.flags] + ([] if report.valid else ["invalid"])
     return Row(name or method_name(run_args, report.path), report.path, run_track(report.result), source,
-               report.statistics, report.total_cost or 0.0, flags, report.valid)
+               report.statistics, report.total_cost or 0.0, flags, report.valid, report.trials)
 
 
 def summarize_files(paths: list[Path | str],
@@ -118,6 +131,40 @@ def _fmt(value: float) -> str:
     return f"{value:.3f}"
 
 
+def _cell(row: Row, group: str, key: str) -> str:
+    """The statistic, with ± the half-width of its 95% interval when the run has trials."""
+    bounds = row.interval(group, key)
+    if bounds is None:
+        return _fmt(row.score(group, key))
+    return f"{_fmt(row.score(group, key))} ± {(bounds[1] - bounds[0]) / 2:.3f}"
+
+
+COMPARED = (("avg_action_acc", "F. Acc"), ("avg_res_acc", "R. Acc"))
+
+
+def comparisons(members: list[Row]) -> list[str]:
+    """For each pair of neighbours in a ranked table where at least one ran several trials: whether
+    their overall F. Acc and R. Acc differ by more than their 95% intervals allow. A difference is
+    *inside* the intervals when they overlap (a single trial's interval is its value): the two
+    runs are then not reliably ordered."""
+    lines = []
+    for rank, (a, b) in enumerate(zip(members, members[1:]), 1):
+        if a.trials is None and b.trials is None:
+            continue
+        for key, label in COMPARED:
+            low_a, high_a = a.interval("overall", key) or (a.score("overall", key),) * 2
+            low_b, high_b = b.interval("overall", key) or (b.score("overall", key),) * 2
+            inside = max(low_a, low_b) <= min(high_a, high_b)
+            verdict = ("inside their 95% intervals: not a reliable difference" if inside else
+                       "outside their 95% intervals")
+            lines.append(f"#{rank} {a.name} ({a.num_trials} trial{'s' * (a.num_trials > 1)}) vs #{rank + 1} {b.name} "
+                         f"({b.num_trials} trial{'s' * (b.num_trials > 1)}): overall {label} "
+                         f"{_fmt(a.score('overall', key))} [{low_a:.3f}, {high_a:.3f}] vs "
+                         f"{_fmt(b.score('overall', key))} [{low_b:.3f}, {high_b:.3f}], difference "
+                         f"{a.score('overall', key) - b.score('overall', key):+.3f}: {verdict}")
+    return lines
+
+
 def total_cost(rows: list[Row]) -> float:
     return sum(row.total_cost for row in rows)
 
@@ -130,10 +177,13 @@ def render_markdown(rows: list[Row]) -> str:
         head += ["Cost ($)", "Flags"]
         out += [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for i, row in enumerate(members, 1):
-            cells = [str(i), _md_cell(row.name)] + [_fmt(row.score(g, k)) for g in GROUPS for k, _ in columns]
+            cells = [str(i), _md_cell(row.name)] + [_cell(row, g, k) for g in GROUPS for k, _ in columns]
             cells += [f"{row.total_cost:.4f}", _md_cell(", ".join(row.flags))]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
+        notes = comparisons(members)
+        if notes:
+            out += [TRIALS_NOTE, ""] + [f"- {_md_cell(line)}" for line in notes] + [""]
     out.append(f"Total cost: ${total_cost(rows):.4f} over {len(rows)} run(s).")
     return "\n".join(out) + "\n"
 
@@ -154,10 +204,14 @@ def render_html_tables(rows: list[Row]) -> str:
                    + "".join(f"<th>{label}</th>" for _ in GROUPS for _, label in columns)
                    + "</tr></thead>\n<tbody>")
         for i, row in enumerate(members, 1):
-            cells = "".join(f"<td>{_fmt(row.score(g, k))}</td>" for g in GROUPS for k, _ in columns)
+            cells = "".join(f"<td>{html.escape(_cell(row, g, k))}</td>" for g in GROUPS for k, _ in columns)
             out.append(f"<tr><td>{i}</td><td title=\"{html.escape(str(row.path))}\">{html.escape(row.name)}</td>"
                        f"{cells}<td>{row.total_cost:.4f}</td><td>{html.escape(', '.join(row.flags))}</td></tr>")
         out.append("</tbody></table>")
+        notes = comparisons(members)
+        if notes:
+            out.append(f"<p>{html.escape(TRIALS_NOTE)}</p>\n<ul>"
+                       + "".join(f"<li>{html.escape(line)}</li>" for line in notes) + "</ul>")
     out.append(f"<p>Total cost: ${total_cost(rows):.4f} over {len(rows)} run(s).</p>")
     return "\n".join(out)
 
@@ -184,13 +238,18 @@ def render_csv(rows: list[Row]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     stat_columns = [("avg_action_acc", "f_acc"), ("avg_res_acc", "r_acc"), ("avg_interaction_times", "avg_steps")]
+    interval_columns = [(g, k, f"{g}_{c}_ci95_{end}") for g in GROUPS for k, c in stat_columns[:2]
+                        for end in ("low", "high")]
     writer.writerow(["track", "data_source", "rank", "method", "file", *(f"{g}_{c}" for g in GROUPS for _, c in
-                                                                       stat_columns), "tasks", "cost", "flags"])
+                                                                       stat_columns), "tasks", "cost", "flags",
+                     "num_trials", *(name for _, _, name in interval_columns)])
     for _, members in tables(rows):
         for i, row in enumerate(members, 1):
+            bounds = [row.interval(g, k) for g, k, name in interval_columns[::2]]
             writer.writerow([row.track, row.data_source, i, row.name, str(row.path),
                              *(repr(row.score(g, k)) for g in GROUPS for k, _ in stat_columns),
-                             int(row.score("overall", "total_count")), repr(row.total_cost), ";".join(row.flags)])
+                             int(row.score("overall", "total_count")), repr(row.total_cost), ";".join(row.flags),
+                             row.num_trials, *(repr(b[end]) if b else "" for b in bounds for end in (0, 1))])
     return buffer.getvalue()
 
 

@@ -32,6 +32,7 @@ from PersonalWAB.results import (
     is_checkpoint_header,
     record_cost,
 )
+from PersonalWAB.trials import TRIALS_KEY, trial_statistics
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 STANDARD, CUSTOM = "standard", "custom"
@@ -96,6 +97,7 @@ class ValidationReport:
     result: ResultFile | None = None
     statistics: dict[str, dict[str, float]] | None = None
     total_cost: float | None = None
+    trials: dict[str, Any] | None = None  # the spread across trials, recomputed (None below 2 trials)
 
     @property
     def valid(self) -> bool:
@@ -129,6 +131,7 @@ class ValidationReport:
             "task_split": run_args.get("task_split"),
             "records": len(self.result.records) if self.result else 0,
             "statistics": self.statistics,
+            "trials": self.trials,
             "total_cost": self.total_cost,
             "problems": [p.format(self.path.name) for p in self.problems],
         }
@@ -529,6 +532,52 @@ class _Checker:
                                     f"{want[key]!r} (tampered or stale header)", 0)
 
 
+    def check_trials(self, trials: dict[str, Any] | None) -> None:
+        """The header's spread across trials must be what the records give (it is optional:
+        the release's format, and this project's before it, have none)."""
+        header = self.result.header
+        if header is None:
+            return
+        have = header.get(TRIALS_KEY)
+        if have is None:
+            if trials is not None:
+                self.add(WARNING, f"the header has no {TRIALS_KEY!r} (the spread across the {trials['num_trials']} "
+                                  "trials, added by newer versions); summarize computes it from the records", 0)
+            return
+        if trials is None:
+            self.add(ERROR, f"header {TRIALS_KEY!r} is present but run_args.num_trials is below 2", 0)
+            return
+        for path, value, want in list(_differences(have, trials, TRIALS_KEY))[:5]:
+            self.add(ERROR, f"header {path} = {_shown(value)} but the records give {_shown(want)} "
+                            "(tampered or stale header)", 0)
+
+
+def _differences(have: Any, want: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
+    """(path, value, expected) wherever `have` differs from `want`; numbers within TOLERANCE agree."""
+    if isinstance(want, dict):
+        if not isinstance(have, dict):
+            yield path, have, want
+            return
+        for key in [*want, *(k for k in have if k not in want)]:
+            yield from _differences(have.get(key), want.get(key), f"{path}.{key}")
+    elif isinstance(want, list):
+        if not isinstance(have, list) or len(have) != len(want):
+            yield path, have, want
+            return
+        for i, (a, b) in enumerate(zip(have, want)):
+            yield from _differences(a, b, f"{path}[{i}]")
+    elif _is_number(want):
+        if not _is_number(have) or not _close(have, want):
+            yield path, have, want
+    elif have != want:
+        yield path, have, want
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def validate_result(result: ResultFile, data: Any | None = None) -> ValidationReport:
     """Validate a parsed file; `data` (a BenchmarkData) enables the checks against the split."""
     report = ValidationReport(result.path, result=result)
@@ -542,6 +591,9 @@ def validate_result(result: ResultFile, data: Any | None = None) -> ValidationRe
         report.statistics = compute_statistics(result.records)
         report.total_cost = sum(record_cost(r) for r in result.records)
         checker.check_header(report.statistics, report.total_cost)
+        trials = result.run_args.get("num_trials", 1)
+        report.trials = trial_statistics(result.records, trials if _is_int(trials) else 1)
+        checker.check_trials(report.trials)
     else:
         checker.add(NOTE, "header statistics not checked: some records are malformed")
     report.problems, report.flags = checker.problems, checker.flags

@@ -74,23 +74,25 @@ def replay(env: Any, index: int, action: dict[str, Any]) -> dict[str, Any]:
     return {"observation": observation, "score": [float(r) for r in res], "done": bool(done)}
 
 
-def project_side(data_dir: Path, split: str, indices: list[int],
-                 on_jobs: Callable[[list[dict[str, Any]]], None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def project_side(data_dir: Path, split: str, indices: list[int], on_jobs: Callable[[list[dict[str, Any]]], None],
+                 protocol_file: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The jobs (actions per task) and this project's results; `on_jobs` gets the jobs as soon
     as they are known, so the release can start on them while the project replays."""
     from PersonalWAB.agents import build_agent
     from PersonalWAB.envs.pwab.env import get_env
+    from PersonalWAB.protocol import load_protocol
     from PersonalWAB.run import RunConfig
     from tqdm import tqdm
 
-    env = get_env("pwab", user_mode="no", task_split=split, max_steps=-1, data_dir=data_dir, offer_details=True)
+    env = get_env("pwab", user_mode="no", task_split=split, max_steps=-1, data_dir=data_dir,
+                  protocol=load_protocol(protocol_file))
     heuristic = build_agent("heuristic", env.data, RunConfig(agent_strategy="heuristic"))
     item_map = json.loads((Path(data_dir) / "recommender" / "1000_ids.json").read_text(encoding="utf-8"))
     jobs, firsts = [], []
     for index in indices:
         first, info = env.reset(index)
         task = info["task"]
-        actions = [("heuristic", heuristic.decide(first, task).to_dict())]
+        actions = [("heuristic", heuristic.decide(env, task).to_dict())]
         actions += edge_actions(task, env.data.histories.get(task["user_id"], []), item_map)
         jobs.append({"index": index, "type": task["type"], "kinds": [k for k, _ in actions],
                      "actions": [a for _, a in actions]})
@@ -137,15 +139,20 @@ def compare(jobs: list[dict[str, Any]], release: list[dict[str, Any]],
         differences = [{"item": "first_observation", "diff": diff}] if diff else []
         for kind, action, a, b in zip(job["kinds"], job["actions"], rel["steps"], proj["steps"]):
             step = compare_step(task_type, action, a, b)
+            # the release's agent loop ends the episode on stop; here the environment does (by design)
+            stop_ends_here = action["name"] == "stop" and step["done"] == [False, True]
             same = {"observation": step["observation_diff"] is None,
                     "products": step["products"]["release"] == step["products"]["project"],
-                    "score": step["score_verdict"] != "differs", "done": step["done"][0] == step["done"][1]}
+                    "score": step["score_verdict"] != "differs",
+                    "done": step["done"][0] == step["done"][1] or stop_ends_here}
             shown = {"observation": {"diff": step["observation_diff"]}, "products": step["products"],
                      "score": step["score"], "done": dict(zip(("release", "project"), step["done"]))}
             tallies = kinds.setdefault(kind, {part: Tally() for part in same})
             where = {"task": index, "type": task_type, "action": json.dumps(action)[:200]}
             for part, tally in tallies.items():
                 tally.add(task_type, same[part], {**where, **shown[part]})
+            if stop_ends_here:
+                tallies["done"].note("stop ends the episode in the environment (release: in the agent loop)")
             if step["score_verdict"] == "floored":
                 tallies["score"].note("floored negative cosine (by design)")
             if not all(same.values()):
@@ -181,7 +188,8 @@ def all_identical(result: dict[str, Any]) -> bool:
     return result["tasks"].all_identical
 
 
-def run_check(runner: Any, data_dir: Path, split: str, indices: list[int], work_dir: Path) -> dict[str, Any]:
+def run_check(runner: Any, data_dir: Path, split: str, indices: list[int], work_dir: Path,
+              protocol_file: str | None = None) -> dict[str, Any]:
     """Replay through both environments (the release in a worker process, in parallel) and compare."""
     from PersonalWAB.testing.release_mirror import reaped
 
@@ -193,7 +201,7 @@ def run_check(runner: Any, data_dir: Path, split: str, indices: list[int], work_
             running["worker"] = runner.start(["observations", "--split", split, "--jobs", str(jobs_path),
                                               "--out", str(out_path)], log_path)
 
-        jobs, project = project_side(data_dir, split, indices, start_release)
+        jobs, project = project_side(data_dir, split, indices, start_release, protocol_file)
         runner.finish(running["worker"], "release environment", log_path)
     release = json.loads(out_path.read_text(encoding="utf-8"))
     (work_dir / "project_observations.json").write_text(json.dumps(project), encoding="utf-8")  # for a closer look

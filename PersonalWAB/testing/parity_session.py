@@ -127,7 +127,7 @@ def run_session(config: ParityConfig, scratch: Path, repo_root: Path,
         if "observations" in config.checks:
             log(f"observations: replaying {len(tasks)} task(s) through both environments ...")
             result = parity_observations.run_check(runner, config.data_dir, config.split, list(range(len(tasks))),
-                                                   work)
+                                                   work, config.protocol_file)
             for line in parity_observations.summary_lines(result):
                 log(line)
             report["checks"]["observations"] = parity_observations.report(result)

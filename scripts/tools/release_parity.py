@@ -69,12 +69,17 @@ def main(argv: list[str] | None = None) -> int:
     from PersonalWAB.testing.release_mirror import ParityError
 
     extra = args.extra_path or [p for p in os.environ.get("PWAB_PARITY_EXTRA", "").split(os.pathsep) if p]
+
+    def absolute(path: str | None) -> str | None:  # both runs work in folders of their own
+        return str(Path(path).resolve()) if path else None
+
     config = ParityConfig(
-        release_dir=Path(args.release_dir), data_dir=Path(args.data_dir), split=args.split, limit=args.limit,
-        checks=tuple(args.checks or CHECKS), extra_paths=extra, variants=tuple(v for v in args.variants.split(",") if v),
-        agent_model=args.agent_model, user_model=args.user_model, protocol_file=args.protocol_file,
-        interec_memory_file=args.interec_memory_file, puma_function_file=args.puma_function_file,
-        work_dir=Path(args.work_dir) if args.work_dir else None, timeout_s=args.timeout_s)
+        release_dir=Path(args.release_dir).resolve(), data_dir=Path(args.data_dir).resolve(), split=args.split,
+        limit=args.limit, checks=tuple(args.checks or CHECKS), extra_paths=[absolute(p) for p in extra],
+        variants=tuple(v for v in args.variants.split(",") if v),
+        agent_model=args.agent_model, user_model=args.user_model, protocol_file=absolute(args.protocol_file),
+        interec_memory_file=absolute(args.interec_memory_file), puma_function_file=absolute(args.puma_function_file),
+        work_dir=Path(args.work_dir).resolve() if args.work_dir else None, timeout_s=args.timeout_s)
     try:
         config.validate()
         with tempfile.TemporaryDirectory(prefix="release_parity_") as scratch:

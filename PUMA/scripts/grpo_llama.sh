@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Steps 3-6 by online RL instead: GRPO with LoRA on the merged SFT model, reward = the benchmark's
+# Result Acc of each sampled parameter (scored on DATA_DIR's train split), with accelerate.
+# Generation runs in vLLM inside TRL when vllm is installed and a GPU is visible (else HF generate):
+#   GENERATION=hf|vllm|auto (default auto); VLLM_MODE=colocate (default, in the training processes)
+#   or server (start `trl vllm-serve --model PUMA/output/sft_merged` on a GPU of its own first, and
+#   give the training processes the other GPUs with GPUS=...; VLLM_URL, default http://localhost:8000).
+# Evaluate the adapter with step 7: run.py --agent_strategy puma --puma_generate 1 --puma_model_path OUTPUT_DIR
+set -euo pipefail
+source "$(dirname "$0")/launch_env.sh"
+server=()
+[ "${VLLM_MODE:-colocate}" = server ] && server=(--vllm_server_base_url "${VLLM_URL:-http://localhost:8000}")
+exec "$PY" -m accelerate.commands.launch --config_file PUMA/configs/accelerate_multi_gpu.yaml --num_processes "$N" \
+  -m PUMA.grpo --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" --data_file "${PUMA_DATA:-PUMA/data}/param_train.json" \
+  ${DATA_DIR:+--data_dir "$DATA_DIR"} --output_dir "${OUTPUT_DIR:-PUMA/output/grpo}" \
+  --generation_backend "${GENERATION:-auto}" --vllm_mode "${VLLM_MODE:-colocate}" "${server[@]}" --bf16 "$@"

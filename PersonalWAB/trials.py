@@ -1,0 +1,143 @@
+"""Spread across trials: what `--num_trials k` adds to a result header.
+
+Single runs of an agent benchmark differ by several points from run to run (sampling
+temperature, provider nondeterminism), so one number cannot tell two methods apart. With
+k >= 2 trials of the same tasks the header's `trials` section gives, per task type and
+overall, for each statistic of `results` (Function Acc, Result Acc, Avg Steps):
+
+- `per_trial`: the statistic computed over each trial's records alone (the rules of a
+  1-trial run, so trial t's value is what a run of that trial alone would report);
+- `mean` and `std` (sample standard deviation, k - 1 degrees of freedom) of those values;
+- `ci95`: the 95% t-interval of the mean, mean ± t(0.975, k - 1) · std / √k, kept within
+  the statistic's range ([0, 1] for the accuracies): where the expected score of rerunning
+  this agent on these tasks lies (the tasks are fixed; it measures the agent's run-to-run
+  noise, not the sampling of tasks);
+
+and, over the group's tasks:
+
+- `function_pass^j` for j = 1..k: the chance that j trials drawn from the k all call the
+  right function (tau-bench's pass^j estimator, the mean over tasks of C(c, j) / C(k, j)
+  with c the task's trials with Function Acc 1); `pass^k` is the share of tasks right in
+  every trial;
+- `result_identical`: the share of tasks whose best Result Acc is the same (within 1e-9)
+  in every trial.
+
+The section is a pure function of the records, so `leaderboard validate` recomputes it
+exactly; the header's original fields are untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import fmean, stdev
+from typing import Any
+
+from PersonalWAB.data.schema import TASK_TYPES
+
+LEVEL = 0.95
+SAME_RESULT = 1e-9  # best Result Acc values closer than this are the same
+STATISTICS = ("avg_action_acc", "avg_res_acc", "avg_interaction_times")
+TRIALS_KEY = "trials"
+INTERVAL_NOTE = ("95% t-interval of the mean over trials: mean ± t(0.975, k-1) * std / sqrt(k), "
+                 "kept within [0, 1] for the accuracies")
+
+
+def t_two_sided_cdf(t: float, df: int) -> float:
+    """P(|T| <= t) for Student's t with an integer number of degrees of freedom, in closed
+    form (Abramowitz & Stegun 26.7.3-4): no numerical library needed, the same value everywhere."""
+    theta = math.atan(t / math.sqrt(df))
+    c2 = math.cos(theta) ** 2
+    if df % 2:  # odd: (2/π)(θ + sinθ cosθ (1 + 2/3 cos² + 2·4/(3·5) cos⁴ + ...))
+        term, total = 1.0, 1.0 if df > 1 else 0.0
+        for n in range(3, df - 1, 2):
+            term *= (n - 1) / n * c2
+            total += term
+        return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+    term, total = 1.0, 1.0  # even: sinθ (1 + 1/2 cos² + 1·3/(2·4) cos⁴ + ...)
+    for n in range(2, df - 1, 2):
+        term *= (n - 1) / n * c2
+        total += term
+    return math.sin(theta) * total
+
+
+def t_quantile(level: float, df: int) -> float:
+    """The t with P(|T| <= t) = level (e.g. 0.95 -> the 0.975 quantile), by bisection."""
+    low, high = 0.0, 1.0
+    while t_two_sided_cdf(high, df) < level:
+        high *= 2
+    for _ in range(200):
+        middle = (low + high) / 2
+        if t_two_sided_cdf(middle, df) < level:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+def spread(values: list[float], upper: float = math.inf) -> dict[str, Any]:
+    """Per-trial values, their mean, sample standard deviation and 95% t-interval, kept
+    within [0, upper] (the range the statistic's mean can take)."""
+    mean = fmean(values)
+    std = stdev(values)
+    half = t_quantile(LEVEL, len(values) - 1) * std / math.sqrt(len(values))
+    return {"per_trial": values, "mean": mean, "std": std, "ci95": [max(0.0, mean - half), min(upper, mean + half)]}
+
+
+def pass_hat(correct: list[int], trials: int) -> dict[str, float]:
+    """pass^j for j = 1..trials: mean over tasks of C(c, j) / C(trials, j)."""
+    return {f"pass^{j}": fmean(math.comb(c, j) / math.comb(trials, j) for c in correct)
+            for j in range(1, trials + 1)}
+
+
+def trial_statistics(records: list[dict[str, Any]], num_trials: int) -> dict[str, Any] | None:
+    """The header's `trials` section for a run of `num_trials` trials (None below 2)."""
+    from PersonalWAB.results import compute_statistics, task_score
+
+    if num_trials < 2 or not records:
+        return None
+    by_trial = [[r for r in records if r["trial"] == trial] for trial in range(num_trials)]
+    per_trial = [compute_statistics(members) for members in by_trial]
+    groups: dict[str, dict[int, list[tuple[float, float]]]] = {}
+    for record in records:
+        scores = task_score(record["action_acc"], record["res_acc"])
+        for group in (record["info"]["task"]["type"], "overall"):
+            groups.setdefault(group, {}).setdefault(record["task_id"], []).append(scores)
+    results: dict[str, Any] = {}
+    for group in (*TASK_TYPES, "overall"):
+        tasks = groups.get(group)
+        if not tasks:
+            continue
+        entry: dict[str, Any] = {"tasks": len(tasks)}
+        for key in STATISTICS:
+            entry[key] = spread([stats[group][key] for stats in per_trial],
+                                math.inf if key == "avg_interaction_times" else 1.0)
+        entry["function_pass^k"] = pass_hat([sum(s[0] == 1 for s in scores) for scores in tasks.values()],
+                                            num_trials)
+        entry["result_identical"] = fmean(
+            len(scores) == num_trials and max(s[1] for s in scores) - min(s[1] for s in scores) <= SAME_RESULT
+            for scores in tasks.values())
+        results[group] = entry
+    return {"num_trials": num_trials, "interval": INTERVAL_NOTE, "results": results}
+
+
+def interval(trials: dict[str, Any] | None, group: str, key: str) -> tuple[float, float] | None:
+    """The 95% interval of a statistic in a `trials` section (None without one)."""
+    entry = ((trials or {}).get("results") or {}).get(group) or {}
+    values = entry.get(key)
+    return tuple(values["ci95"]) if isinstance(values, dict) else None  # type: ignore[return-value]
+
+
+def format_trial_table(trials: dict[str, Any]) -> str:
+    """The spread printed after a run's table: mean ± std [95% interval] per type."""
+    k = trials["num_trials"]
+    lines = [f"Across {k} trials (mean ± std [95% interval]; pass^{k}: right function in all {k}; "
+             "same R. Acc: best Result Acc identical in every trial)",
+             f"{'type':<10} {'tasks':>6} {'Function Acc':>30} {'Result Acc':>30} {f'pass^{k}':>7} {'same R. Acc':>11}"]
+    for group, entry in trials["results"].items():
+        cells = []
+        for key in ("avg_action_acc", "avg_res_acc"):
+            s = entry[key]
+            cells.append(f"{s['mean']:.3f} ± {s['std']:.3f} [{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]")
+        lines.append(f"{group:<10} {entry['tasks']:>6} {cells[0]:>30} {cells[1]:>30} "
+                     f"{entry['function_pass^k'][f'pass^{k}']:>7.3f} {entry['result_identical']:>11.3f}")
+    return "\n".join(lines)
