@@ -67,5 +67,6 @@ for R in $RECIPES; do
   "$PY" run.py --data_dir "$D" --agent_strategy puma --puma_recipe "$R" --task_split test \
     --puma_function_file "$O/function_test.json" --puma_param_file "$O/param_test.json" \
     --output "$O/result_puma_singleturn.json" --overwrite
+  "$PY" -m PersonalWAB.leaderboard validate "$O/result_puma_singleturn.json" --data_dir "$D" --quiet
   step "[$R] done in $(( $(date +%s) - rstart ))s: result file $O/result_puma_singleturn.json"
 done
