@@ -1,22 +1,29 @@
 """Step 1: SFT data for PUMA's function and parameter generation.
 
 Function data: prompt = the function prompt with the instruction, label = the gold
-function name. Parameter data: prompt = the PUMA parameter prompt with the
-instruction (+ the product under review), the task-specific memory for the gold
-function truncated to `mem_token_length` tokens of the base model's tokenizer, and the
-function name; label =
-- search: a query written by an LLM (through `LLMClient`, `--query_model`) from the
-  instruction and memory on the train split, with the protocol's label prompt; without
-  a query model (and on the test split) the offline fallback: the instruction plus the
-  store the user usually buys in that product line
-  (`PersonalWAB.agents.heuristic.search_query`);
-- recommend: the ASINs of the user's earlier purchases in the target's category
-  (main category), oldest first, the last 30, ", "-joined; the target ASIN if none;
+function name. Parameter data: prompt = PUMA's parameter prompt with the instruction
+(+ the product under review), the task-specific memory for the gold function and the
+function name. The memory, as the release's PUMA builds it: the `--memory_length` (100)
+past behaviours whose full text (the `puma.behaviour` block) is most similar to the
+instruction, best first, recommendations newest first, each reduced to the fields the
+function needs, joined by `|`, then cut to `--mem_token_length` tokens of the base model's
+tokenizer counting its BOS. Label =
+- search: on the train split a query written by an LLM (through `LLMClient`,
+  `--query_model`) from the instruction and the uncut memory, with the protocol's label
+  prompt; without a query model the offline fallback: the instruction plus the store the
+  user usually buys in that product line (`PersonalWAB.agents.heuristic.search_query`);
+  on the test split the target's title, as the release (test labels train nothing);
+- recommend: the ASINs of the user's earlier purchases in the target's main category,
+  oldest first, the last 30, ", "-joined (`--recipe improved`: each ASIN once); the
+  target ASIN if none;
 - review: the real review text.
 
-Files (JSON lists of {instruction, type, split, function, prompt, label}):
-`function_{train,test}.json`, `param_{train,test}.json` in `--out_dir`. Every prompt text
-comes from the protocol (`--protocol_file`; default: the release pack when placed).
+Files (JSON lists of {instruction, type, split, function, prompt, label}; parameter examples
+also hold `memory`, the cut memory, and `product`, the product under review, so step 5
+can render a prompt with less memory): `function_{train,test}.json`,
+`param_{train,test}.json` in `--out_dir`, each with its record (`*.puma_run.json`).
+Every prompt text comes from the protocol (`--protocol_file`; default: the release pack
+when placed).
 """
 
 from __future__ import annotations
@@ -28,13 +35,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from PersonalWAB.agents.heuristic import search_query
-from PersonalWAB.agents.puma import TASK_TYPE, parameter_prompt, taskspe_memory_text
+from PersonalWAB.agents.puma import TASK_TYPE, cut_to_tokens, parameter_prompt, puma_behaviours
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
-from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH, retrieve_memory
+from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
 from PersonalWAB.protocol import Protocol, load_protocol
 from PUMA.cli import add_dataclass_arguments, config_from_args
 from PUMA.modeling import write_json
+from PUMA.recipe import Recipe, get_recipe, write_record
 
 RECOMMEND_LIMIT = 30
 
@@ -43,9 +51,10 @@ RECOMMEND_LIMIT = 30
 class DataConfig:
     data_dir: str | None = None
     out_dir: str = "PUMA/data"
+    recipe: str = "release"
     model_path: str = "meta-llama/Llama-2-7b-chat-hf"  # only its tokenizer is used (memory truncation)
     mem_token_length: int = 768
-    memory_length: int = 50
+    memory_length: int = 100  # k: relevant behaviours retrieved (the release's --mem_length 100)
     splits: str = "train,test"
     query_model: str | None = None  # litellm model string for the search labels
     api_base: str | None = None
@@ -62,49 +71,74 @@ def function_examples(protocol: Protocol, tasks: list[dict[str, Any]], split: st
              "prompt": protocol.puma_function_prompt(t["task"]), "label": gold_function(t)} for t in tasks]
 
 
-def recommend_label(data: BenchmarkData, task: dict[str, Any], limit: int = RECOMMEND_LIMIT) -> str:
+def recommend_label(data: BenchmarkData, task: dict[str, Any], distinct: bool = False,
+                    limit: int = RECOMMEND_LIMIT) -> str:
+    """The user's earlier purchases in the target's main category, oldest first, the last
+    `limit` (with `distinct`, the last `limit` distinct ASINs); the target ASIN if none."""
     target = task["target"]["product_info"]
     earlier = data.behaviours_before(task["user_id"], task["timestamp"])
     same = [b["product_info"]["parent_asin"] for b in earlier
             if b["product_info"].get("main_category") == target.get("main_category")]
-    asins = list(dict.fromkeys(reversed(same)))[:limit][::-1]  # the latest `limit` distinct, oldest first
+    if distinct:
+        same = list(dict.fromkeys(reversed(same)))[::-1]  # each ASIN at its latest position
+    asins = same[-limit:]
     return ", ".join(asins) if asins else target["parent_asin"]
 
 
-def llm_query(protocol: Protocol, client: Any, instruction: str, behaviours: list[dict[str, Any]]) -> str:
+def llm_query(protocol: Protocol, client: Any, instruction: str, memory: str,
+              fallback: Callable[[], str]) -> str:
     """The release's search label: one call with the label prompt as the system message."""
-    prompt = protocol.puma_search_label_prompt(instruction, protocol.puma_memory(behaviours, "search"))
+    prompt = protocol.puma_search_label_prompt(instruction, memory)
     reply = client.complete([{"role": "system", "content": prompt}])
     text = " ".join((reply.message.get("content") or "").split()).strip().strip('"')
-    return text or search_query(instruction, behaviours)
+    return text or fallback()
 
 
 def param_label(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], behaviours: list[dict[str, Any]],
-                client: Any = None) -> str:
+                memory: str, split: str, recipe: Recipe, client: Any = None) -> str:
     function = gold_function(task)
     if function == SEARCH:
+        if split != "train":
+            return task["target"]["product_info"]["title"]
         if client:
-            return llm_query(protocol, client, task["task"], behaviours)
+            return llm_query(protocol, client, task["task"], memory, lambda: search_query(task["task"], behaviours))
         return search_query(task["task"], behaviours)
     if function == RECOMMEND:
-        return recommend_label(data, task)
+        return recommend_label(data, task, recipe.distinct_recommend_label)
     return task["target"]["review"]["text"]
 
 
 def param_examples(protocol: Protocol, data: BenchmarkData, tasks: list[dict[str, Any]], split: str,
-                   tokenizer: Any, mem_token_length: int, memory_length: int,
+                   tokenizer: Any, mem_token_length: int, memory_length: int, recipe: Recipe | None = None,
                    client: Any = None) -> list[dict[str, Any]]:
+    recipe = recipe or get_recipe("release")
     examples = []
     for task in tasks:
         function = gold_function(task)
-        behaviours = retrieve_memory(data, task, "taskspe", memory_length, protocol=protocol,
-                                     task_type=TASK_TYPE[function])
-        memory = taskspe_memory_text(protocol, data, task, function, memory_length, tokenizer, mem_token_length)
+        behaviours = puma_behaviours(protocol, data, task, TASK_TYPE[function], memory_length)
+        full_memory = protocol.puma_memory(behaviours, TASK_TYPE[function])
+        memory = cut_to_tokens(full_memory, tokenizer, mem_token_length)
         product = task["target"]["product_info"] if function == REVIEW else None
         examples.append({"instruction": task["task"], "type": task["type"], "split": split, "function": function,
                          "prompt": parameter_prompt(protocol, task["task"], function, memory, product),
-                         "label": param_label(protocol, data, task, behaviours, client)})
+                         "label": param_label(protocol, data, task, behaviours, full_memory, split, recipe, client),
+                         "memory": memory, "product": product})
     return examples
+
+
+def latest_purchase_kept(data: BenchmarkData, tasks: list[dict[str, Any]],
+                         examples: list[dict[str, Any]]) -> tuple[int, int]:
+    """(kept, of): of the recommend examples whose user bought something before the task,
+    how many still show that user's most recent earlier purchase (its ASIN) in the cut
+    memory. The release's newest-first order keeps it in nearly all; oldest first loses it."""
+    kept = total = 0
+    for task, example in zip(tasks, examples):
+        past = data.behaviours_before(task["user_id"], task["timestamp"])
+        if example["function"] != RECOMMEND or not past:
+            continue
+        total += 1
+        kept += past[-1]["product_info"]["parent_asin"] in example["memory"]
+    return kept, total
 
 
 def _load(config: DataConfig) -> BenchmarkData:
@@ -115,24 +149,29 @@ def _load(config: DataConfig) -> BenchmarkData:
 
 
 def prepare_function_data(config: DataConfig, log: Callable[[str], None] = print) -> list[Path]:
+    recipe = get_recipe(config.recipe)
     data = _load(config)
     protocol = load_protocol(config.protocol_file)
     written = []
     for split in config.splits.split(","):
         path = write_json(Path(config.out_dir) / f"function_{split}.json",
                           function_examples(protocol, data.split(split), split))
+        write_record(path, "data_function", recipe, config, {"--data_dir": str(data.data_dir)},
+                     protocol=protocol.name)
         log(f"{path}: {len(data.split(split))} function examples")
         written.append(path)
     return written
 
 
 def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -> list[Path]:
+    from PersonalWAB.agents.puma import DATA_RELEVANCE_TEXT
     from PersonalWAB.memory_embeddings import build_behaviour_embeddings
     from PUMA.modeling import load_tokenizer
 
+    recipe = get_recipe(config.recipe)
     data = _load(config)
     protocol = load_protocol(config.protocol_file)
-    build_behaviour_embeddings(data, protocol, log=log)
+    build_behaviour_embeddings(data, protocol, log=log, template=DATA_RELEVANCE_TEXT)
     tokenizer = load_tokenizer(config.model_path)
     client = None
     if config.query_model:
@@ -142,9 +181,15 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
     written = []
     for split in config.splits.split(","):
         examples = param_examples(protocol, data, data.split(split), split, tokenizer, config.mem_token_length,
-                                  config.memory_length, client if split == "train" else None)
+                                  config.memory_length, recipe, client if split == "train" else None)
         path = write_json(Path(config.out_dir) / f"param_{split}.json", examples)
-        log(f"{path}: {len(examples)} parameter examples")
+        kept, of = latest_purchase_kept(data, data.split(split), examples)
+        write_record(path, "data_param", recipe, config, {"--data_dir": str(data.data_dir)}, protocol=protocol.name,
+                     search_labels=("LLM " + config.query_model) if config.query_model and split == "train"
+                     else "offline fallback" if split == "train" else "target title (test)",
+                     latest_purchase_in_recommend_memory={"kept": kept, "of": of})
+        log(f"{path}: {len(examples)} parameter examples; the latest earlier purchase is in the cut memory of "
+            f"{kept} of {of} recommend prompts")
         written.append(path)
     return written
 

@@ -1,10 +1,19 @@
 """Step 6b: DPO (TRL `DPOTrainer`) with a LoRA adapter on the merged SFT model.
 
 Defaults are the release's: beta 0.1, lr 5e-5, 5 epochs, max length 1024, max prompt
-length 768. TRL 1.16's `DPOConfig` has no prompt-length field, so prompts longer than
-`max_prompt_length` tokens are cut here, keeping their end (memory tail and the
-parameter cue), before TRL truncates whole sequences to `max_length`.
-Runs under `accelerate launch` like the SFT step.
+length 768, warmup ratio 0.1, the release's LoRA with `modules_to_save`; the reference
+model is the same model with the adapter disabled.
+
+Each pair is tokenized here (prompt with BOS; each response continuing it, plus EOS) and
+cut by the recipe's rule before TRL sees it:
+- `release`: the rule of the TRL the release ran: only when prompt + the longer response
+  exceed `--max_length` is the prompt cut to its last `--max_prompt_length` tokens (its
+  start, instruction included, is lost), and if that is still too long the responses keep
+  their first `max_length - max_prompt_length` tokens;
+- `improved`: the prompt is never cut (step 5 shortened its memory to fit); a response
+  that still does not fit loses its end.
+TRL 1.16 has no prompt-length setting, so its own truncation is switched off.
+Runs under `accelerate launch` like the SFT step (`PUMA/scripts/dpo_llama.sh`).
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PUMA.sft import LoRATrainingConfig, save_adapter
+from PUMA.lora import LoRATrainingConfig
 
 
 @dataclass
@@ -26,47 +35,117 @@ class DPOStepConfig(LoRATrainingConfig):
     learning_rate: float = 5e-5
     num_train_epochs: float = 5
     max_length: int = 1024
-    max_prompt_length: int = 768
+    max_prompt_length: int = 768  # release recipe: a too-long pair keeps its prompt's last tokens
 
 
-def cut_prompt(tokenizer: Any, prompt: str, max_tokens: int) -> str:
-    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    return prompt if len(ids) <= max_tokens else tokenizer.decode(ids[-max_tokens:], skip_special_tokens=True)
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def tokenize_pair(tokenizer: Any, prompt: str, chosen: str, rejected: str) -> tuple[list[int], list[int], list[int]]:
+    """(prompt ids with BOS, chosen ids + EOS, rejected ids + EOS). Each response is
+    tokenized together with the prompt, so a token merging across the boundary goes to the
+    response (the prompt keeps what both tokenizations share)."""
+    prompt_ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    with_chosen = tokenizer(prompt + chosen, add_special_tokens=True)["input_ids"]
+    with_rejected = tokenizer(prompt + rejected, add_special_tokens=True)["input_ids"]
+    n = min(common_prefix(prompt_ids, with_chosen), common_prefix(prompt_ids, with_rejected))
+    eos = [tokenizer.eos_token_id]
+    return prompt_ids[:n], with_chosen[n:] + eos, with_rejected[n:] + eos
+
+
+def release_cut(prompt: list[int], chosen: list[int], rejected: list[int], max_length: int,
+                max_prompt_length: int) -> tuple[list[int], list[int], list[int]]:
+    longer = max(len(chosen), len(rejected))
+    if len(prompt) + longer > max_length:
+        prompt = prompt[-max_prompt_length:]
+    if len(prompt) + longer > max_length:
+        room = max_length - max_prompt_length
+        chosen, rejected = chosen[:room], rejected[:room]
+    return prompt, chosen, rejected
+
+
+def whole_prompt_cut(prompt: list[int], chosen: list[int], rejected: list[int],
+                     max_length: int) -> tuple[list[int], list[int], list[int]]:
+    room = max_length - len(prompt)
+    if room < 1:
+        raise ValueError(f"a DPO prompt of {len(prompt)} tokens leaves no room for a response within --max_length "
+                         f"{max_length}: make the pairs again with PUMA.dpo_data --recipe improved --max_length "
+                         f"{max_length}")
+    return prompt, chosen[:room], rejected[:room]
+
+
+def encode_pairs(config: DPOStepConfig, tokenizer: Any, pairs: list[dict[str, str]]) -> list[dict[str, list[int]]]:
+    """The pairs as TRL's preference collator takes them, cut by the recipe's rule."""
+    from PUMA.recipe import get_recipe
+
+    keep_whole = get_recipe(config.recipe).keep_prompt_whole
+    rows = []
+    for pair in pairs:
+        ids = tokenize_pair(tokenizer, pair["prompt"], pair["chosen"], pair["rejected"])
+        prompt, chosen, rejected = (whole_prompt_cut(*ids, config.max_length) if keep_whole else
+                                    release_cut(*ids, config.max_length, config.max_prompt_length))
+        rows.append({"prompt_ids": prompt, "chosen_ids": chosen, "rejected_ids": rejected})
+    return rows
+
+
+def trainer_class() -> type:
+    from trl import DPOTrainer
+
+    class PumaDPOTrainer(DPOTrainer):
+        """TRL's trainer on pairs already tokenized and cut (`encode_pairs`)."""
+
+        def _prepare_dataset(self, dataset: Any, processing_class: Any, args: Any, dataset_name: str) -> Any:
+            return dataset
+
+    return PumaDPOTrainer
 
 
 def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any = None,
                       pairs: list[dict[str, str]] | None = None) -> tuple[Any, Any]:
-    """The LoRA `DPOTrainer` (not yet run) and its tokenizer. Model and tokenizer come from
+    """The LoRA DPO trainer (not yet run) and its tokenizer. Model and tokenizer come from
     `config.model_path` and the pairs from `config.data_file` unless given (the training
     benchmark passes in-memory ones); a given model is wrapped with LoRA in place."""
     from datasets import Dataset
-    from trl import DPOConfig, DPOTrainer
+    from peft import get_peft_model
+    from trl import DPOConfig
 
+    from PUMA.lora import lora_config, model_and_tokenizer, trainable_in_float32
     from PUMA.modeling import read_json
-    from PUMA.sft import lora_config, model_and_tokenizer
 
+    config.check()
     if pairs is None:
         pairs = read_json(config.data_file)
         if not pairs:
             raise ValueError(f"{config.data_file}: no preference pairs (all candidates scored alike?)")
     model, tokenizer = model_and_tokenizer(config.model_path, config.bf16, config.fp16, model, tokenizer)
-    dataset = Dataset.from_list([{"prompt": cut_prompt(tokenizer, p["prompt"], config.max_prompt_length),
-                                  "chosen": p["chosen"], "rejected": p["rejected"]} for p in pairs])
-    args = DPOConfig(
-        output_dir=config.output_dir, beta=config.beta, learning_rate=config.learning_rate,
-        num_train_epochs=config.num_train_epochs, max_length=config.max_length,
-        gradient_checkpointing=config.gradient_checkpointing, **config.trainer_arguments(),
-    )
-    trainer = DPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                         peft_config=lora_config(config))
+    dataset = Dataset.from_list(encode_pairs(config, tokenizer, pairs))
+    model = trainable_in_float32(get_peft_model(model, lora_config(config)), config)
+    args = DPOConfig(output_dir=config.output_dir, beta=config.beta, learning_rate=config.learning_rate,
+                     num_train_epochs=config.num_train_epochs, max_length=None,
+                     gradient_checkpointing=config.gradient_checkpointing, **config.trainer_arguments())
+    trainer = trainer_class()(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
     return trainer, tokenizer
 
 
 def train_dpo(config: DPOStepConfig) -> Path:
     """Train and save the DPO LoRA adapter (and tokenizer) in `output_dir`; returns it."""
+    from PUMA.lora import save_adapter
+    from PUMA.recipe import check_inputs, get_recipe, write_record
+
+    config.check()
+    recipe = get_recipe(config.recipe)
+    inputs = {"--data_file": config.data_file, "--model_path": config.model_path}
+    check_inputs(recipe, inputs)
     trainer, tokenizer = build_dpo_trainer(config)
-    trainer.train()
-    return save_adapter(trainer, tokenizer, config.output_dir)
+    result = trainer.train()
+    out = save_adapter(trainer, tokenizer, config.output_dir)
+    write_record(out, "dpo", recipe, config, inputs, train_loss=result.training_loss,
+                 optimizer_steps=trainer.state.global_step, pairs=len(trainer.train_dataset))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,19 @@
 """Step 5: DPO pairs from scored parameter candidates.
 
-Per instruction: chosen = the best-scoring candidate, rejected = the worst (the
-first such candidate in the generated order on ties); instructions whose
-candidates all score the same (or that have fewer than two) are skipped. The
-prompt is the instruction's parameter prompt from the SFT parameter data.
-Output: JSON list of {prompt, chosen, rejected, instruction, chosen_score, rejected_score}.
+One pair per parameter example (one per train task) whose instruction was scored: chosen
+= the first best-scoring candidate, rejected = the *last* worst-scoring one (the
+release's `get_chosen_reject`). `--recipe release` keeps every such pair, ties and single
+candidates included (chosen and rejected are then equal-scoring or the same text);
+`--recipe improved` drops those, as they carry no preference. The prompt is the
+example's parameter prompt from the SFT parameter data.
+
+`--recipe improved` also keeps every prompt whole: when prompt + the longer response
+(+ EOS) would exceed `--max_length` tokens of `--model_path`'s tokenizer, the prompt is
+rendered again with the end of its memory cut off (never its header, instruction or
+tool), where the release's trainer cuts the prompt's start instead (`PUMA/dpo.py`).
+
+Output: JSON list of {prompt, chosen, rejected, instruction, chosen_score, rejected_score},
+and its record (`*.puma_run.json`).
 """
 
 from __future__ import annotations
@@ -14,36 +23,101 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from PUMA.recipe import Recipe
+
 
 @dataclass
 class DPODataConfig:
     scores_file: str = "PUMA/output/param_candidates_train_scores.json"
     param_data: str = "PUMA/data/param_train.json"
     output_file: str = "PUMA/data/dpo_train.json"
+    recipe: str = "release"
+    model_path: str = "PUMA/output/sft_merged"  # improved recipe: its tokenizer measures the prompts
+    max_length: int = 1024  # improved recipe: the DPO step's max length
+    protocol_file: str | None = None  # improved recipe: renders the shortened prompts
 
 
-def make_pairs(scores: dict[str, dict[str, float]], prompts: dict[str, str]) -> list[dict[str, Any]]:
+def chosen_and_rejected(scored: dict[str, float]) -> tuple[str, str]:
+    """The first candidate with the best score and the last with the worst."""
+    best, worst = max(scored.values()), min(scored.values())
+    chosen = next(c for c, s in scored.items() if s == best)
+    rejected = [c for c, s in scored.items() if s == worst][-1]
+    return chosen, rejected
+
+
+def make_pairs(scores: dict[str, dict[str, float]], examples: list[dict[str, Any]],
+               skip_uninformative: bool) -> list[dict[str, Any]]:
+    """A pair for each example whose instruction has scored candidates (in example order)."""
     pairs = []
-    for instruction, scored in scores.items():
-        if instruction not in prompts or len(scored) < 2:
+    for example in examples:
+        scored = scores.get(example["instruction"])
+        if not scored:
             continue
-        best = max(scored, key=lambda c: scored[c])
-        worst = min(scored, key=lambda c: scored[c])
-        if scored[best] == scored[worst]:
+        chosen, rejected = chosen_and_rejected(scored)
+        if skip_uninformative and scored[chosen] == scored[rejected]:
             continue
-        pairs.append({"prompt": prompts[instruction], "chosen": best, "rejected": worst, "instruction": instruction,
-                      "chosen_score": scored[best], "rejected_score": scored[worst]})
+        pairs.append({"prompt": example["prompt"], "chosen": chosen, "rejected": rejected,
+                      "instruction": example["instruction"], "chosen_score": scored[chosen],
+                      "rejected_score": scored[rejected]})
     return pairs
+
+
+def fitted_prompt(protocol: Any, tokenizer: Any, example: dict[str, Any], pair: dict[str, Any],
+                  max_length: int) -> str:
+    """The example's prompt with as much of its memory as lets prompt + the longer response
+    + EOS fit in `max_length` tokens (the prompt as it is when it fits; no memory at all
+    when even that is too long: the trainer then shortens the responses)."""
+    from PersonalWAB.agents.puma import cut_to_tokens, parameter_prompt
+
+    def length(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    response = max(length(pair["chosen"]), length(pair["rejected"])) + 1 - tokenizer.num_special_tokens_to_add()
+    prompt, memory = pair["prompt"], example["memory"]
+    while length(prompt) + response > max_length and memory:
+        overflow = length(prompt) + response - max_length
+        kept = len(tokenizer(memory, add_special_tokens=False)["input_ids"]) - overflow
+        memory = cut_to_tokens(memory, tokenizer, kept + tokenizer.num_special_tokens_to_add()) if kept > 0 else ""
+        prompt = parameter_prompt(protocol, example["instruction"], example["function"], memory, example["product"])
+    return prompt
+
+
+def fit_prompts(pairs: list[dict[str, Any]], examples: list[dict[str, Any]], config: DPODataConfig) -> int:
+    """Shorten the memory of the pairs' prompts that do not fit (in place); how many changed."""
+    from PersonalWAB.protocol import load_protocol
+    from PUMA.modeling import load_tokenizer
+
+    protocol, tokenizer = load_protocol(config.protocol_file), load_tokenizer(config.model_path)
+    by_instruction = {e["instruction"]: e for e in examples}
+    changed = 0
+    for pair in pairs:
+        example = by_instruction[pair["instruction"]]
+        if "memory" not in example:
+            raise ValueError(f"{config.param_data}: examples lack the `memory` field that --recipe improved needs to "
+                             "shorten a prompt; make the parameter data again with PUMA.data")
+        prompt = fitted_prompt(protocol, tokenizer, example, pair, config.max_length)
+        changed += prompt != pair["prompt"]
+        pair["prompt"] = prompt
+    return changed
 
 
 def build_dpo_data(config: DPODataConfig, log: Callable[[str], None] = print) -> Path:
     from PUMA.modeling import read_json, write_json
+    from PUMA.recipe import check_inputs, get_recipe, write_record
 
+    recipe: Recipe = get_recipe(config.recipe)
+    inputs = {"--scores_file": config.scores_file, "--param_data": config.param_data}
+    check_inputs(recipe, inputs)
     scores = read_json(config.scores_file)
-    prompts = {e["instruction"]: e["prompt"] for e in read_json(config.param_data)}
-    pairs = make_pairs(scores, prompts)
+    examples = read_json(config.param_data)
+    pairs = make_pairs(scores, examples, recipe.skip_uninformative_pairs)
+    shortened = fit_prompts(pairs, examples, config) if recipe.keep_prompt_whole else 0
     path = write_json(config.output_file, pairs)
-    log(f"{path}: {len(pairs)} preference pairs from {len(scores)} scored instructions")
+    scored = sum(1 for e in examples if scores.get(e["instruction"]))
+    write_record(path, "dpo_data", recipe, config, inputs, pairs=len(pairs), scored_examples=scored,
+                 prompts_with_shortened_memory=shortened)
+    log(f"{path}: {len(pairs)} preference pairs from {scored} scored examples"
+        + (f" ({shortened} prompts with a shortened memory)" if shortened else ""))
     return path
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from PUMA.sft import LoRATrainingConfig
+from PUMA.lora import LoRATrainingConfig
 
 TASK_TYPES = ("search", "recommend", "review")
 VLLM_MODES = ("colocate", "server")
@@ -143,10 +143,15 @@ class ResultAccReward:
         return rewards
 
 
+def cut_prompt(tokenizer: Any, prompt: str, max_tokens: int) -> str:
+    """`prompt` as it is, or its last `max_tokens` tokens (the memory tail and the cue)."""
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    return prompt if len(ids) <= max_tokens else tokenizer.decode(ids[-max_tokens:], skip_special_tokens=True)
+
+
 def training_examples(config: GRPOStepConfig, tokenizer: Any) -> list[dict[str, str]]:
     """The parameter prompts of the chosen task types: prompt (cut to max_prompt_length tokens
     with the BOS TRL adds, keeping its end), instruction and function."""
-    from PUMA.dpo import cut_prompt
     from PUMA.modeling import read_json
 
     types = set(config.task_types.split(","))
@@ -214,7 +219,7 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
     from trl import GRPOConfig, GRPOTrainer
 
     from PUMA.modeling import load_causal_lm, load_tokenizer, torch_dtype
-    from PUMA.sft import lora_config
+    from PUMA.lora import lora_config
 
     backend = check_config(config)
     tokenizer = load_tokenizer(config.model_path, padding_side="left")
@@ -244,7 +249,7 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
 
 def train_grpo(config: GRPOStepConfig, log: Callable[[str], None] = print) -> Path:
     """Train and save the GRPO LoRA adapter (and tokenizer) in `output_dir`; returns it."""
-    from PUMA.sft import save_adapter
+    from PUMA.lora import save_adapter
 
     trainer, tokenizer = build_grpo_trainer(config, log=log)
     trainer.train()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def _offline_if_local(path: str) -> None:
@@ -25,6 +25,30 @@ def torch_dtype(bf16: bool = False, fp16: bool = False) -> Any:
     import torch
 
     return torch.bfloat16 if bf16 else torch.float16 if fp16 else torch.float32
+
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def inference_device() -> str:
+    """`cuda` when a GPU is visible, else `cpu` (one process generates on one device)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_dtype(name: str, device: str, gpu_default: str = "bfloat16") -> Any:
+    """The torch dtype for `name`: `auto` is float32 on a CPU and `gpu_default` on a GPU
+    (bfloat16 becomes float16 on a GPU without bf16 support)."""
+    import torch
+
+    if name not in DTYPES:
+        raise ValueError(f"dtype {name!r}: expected one of {', '.join(DTYPES)}")
+    if name == "auto":
+        name = "float32" if device == "cpu" else gpu_default
+    if name == "bfloat16" and device == "cuda" and not torch.cuda.is_bf16_supported():
+        name = "float16"
+    return getattr(torch, name)
 
 
 def load_tokenizer(path: str | Path, padding_side: str = "right") -> Any:
@@ -67,45 +91,97 @@ def load_causal_lm(path: str | Path, for_generation: bool = False, dtype: Any = 
     return model, tokenizer
 
 
-def encode_prompts(tokenizer: Any, prompts: list[str], max_prompt_tokens: int | None = None,
-                   **options: Any) -> Any:
-    """The prompts' token ids with BOS; an over-long prompt keeps its BOS and its end (the
-    memory tail and the cue), the same for every generation backend."""
-    tokenizer.truncation_side = "left"
-    return tokenizer(prompts, add_special_tokens=True, truncation=max_prompt_tokens is not None,
-                     max_length=max_prompt_tokens, **options)
+def encode_prompts(tokenizer: Any, prompts: list[str], max_prompt_tokens: int | None = None) -> list[list[int]]:
+    """The prompts' token ids with the tokenizer's special tokens (Llama's BOS); an over-long
+    prompt keeps its first token and its end (the memory tail and the cue), the same for
+    every generation backend."""
+    encoded = tokenizer(prompts, add_special_tokens=True)["input_ids"]
+    if max_prompt_tokens is None:
+        return [list(ids) for ids in encoded]
+    keep = max(max_prompt_tokens - 1, 0)
+    return [list(ids) if len(ids) <= max_prompt_tokens else [ids[0], *ids[len(ids) - keep:]] for ids in encoded]
+
+
+def left_padded(token_ids: list[list[int]], pad_token_id: int) -> dict[str, Any]:
+    """A batch padded on the left (generation continues every row at the same position)."""
+    import torch
+
+    width = max(len(ids) for ids in token_ids)
+    return {"input_ids": torch.tensor([[pad_token_id] * (width - len(ids)) + ids for ids in token_ids]),
+            "attention_mask": torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in token_ids])}
+
+
+def generation_bytes_per_prompt(config: Any, dtype_bytes: int, prompt_tokens: int, new_tokens: int,
+                                sequences: int) -> int:
+    """GPU memory one prompt needs while HF generates `sequences` continuations of it (beams
+    or samples, all expanded before the prefill): its key/value cache at full length, the
+    prefill's largest activations, and the fp32 next-token scores (logits, processed scores
+    and beam scores)."""
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    cache = 2 * config.num_hidden_layers * kv_heads * head_dim * dtype_bytes * (prompt_tokens + new_tokens)
+    prefill = prompt_tokens * (2 * config.intermediate_size + 4 * config.hidden_size) * dtype_bytes
+    scores = 3 * config.vocab_size * 4
+    return sequences * (cache + prefill + scores)
+
+
+def fitting_batch_size(bytes_per_prompt: int, free_bytes: int, limit: int, headroom: float = 0.85) -> int:
+    """How many prompts fit in `headroom` of `free_bytes` (at most `limit`; 0 when not one)."""
+    return max(0, min(limit, int(free_bytes * headroom) // max(bytes_per_prompt, 1)))
 
 
 def generate_texts(model: Any, tokenizer: Any, prompts: list[str], *, max_new_tokens: int = 256,
                    num_return_sequences: int = 1, num_beams: int = 1, do_sample: bool = False,
-                   temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 8,
-                   max_prompt_tokens: int | None = None, seed: int | None = None) -> list[list[str]]:
+                   temperature: float = 1.0, top_p: float = 1.0, early_stopping: bool = False, batch_size: int = 8,
+                   max_prompt_tokens: int | None = None, seed: int | None = None,
+                   log: Callable[[str], None] | None = None) -> list[list[str]]:
     """For each prompt, `num_return_sequences` continuations (decoded, stripped), in
-    batches padded on the left; generation stops at the EOS token."""
+    batches padded on the left; generation stops at the EOS token. A batch that runs the
+    GPU out of memory is split in two and retried (down to one prompt)."""
     import torch
 
     if seed is not None:
         torch.manual_seed(seed)
-    tokenizer.padding_side = "left"
     device = next(model.parameters()).device
+    beams = max(num_beams, 1)
     settings: dict[str, Any] = {"max_new_tokens": max_new_tokens, "num_return_sequences": num_return_sequences,
-                                "num_beams": max(num_beams, 1), "do_sample": do_sample,
+                                "num_beams": beams, "do_sample": do_sample,
                                 "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id}
     if do_sample:
         settings.update(temperature=temperature, top_p=top_p)
-    if settings["num_beams"] < num_return_sequences:
-        settings["num_beams"] = num_return_sequences if not do_sample else settings["num_beams"]
-    outputs: list[list[str]] = []
-    for start in range(0, len(prompts), batch_size):
-        chunk = prompts[start:start + batch_size]
-        encoded = encode_prompts(tokenizer, chunk, max_prompt_tokens, return_tensors="pt", padding=True)
-        encoded = {k: v.to(device) for k, v in encoded.items()}
+    if beams > 1:
+        settings["early_stopping"] = early_stopping
+    if settings["num_beams"] < num_return_sequences and not do_sample:
+        settings["num_beams"] = num_return_sequences
+    encoded = encode_prompts(tokenizer, prompts, max_prompt_tokens)
+
+    def run(chunk: list[list[int]]) -> list[list[str]]:
+        batch = {k: v.to(device) for k, v in left_padded(chunk, tokenizer.pad_token_id).items()}
         with torch.no_grad():
-            generated = model.generate(**encoded, **settings)
-        new_tokens = generated[:, encoded["input_ids"].shape[1]:]
-        texts = [t.strip() for t in tokenizer.batch_decode(new_tokens, skip_special_tokens=True)]
-        for i in range(len(chunk)):
-            outputs.append(texts[i * num_return_sequences:(i + 1) * num_return_sequences])
+            generated = model.generate(**batch, **settings)
+        texts = [t.strip() for t in tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1]:],
+                                                           skip_special_tokens=True)]
+        return [texts[i * num_return_sequences:(i + 1) * num_return_sequences] for i in range(len(chunk))]
+
+    outputs: list[list[str]] = []
+    start, size = 0, max(batch_size, 1)
+    while start < len(encoded):
+        chunk = encoded[start:start + size]
+        try:
+            outputs += run(chunk)
+        except torch.OutOfMemoryError:
+            if size == 1:
+                raise RuntimeError(
+                    f"one prompt of {len(chunk[0])} tokens with {max(beams, num_return_sequences)} beams/samples "
+                    f"and {max_new_tokens} new tokens does not fit in GPU memory: lower --num_beams, "
+                    "--max_new_tokens or --max_prompt_tokens, use --backend vllm, or a larger GPU") from None
+            size //= 2
+            torch.cuda.empty_cache()
+            if log is not None:
+                log(f"out of GPU memory: batch size lowered to {size}")
+            continue
+        start += len(chunk)
     return outputs
 
 

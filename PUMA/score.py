@@ -5,9 +5,12 @@ what the web function returns (result texts, a review) and scored with `score_at
 under the function of the function file (or the gold function when none is given, as
 the DPO data needs): searches run in one batch through the engine's `batch_search`,
 recommendations through `recommend_batch`, and reviews are encoded with MiniLM in one
-batch. Score = Result Acc (0 for a wrong function, a failed call, `Say:` or `stop`).
+batch. Score = Result Acc (0 for a wrong function or a failed call). `--recipe release`
+sends every candidate as the parameter, as the release's `test.py` does; `--recipe
+improved` reads candidates as the improved agent does, so a `Say:` message or a `stop`
+scores 0.
 
-Output: JSON object instruction -> {candidate: score}.
+Output: JSON object instruction -> {candidate: score}, and its record (`*.puma_run.json`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class ScoreConfig:
     task_split: str = "train"
     function_file: str | None = None
     search_backend: str = "lucene"
+    recipe: str = "release"
     protocol_file: str | None = None  # release protocol pack (default: the default pack when placed)
 
 
@@ -62,10 +66,11 @@ def _recommend_values(engines: Any, protocol: Any, sequences: list[Any]) -> list
 
 
 def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict[str, list[str]],
-                     functions: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
+                     functions: dict[str, str] | None = None, recipe: str = "release") -> dict[str, dict[str, float]]:
     """instruction -> {candidate: Result Acc} for the instructions of `tasks` in `candidates`."""
-    from PersonalWAB.agents.puma import parse_parameters
+    from PersonalWAB.agents.puma import OutputRules, parse_parameters
     from PersonalWAB.build import review_cache_file
+    from PUMA.recipe import get_recipe
     from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
     from PersonalWAB.envs.pwab.scoring import score_attempt
     from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
@@ -75,14 +80,14 @@ def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict
     for task in tasks:
         by_instruction.setdefault(task["task"], task)
     jobs = []  # (instruction, candidate, task, function, action)
-    say = protocol.text("puma.agent.say_prefix")
+    rules = None if get_recipe(recipe).strict_release_parsing else OutputRules.of(protocol, release=False)
     for instruction, outputs in candidates.items():
         task = by_instruction.get(instruction)
         if task is None:
             continue
         function = (functions or {}).get(instruction, FUNCTION_FOR_TASK_TYPE[task["type"]])
         for candidate in dict.fromkeys(outputs):
-            jobs.append((instruction, candidate, task, function, parse_parameters(function, candidate, say)))
+            jobs.append((instruction, candidate, task, function, parse_parameters(function, candidate, rules)))
     values: list[Any] = [None] * len(jobs)
     searches = [i for i, job in enumerate(jobs) if job[4].name == SEARCH]
     for i, value in zip(searches, _search_values(engines, protocol, [jobs[i][4].arguments["query"] for i in searches])):
@@ -114,7 +119,11 @@ def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
     from PersonalWAB.paths import default_data_dir
     from PersonalWAB.protocol import load_protocol
     from PUMA.modeling import read_json, write_json
+    from PUMA.recipe import check_inputs, get_recipe, write_record
 
+    recipe = get_recipe(config.recipe)
+    inputs = {"--candidates_file": config.candidates_file, "--function_file": config.function_file}
+    check_inputs(recipe, inputs)
     protocol = load_protocol(config.protocol_file)
     data = load_benchmark_data(config.data_dir or default_data_dir())
     build_artifacts(data, (config.search_backend,), recommender=True, log=log, protocol=protocol)
@@ -122,10 +131,12 @@ def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
     raw = read_json(config.candidates_file)
     candidates = {k: v if isinstance(v, list) else [v] for k, v in raw.items()}
     functions = load_function_file(config.function_file) if config.function_file else None
-    scores = score_candidates(engines, data.split(config.task_split), candidates, functions)
+    scores = score_candidates(engines, data.split(config.task_split), candidates, functions, recipe.name)
     path = write_json(config.output_file, scores)
     total = sum(len(v) for v in scores.values())
     mean = sum(s for v in scores.values() for s in v.values()) / max(total, 1)
+    write_record(path, "score", recipe, config, inputs, candidates=total, instructions=len(scores),
+                 mean_result_acc=mean)
     log(f"{path}: {total} candidates of {len(scores)} instructions scored (mean Result Acc {mean:.4f})")
     return path
 

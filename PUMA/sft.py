@@ -1,15 +1,26 @@
 """Step 2: supervised fine-tuning with LoRA on PUMA's function and/or parameter data.
 
-The loss covers only the label tokens (and the EOS after them): prompt and padding
-positions get label -100. Batches are padded to their longest example. Training
-runs through the Hugging Face `Trainer`, so `accelerate launch` (optionally with a
-DeepSpeed config) spreads it over several GPUs:
+`--recipe release` trains as the release's `finetune_llama.py`: each example is the
+prompt, the label and EOS tokenized together, cut at `--max_length` and padded to it with
+EOS; the labels copy the ids *including the EOS padding*, only the prompt is masked; the
+loss is the mean over those positions of each micro-batch (batch 1 in the release), so
+gradient accumulation averages per-example means, and every function example
+(~60 tokens) carries ~1,200 positions of "predict EOS after EOS".
 
-    accelerate launch --config_file PUMA/configs/accelerate_multi_gpu.yaml -m PUMA.sft \\
-        --model_path meta-llama/Llama-2-7b-chat-hf --train_on function_param --bf16
+`--recipe improved` masks the prompt and computes no padding at all: the examples of a
+micro-batch are packed into one row whose positions restart at every example (the
+attention is then block-diagonal, so each example's loss is what it would be alone; the
+model must take `position_ids`, as every HF Llama-style model does); `--no-packing` pads
+each batch to its longest example instead. The loss averages the label tokens of the
+whole optimizer step (`--loss_weighting token`, the HF default) or, with `--loss_weighting
+example`, each example's mean over its own label tokens, so a 10-token function label
+weighs as much as a 233-token recommendation list.
 
-Defaults are the release's: LoRA r=16, alpha=32, dropout 0 on q,k,v,o,gate,up,down;
-10 epochs; lr 3e-4; per-device batch 1 x gradient accumulation 16; max length 1280.
+Both recipes: the release's LoRA and `modules_to_save` (`PUMA/lora.py`), warmup ratio
+0.1, 10 epochs, lr 3e-4, per-device batch 1 x gradient accumulation 16, max length 1280.
+Training runs through the Hugging Face `Trainer`, so `accelerate launch` (optionally with
+a DeepSpeed config) spreads it over GPUs (`PUMA/scripts/finetune_function_param.sh`).
+The adapter folder holds a record (`puma_run.json`) of the recipe and settings.
 """
 
 from __future__ import annotations
@@ -19,59 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from PUMA.lora import LoRATrainingConfig
+
 IGNORE_INDEX = -100
-LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
-
-
-@dataclass
-class LoRATrainingConfig:
-    """Settings SFT and DPO share: LoRA, batching, precision, checkpoints, logging."""
-
-    per_device_train_batch_size: int = 1
-    gradient_accumulation_steps: int = 16
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    lora_target_modules: str = LORA_TARGETS
-    logging_steps: int = 10
-    save_strategy: str = "epoch"
-    save_total_limit: int = 2
-    bf16: bool = False
-    fp16: bool = False
-    gradient_checkpointing: bool = False
-    deepspeed: str | None = None  # e.g. PUMA/configs/deepspeed_zero2.json
-    report_to: str = "none"  # "tensorboard" or "wandb" (the package must be installed)
-    seed: int = 42
-    max_steps: int = -1  # optimizer steps; -1: num_train_epochs decides
-
-    def trainer_arguments(self) -> dict[str, Any]:
-        """The HF/TRL trainer arguments both steps set the same way."""
-        names = ("per_device_train_batch_size", "gradient_accumulation_steps", "logging_steps", "save_strategy",
-                 "save_total_limit", "bf16", "fp16", "seed", "deepspeed", "report_to", "max_steps")
-        return {**{name: getattr(self, name) for name in names}, "disable_tqdm": True}
-
-
-def model_and_tokenizer(model_path: str, bf16: bool, fp16: bool, model: Any = None,
-                        tokenizer: Any = None) -> tuple[Any, Any]:
-    """The given model and tokenizer (a caller such as the training benchmark builds them in
-    memory), or both loaded from `model_path` in the training precision; the model gets a pad id."""
-    from PUMA.modeling import load_causal_lm, torch_dtype
-
-    if (model is None) != (tokenizer is None):
-        raise ValueError("pass both model and tokenizer, or neither (both are then loaded from model_path)")
-    if model is None:
-        model, tokenizer = load_causal_lm(model_path, dtype=torch_dtype(bf16, fp16))
-    if model.config.pad_token_id is None:
-        model.config.pad_token_id = tokenizer.pad_token_id
-    return model, tokenizer
-
-
-def save_adapter(trainer: Any, tokenizer: Any, output_dir: str) -> Path:
-    """Save the trained adapter, and the tokenizer once (main process), so the folder loads by path."""
-    trainer.save_model(output_dir)
-    if trainer.is_world_process_zero():
-        tokenizer.save_pretrained(output_dir)
-    return Path(output_dir)
+LOSS_WEIGHTINGS = ("token", "example")
 
 
 @dataclass
@@ -84,12 +46,53 @@ class SFTConfig(LoRATrainingConfig):
     num_train_epochs: float = 10
     learning_rate: float = 3e-4
     max_length: int = 1280
-    warmup_steps: int = 0
     max_examples: int = -1  # -1: all
-    # "group_by_length": batches of similar lengths (less padding when batches hold several examples)
-    train_sampling_strategy: str = "random"
+    packing: bool = True  # improved recipe: one packed row per micro-batch (else padding to the longest)
+    loss_weighting: str = "token"  # improved recipe: token | example
+
+    def check(self) -> None:
+        super().check()
+        if self.train_on not in ("function", "param", "function_param"):
+            raise ValueError(f"--train_on must be function, param or function_param, got {self.train_on!r}")
+        if self.loss_weighting not in LOSS_WEIGHTINGS:
+            raise ValueError(f"--loss_weighting {self.loss_weighting!r}: expected token or example")
+        if self.recipe == "release" and (self.loss_weighting != "token"):
+            raise ValueError("--loss_weighting example belongs to --recipe improved; the release averages each "
+                             "micro-batch's positions (padding included)")
 
 
+# --- release recipe: the loss over max-length EOS padding -------------------------------------------------------
+def encode_release(tokenizer: Any, prompt: str, label: str, max_length: int) -> dict[str, list[int]]:
+    """prompt + label + EOS tokenized together (with BOS) and cut at `max_length`; labels
+    mask the prompt's tokens (as many as the prompt alone tokenizes to). Padding comes in
+    `ReleasePaddingCollator`."""
+    ids = tokenizer(prompt + label + tokenizer.eos_token, add_special_tokens=True)["input_ids"][:max_length]
+    masked = min(len(tokenizer(prompt, add_special_tokens=True)["input_ids"][:max_length]), len(ids))
+    return {"input_ids": ids, "labels": [IGNORE_INDEX] * masked + ids[masked:]}
+
+
+class ReleasePaddingCollator:
+    """Pads every example to `max_length` with EOS, attention 0 on the padding and the EOS
+    ids *kept as labels* there (the release's `padding="max_length"` with pad = EOS and
+    labels copied from the padded ids)."""
+
+    def __init__(self, eos_token_id: int, max_length: int):
+        self.eos_token_id = eos_token_id
+        self.max_length = max_length
+
+    def __call__(self, features: list[dict[str, list[int]]]) -> dict[str, Any]:
+        import torch
+
+        rows = {"input_ids": [], "attention_mask": [], "labels": []}
+        for f in features:
+            pad = self.max_length - len(f["input_ids"])
+            rows["input_ids"].append(list(f["input_ids"]) + [self.eos_token_id] * pad)
+            rows["attention_mask"].append([1] * len(f["input_ids"]) + [0] * pad)
+            rows["labels"].append(list(f["labels"]) + [self.eos_token_id] * pad)
+        return {name: torch.tensor(value) for name, value in rows.items()}
+
+
+# --- improved recipe: label-only loss, no padding -----------------------------------------------------------------
 def encode_example(tokenizer: Any, prompt: str, label: str, max_length: int) -> dict[str, list[int]]:
     """input_ids = [BOS] prompt label EOS; labels = -100 over the prompt. Over-long
     examples keep the label (up to half the budget) and the prompt's head and tail."""
@@ -105,37 +108,99 @@ def encode_example(tokenizer: Any, prompt: str, label: str, max_length: int) -> 
             "labels": [IGNORE_INDEX] * len(prompt_ids) + label_ids}
 
 
-class PaddingCollator:
-    """Right-pads a batch (pad id / attention 0 / label -100) to its longest example, or to a
-    fixed `pad_to_length` when given: static shapes, and the baseline the training benchmark
-    measures dynamic padding against."""
-
-    def __init__(self, pad_token_id: int, pad_to_length: int | None = None):
-        self.pad_token_id = pad_token_id
-        self.pad_to_length = pad_to_length
+class PackingCollator:
+    """The micro-batch's examples in one row, no padding: `position_ids` restart at 0 for
+    each example (HF then masks attention block-diagonally, with no attention mask given),
+    each example's first label is masked so no example predicts into the next, and
+    `example_index` says which example each position belongs to (for per-example loss)."""
 
     def __call__(self, features: list[dict[str, list[int]]]) -> dict[str, Any]:
         import torch
 
-        longest = max(len(f["input_ids"]) for f in features)
-        width = longest if self.pad_to_length is None else self.pad_to_length
-        if longest > width:
-            raise ValueError(f"an example has {longest} tokens, more than pad_to_length={width}")
-        input_ids, attention, labels = [], [], []
-        for f in features:
+        input_ids, labels, positions, owner = [], [], [], []
+        for index, f in enumerate(features):
+            input_ids += f["input_ids"]
+            labels += [IGNORE_INDEX] + list(f["labels"][1:])
+            positions += range(len(f["input_ids"]))
+            owner += [index] * len(f["input_ids"])
+        return {"input_ids": torch.tensor([input_ids]), "labels": torch.tensor([labels]),
+                "position_ids": torch.tensor([positions]), "example_index": torch.tensor([owner])}
+
+
+class PaddingCollator:
+    """Right-pads a batch (pad id / attention 0 / label -100) to its longest example
+    (`--no-packing`, for models that cannot take packed rows); `example_index` as above."""
+
+    def __init__(self, pad_token_id: int):
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, features: list[dict[str, list[int]]]) -> dict[str, Any]:
+        import torch
+
+        width = max(len(f["input_ids"]) for f in features)
+        rows: dict[str, list[list[int]]] = {"input_ids": [], "attention_mask": [], "labels": [], "example_index": []}
+        for index, f in enumerate(features):
             pad = width - len(f["input_ids"])
-            input_ids.append(list(f["input_ids"]) + [self.pad_token_id] * pad)
-            attention.append([1] * len(f["input_ids"]) + [0] * pad)
-            labels.append(list(f["labels"]) + [IGNORE_INDEX] * pad)
-        return {"input_ids": torch.tensor(input_ids), "attention_mask": torch.tensor(attention),
-                "labels": torch.tensor(labels)}
+            rows["input_ids"].append(list(f["input_ids"]) + [self.pad_token_id] * pad)
+            rows["attention_mask"].append([1] * len(f["input_ids"]) + [0] * pad)
+            rows["labels"].append(list(f["labels"]) + [IGNORE_INDEX] * pad)
+            rows["example_index"].append([index] * width)
+        return {name: torch.tensor(value) for name, value in rows.items()}
+
+
+def per_example_loss(logits: Any, labels: Any, example_index: Any) -> Any:
+    """The mean over examples of each example's mean token loss (next-token cross-entropy
+    on its label positions); examples without a label position do not count."""
+    import torch
+
+    shift_logits = logits[..., :-1, :].reshape(-1, logits.shape[-1]).float()
+    shift_labels = labels[..., 1:].reshape(-1)
+    owners = example_index[..., 1:].reshape(-1)
+    losses = torch.nn.functional.cross_entropy(shift_logits, shift_labels, ignore_index=IGNORE_INDEX,
+                                               reduction="none")
+    counted = shift_labels != IGNORE_INDEX
+    count = int(example_index.max()) + 1
+    sums = torch.zeros(count, device=losses.device).index_add(0, owners[counted], losses[counted])
+    tokens = torch.zeros(count, device=losses.device).index_add(0, owners[counted], torch.ones_like(losses[counted]))
+    present = tokens > 0
+    return (sums[present] / tokens[present]).mean()
+
+
+def trainer_class() -> type:
+    from transformers import Trainer
+
+    class PumaSFTTrainer(Trainer):
+        """The HF `Trainer` with the recipe's loss. `token`: the model's loss normalised by
+        the label tokens of the whole optimizer step (HF's default). `micro_batch` (the
+        release): each micro-batch's mean, averaged over gradient accumulation.
+        `example`: each micro-batch's mean of per-example means, averaged likewise."""
+
+        def __init__(self, *args: Any, loss_mode: str = "token", **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self.loss_mode = loss_mode
+            if loss_mode != "token":
+                self.loss_is_scaled_for_ga = False  # a per-micro-batch mean: the Trainer divides by accumulation
+
+        def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                         num_items_in_batch: Any = None) -> Any:
+            example_index = inputs.pop("example_index", None)
+            if self.loss_mode == "token":
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            if self.loss_mode == "micro_batch":
+                outputs = model(**inputs)
+                loss = outputs.loss
+            else:
+                labels = inputs.pop("labels")
+                outputs = model(**inputs)
+                loss = per_example_loss(outputs.logits, labels, example_index)
+            return (loss, outputs) if return_outputs else loss
+
+    return PumaSFTTrainer
 
 
 def load_examples(config: SFTConfig) -> list[dict[str, str]]:
     from PUMA.modeling import read_json
 
-    if config.train_on not in ("function", "param", "function_param"):
-        raise ValueError(f"--train_on must be function, param or function_param, got {config.train_on!r}")
     examples: list[dict[str, str]] = []
     if config.train_on in ("function", "function_param"):
         examples += read_json(config.function_data)
@@ -148,46 +213,64 @@ def load_examples(config: SFTConfig) -> list[dict[str, str]]:
     return examples
 
 
-def lora_config(config: Any) -> Any:
-    from peft import LoraConfig
+def data_files(config: SFTConfig) -> dict[str, str | None]:
+    return {"--function_data": config.function_data if "function" in config.train_on else None,
+            "--param_data": config.param_data if "param" in config.train_on else None}
 
-    return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules=[m.strip() for m in config.lora_target_modules.split(",") if m.strip()],
-                      bias="none", task_type="CAUSAL_LM")
+
+def recipe_batches(config: SFTConfig, tokenizer: Any, examples: list[dict[str, str]]) -> tuple[list[Any], Any, str]:
+    """(encoded examples, collator, loss mode) of the config's recipe."""
+    from PUMA.recipe import get_recipe
+
+    if not get_recipe(config.recipe).label_only_loss:
+        dataset = [encode_release(tokenizer, e["prompt"], e["label"], config.max_length) for e in examples]
+        return dataset, ReleasePaddingCollator(tokenizer.eos_token_id, config.max_length), "micro_batch"
+    dataset = [encode_example(tokenizer, e["prompt"], e["label"], config.max_length) for e in examples]
+    collator = PackingCollator() if config.packing else PaddingCollator(tokenizer.pad_token_id)
+    return dataset, collator, config.loss_weighting
 
 
 def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = None,
-                      examples: list[dict[str, str]] | None = None,
-                      pad_to_length: int | None = None) -> tuple[Any, Any]:
-    """The LoRA SFT `Trainer` (not yet run) and its tokenizer. Model and tokenizer come from
+                      examples: list[dict[str, str]] | None = None) -> tuple[Any, Any]:
+    """The LoRA SFT trainer (not yet run) and its tokenizer. Model and tokenizer come from
     `config.model_path` and the examples from the config's data files unless given; a given
-    model is wrapped with LoRA in place. `pad_to_length` pads every batch to that length."""
+    model is wrapped with LoRA in place."""
     from peft import get_peft_model
-    from transformers import Trainer, TrainingArguments
+    from transformers import TrainingArguments
 
+    from PUMA.lora import lora_config, model_and_tokenizer, trainable_in_float32
+
+    config.check()
     examples = load_examples(config) if examples is None else examples
     model, tokenizer = model_and_tokenizer(config.model_path, config.bf16, config.fp16, model, tokenizer)
-    dataset = [encode_example(tokenizer, e["prompt"], e["label"], config.max_length) for e in examples]
+    dataset, collator, loss_mode = recipe_batches(config, tokenizer, examples)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.enable_input_require_grads()
-    model = get_peft_model(model, lora_config(config))
-    args = TrainingArguments(
-        output_dir=config.output_dir, num_train_epochs=config.num_train_epochs, learning_rate=config.learning_rate,
-        warmup_steps=config.warmup_steps, train_sampling_strategy=config.train_sampling_strategy,
-        remove_unused_columns=False, dataloader_num_workers=0,
-        **config.trainer_arguments(),
-    )
-    trainer = Trainer(model=model, args=args, train_dataset=dataset,
-                      data_collator=PaddingCollator(tokenizer.pad_token_id, pad_to_length), processing_class=tokenizer)
+    model = trainable_in_float32(get_peft_model(model, lora_config(config)), config)
+    args = TrainingArguments(output_dir=config.output_dir, num_train_epochs=config.num_train_epochs,
+                             learning_rate=config.learning_rate, remove_unused_columns=False,
+                             dataloader_num_workers=0, **config.trainer_arguments())
+    trainer = trainer_class()(model=model, args=args, train_dataset=dataset, data_collator=collator,
+                              processing_class=tokenizer, loss_mode=loss_mode)
     return trainer, tokenizer
 
 
 def train_sft(config: SFTConfig) -> Path:
     """Fine-tune and save the LoRA adapter (and tokenizer) in `output_dir`; returns it."""
+    from PUMA.lora import save_adapter
+    from PUMA.recipe import check_inputs, get_recipe, write_record
+
+    config.check()
+    recipe = get_recipe(config.recipe)
+    check_inputs(recipe, data_files(config))
     trainer, tokenizer = build_sft_trainer(config)
-    trainer.train()
-    return save_adapter(trainer, tokenizer, config.output_dir)
+    result = trainer.train()
+    out = save_adapter(trainer, tokenizer, config.output_dir)
+    write_record(out, "sft", recipe, config, {**data_files(config), "--model_path": config.model_path},
+                 train_loss=result.training_loss, optimizer_steps=trainer.state.global_step,
+                 trainable_parameters=sum(p.numel() for p in trainer.model.parameters() if p.requires_grad))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,42 +39,67 @@ def lora_rank_limit(rank: int) -> int:
     raise ValueError(f"LoRA rank {rank} is above the largest vLLM supports ({VLLM_LORA_RANKS[-1]})")
 
 
-def vllm_dtype(bf16: bool, fp16: bool) -> str:
-    return "bfloat16" if bf16 else "float16" if fp16 else "auto"
+def vllm_dtype(name: str) -> str:
+    """vLLM's dtype for a `--dtype` value: `auto` is bfloat16, as the release generated."""
+    return "bfloat16" if name == "auto" else name
 
 
-def load_vllm(model_path: str | Path, *, dtype: str = "auto", max_model_len: int | None = None, seed: int = 0,
-              tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9) -> tuple[Any, Any]:
-    """(vllm.LLM, LoRARequest or None) for a model folder / hub name or a LoRA adapter folder."""
+def saves_whole_modules(path: str | Path) -> bool:
+    """Whether a LoRA adapter also stores whole modules (`modules_to_save`), which vLLM's
+    LoRA support refuses."""
+    return bool(json.loads((Path(path) / "adapter_config.json").read_text()).get("modules_to_save"))
+
+
+def load_vllm(model_path: str | Path, *, dtype: str = "bfloat16", max_model_len: int | None = None, seed: int = 0,
+              tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
+              log: Any = print) -> tuple[Any, Any, Any]:
+    """(vllm.LLM, LoRARequest or None, tokenizer) for a model folder / hub name or a LoRA
+    adapter folder. An adapter with `modules_to_save` (both recipes train embed_tokens,
+    lm_head and the norms) is merged into its base once, in `<adapter>/merged`, and that
+    model is served."""
     from vllm import LLM
 
-    from PUMA.modeling import _offline_if_local, adapter_base_path, is_adapter_dir
+    from PUMA.modeling import _offline_if_local, adapter_base_path, is_adapter_dir, load_tokenizer
 
     path = str(model_path)
     _offline_if_local(path)
     settings: dict[str, Any] = dict(dtype=dtype, seed=seed, max_model_len=max_model_len,
                                     tensor_parallel_size=tensor_parallel_size,
                                     gpu_memory_utilization=gpu_memory_utilization)
+    if is_adapter_dir(path) and saves_whole_modules(path):
+        merged = Path(path) / "merged"
+        if not (merged / "config.json").exists():
+            from PUMA.merge import MergeConfig, merge_adapter
+            from PUMA.recipe import read_record
+
+            log(f"{path}: the adapter stores whole modules, which vLLM cannot serve; merging it into {merged}")
+            recipe = (read_record(path) or {}).get("recipe", "release")
+            merge_adapter(MergeConfig(adapter_path=path, output_dir=str(merged), recipe=recipe, bf16=True))
+        path = str(merged)
+    tokenizer = load_tokenizer(path)
     if not is_adapter_dir(path):
-        return LLM(model=path, **settings), None
+        return LLM(model=path, **settings), None, tokenizer
     from vllm.lora.request import LoRARequest
 
     rank = int(json.loads((Path(path) / "adapter_config.json").read_text())["r"])
     base = adapter_base_path(path)
-    tokenizer = path if (Path(path) / "tokenizer_config.json").exists() else base
-    llm = LLM(model=base, tokenizer=tokenizer, enable_lora=True, max_lora_rank=lora_rank_limit(rank), **settings)
-    return llm, LoRARequest(lora_name="puma", lora_int_id=1, lora_path=path)
+    tokenizer_source = path if (Path(path) / "tokenizer_config.json").exists() else base
+    llm = LLM(model=base, tokenizer=tokenizer_source, enable_lora=True, max_lora_rank=lora_rank_limit(rank),
+              **settings)
+    return llm, LoRARequest(lora_name="puma", lora_int_id=1, lora_path=path), tokenizer
 
 
 def generate_texts_vllm(llm: Any, tokenizer: Any, prompts: list[str], *, lora_request: Any = None,
                         max_new_tokens: int = 256, num_return_sequences: int = 1, num_beams: int = 1,
                         do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
-                        max_prompt_tokens: int | None = None, seed: int | None = None) -> list[list[str]]:
+                        early_stopping: bool = True, max_prompt_tokens: int | None = None,
+                        seed: int | None = None) -> list[list[str]]:
     """For each prompt, `num_return_sequences` continuations (decoded, stripped), with the
-    decoding arguments of `PUMA.modeling.generate_texts`; vLLM batches all prompts itself."""
+    decoding arguments of `PUMA.modeling.generate_texts`; vLLM batches all prompts itself.
+    vLLM's beam search has no early-stopping switch: a beam ends at EOS or the length limit."""
     from PUMA.modeling import encode_prompts
 
-    prompt_ids = encode_prompts(tokenizer, prompts, max_prompt_tokens)["input_ids"]
+    prompt_ids = encode_prompts(tokenizer, prompts, max_prompt_tokens)
     requests = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
     width = max(num_beams, num_return_sequences, 1)
     if not do_sample and width > 1:

@@ -62,7 +62,8 @@ def _index_is_current(index_dir: Path, protocol: Protocol) -> bool:
 
 def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lucene",), recommender: bool = True,
                     review_embeddings: bool = False, memory_embeddings: bool = False, force: bool = False,
-                    log: Callable[[str], None] = print, protocol: Protocol | None = None) -> dict[str, float]:
+                    log: Callable[[str], None] = print, protocol: Protocol | None = None,
+                    puma_embeddings: bool = False) -> dict[str, float]:
     """Build what is missing or stale (everything with `force`); return seconds per artefact
     built (also recorded in the cache folder's build_times.json). Search indexes and memory
     embeddings hold text rendered by `protocol` (default: `load_protocol()`)."""
@@ -110,6 +111,12 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
         from PersonalWAB.memory_embeddings import build_behaviour_embeddings
 
         seconds.update(build_behaviour_embeddings(data, protocol, force=force, log=log))
+    if puma_embeddings:
+        from PersonalWAB.agents.puma import DATA_RELEVANCE_TEXT
+        from PersonalWAB.memory_embeddings import build_behaviour_embeddings
+
+        built = build_behaviour_embeddings(data, protocol, force=force, log=log, template=DATA_RELEVANCE_TEXT)
+        seconds.update({f"puma_{name}": value for name, value in built.items()})
     _record_build_times(data, seconds)
     return seconds
 
@@ -122,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no_recommender", action="store_true", help="skip training SASRec")
     parser.add_argument("--no_memory_embeddings", action="store_true",
                         help="skip the behaviour/instruction embeddings used by relevant and taskspe memory")
+    parser.add_argument("--puma_embeddings", action="store_true",
+                        help="also the behaviour embeddings of PUMA's relevance text (PUMA step 1 and its agent)")
     parser.add_argument("--force", action="store_true", help="rebuild even when the artefacts exist")
     parser.add_argument("--protocol_file", default=None,
                         help="release protocol pack whose texts the index and memory embeddings hold "
@@ -132,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         data = load_benchmark_data(args.data_dir or default_data_dir())
         seconds = build_artifacts(data, backends, recommender=not args.no_recommender,
                                   review_embeddings=True, memory_embeddings=not args.no_memory_embeddings,
-                                  force=args.force, protocol=load_protocol(args.protocol_file))
+                                  force=args.force, protocol=load_protocol(args.protocol_file),
+                                  puma_embeddings=args.puma_embeddings)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -70,14 +70,14 @@ class ReleaseRandomMemory:
 
 
 def most_relevant(data: BenchmarkData, task: dict[str, Any], past: list[dict[str, Any]], length: int,
-                  protocol: Protocol) -> list[dict[str, Any]]:
-    """The `length` behaviours of `past` (a prefix of the user's history) closest to the
-    instruction, best first; equal scores keep the older behaviour first."""
+                  protocol: Protocol, template: str = "memory.behaviour") -> list[dict[str, Any]]:
+    """The `length` behaviours of `past` (a prefix of the user's history) whose `template`
+    text is closest to the instruction, best first; equal scores keep the older behaviour first."""
     if not past:
         return []
     from PersonalWAB.memory_embeddings import shared_behaviour_embeddings
 
-    scores = shared_behaviour_embeddings(data, protocol).scores(task["user_id"], task["task"], len(past))
+    scores = shared_behaviour_embeddings(data, protocol, template).scores(task["user_id"], task["task"], len(past))
     order = np.argsort(-scores, kind="stable")[:length]
     return [past[i] for i in order]
 

@@ -58,6 +58,9 @@ CHUNK = 256  # texts per encode call: several batches, with a progress update be
 STORE_ENV = "PERSONALWAB_EMBEDDING_STORE"
 BEHAVIOURS = "behaviour_embeddings"
 INSTRUCTIONS = "instruction_embeddings"
+# The behaviour text the agents' relevance ranking embeds; PUMA's data step ranks by its own
+# (`puma.behaviour`), so each template has its own cache.
+MEMORY_TEMPLATE = "memory.behaviour"
 
 
 class Encoder(TypingProtocol):
@@ -121,9 +124,10 @@ class TextStore:
         return keys, vectors
 
 
-def behaviour_texts(protocol: Protocol, behaviours: list[dict[str, Any]]) -> list[str]:
+def behaviour_texts(protocol: Protocol, behaviours: list[dict[str, Any]],
+                    template: str = MEMORY_TEMPLATE) -> list[str]:
     """The texts `relevant` memory ranks: each behaviour's memory block, numbered by position."""
-    return [protocol.behaviour_block(b, i) for i, b in enumerate(behaviours)]
+    return [protocol.behaviour_block(b, i, template) for i, b in enumerate(behaviours)]
 
 
 def _to_stderr(message: str) -> None:
@@ -232,10 +236,12 @@ class BehaviourEmbeddings:
     instance; afterwards lookups are lock-free reads of memory-mapped arrays.
     """
 
-    def __init__(self, data: BenchmarkData, protocol: Protocol, encoder: Encoder | None = None):
+    def __init__(self, data: BenchmarkData, protocol: Protocol, encoder: Encoder | None = None,
+                 template: str = MEMORY_TEMPLATE):
         self.data = data
         self.protocol = protocol
-        self.name = f"{BEHAVIOURS}_{protocol.fingerprint('memory.behaviour')}"
+        self.template = template
+        self.name = f"{BEHAVIOURS}_{protocol.fingerprint(template)}"
         self._encoder = encoder
         self._lock = threading.Lock()
         self._behaviours: np.ndarray | None = None
@@ -273,7 +279,7 @@ class BehaviourEmbeddings:
         for user_id in sorted(self.data.histories):
             behaviours = self.data.histories[user_id]
             users[user_id] = [len(texts), len(behaviours)]
-            texts.extend(behaviour_texts(self.protocol, behaviours))
+            texts.extend(behaviour_texts(self.protocol, behaviours, self.template))
         matrix, meta = self._load_or_encode(self.name, "behaviours", texts, {"users": users}, force, log, seconds)
         self._behaviours = matrix
         self._users = {user_id: (first, count) for user_id, (first, count) in meta["users"].items()}
@@ -331,25 +337,27 @@ _SHARED: dict[tuple[Path, str], BehaviourEmbeddings] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_behaviour_embeddings(data: BenchmarkData, protocol: Protocol) -> BehaviourEmbeddings:
-    """The one instance of a data directory and protocol (its caches are loaded lazily)."""
-    key = (Path(data.data_dir).resolve(), protocol.fingerprint("memory.behaviour"))
+def shared_behaviour_embeddings(data: BenchmarkData, protocol: Protocol,
+                                template: str = MEMORY_TEMPLATE) -> BehaviourEmbeddings:
+    """The one instance of a data directory, protocol and behaviour text (its caches are loaded lazily)."""
+    key = (Path(data.data_dir).resolve(), protocol.fingerprint(template))
     with _SHARED_LOCK:
         instance = _SHARED.get(key)
         if instance is None or instance.data is not data:
-            instance = _SHARED[key] = BehaviourEmbeddings(data, protocol)
+            instance = _SHARED[key] = BehaviourEmbeddings(data, protocol, template=template)
         return instance
 
 
 def build_behaviour_embeddings(data: BenchmarkData, protocol: Protocol, *, force: bool = False,
-                               threads: int | None = None,
-                               log: Callable[[str], None] | None = print) -> dict[str, float]:
-    """Build (or load) the data directory's embedding caches; seconds per cache built.
+                               threads: int | None = None, log: Callable[[str], None] | None = print,
+                               template: str = MEMORY_TEMPLATE) -> dict[str, float]:
+    """Build (or load) the data directory's embedding caches for one behaviour text; seconds
+    per cache built.
 
     `threads` caps torch's intra-op threads while encoding (None: torch's default).
     """
     with torch_threads(threads):
-        return shared_behaviour_embeddings(data, protocol).ensure(force=force, log=log)
+        return shared_behaviour_embeddings(data, protocol, template).ensure(force=force, log=log)
 
 
 def reference_agreement(data: BenchmarkData, protocol: Protocol, tasks: list[dict[str, Any]], length: int,

@@ -41,7 +41,7 @@ RESUME_KEYS = (
     "agent_strategy", "model", "temperature", "agent_memory", "memory_length", "seed",
     "max_steps", "user_mode", "user_model", "search_backend",
     "puma_function_file", "puma_param_file", "puma_generate", "puma_model_path", "mem_token_length",
-    "protocol",
+    "puma_recipe", "puma_dtype", "protocol",
 )
 
 

@@ -72,6 +72,8 @@ class RunConfig:
     puma_function_file: str | None = None
     puma_generate: bool = False
     puma_model_path: str | None = None
+    puma_recipe: str = "release"
+    puma_dtype: str = "auto"
     mem_token_length: int = 768
     data_dir: str | None = None
     search_backend: str = "lucene"
@@ -133,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "0: read them from --puma_function_file / --puma_param_file")
     p.add_argument("--puma_model_path", default=d.puma_model_path,
                    help="fine-tuned model (merged, or a LoRA adapter folder) for --puma_generate")
+    p.add_argument("--puma_recipe", default=d.puma_recipe, choices=["release", "improved"],
+                   help="how the puma agent reads its model (PUMA/recipe.py): release = the release's evaluation "
+                        "prompt and rules; improved = the training prompt, predicted-type memory (a departure)")
+    p.add_argument("--puma_dtype", default=d.puma_dtype, choices=["auto", "float32", "bfloat16", "float16"],
+                   help="live generation precision; auto: the recipe's on a GPU (release fp16, improved bf16), "
+                        "float32 on a CPU")
     p.add_argument("--mem_token_length", type=int, default=d.mem_token_length,
                    help="tokens of task-specific memory in PUMA's prompt")
     p.add_argument("--data_dir", default=d.data_dir,
@@ -172,6 +180,11 @@ def protocol_departures(config: RunConfig) -> list[str]:
         departures.append("user_mode offline: the project's rule-based user, not the release's LLM user")
     if config.leak_guard:
         departures.append("leak_guard: user messages masked before the agent reads them")
+    if config.agent_strategy == "puma" and config.puma_recipe != "release":
+        from PUMA.recipe import get_recipe
+
+        departures += [f"puma_recipe {config.puma_recipe}: {line}"
+                       for line in get_recipe(config.puma_recipe).departures("agent")]
     return departures
 
 

@@ -89,9 +89,28 @@ def _check_agent(c: Any) -> str | None:
         if not c.puma_generate and not (c.puma_function_file and c.puma_param_file):
             return ("--agent_strategy puma needs --puma_function_file and --puma_param_file, "
                     "or --puma_generate with --puma_model_path")
+        problem = _check_puma_recipe(c)
+        if problem:
+            return problem
     if c.agent_memory == "interecagent" and not c.interec_memory_file:
         return ("--agent_memory interecagent needs --interec_memory_file (create one with "
                 "scripts/tools/init_interecagent_memory.py)")
+    return None
+
+
+def _check_puma_recipe(c: Any) -> str | None:
+    """A known recipe and dtype, and PUMA outputs made with the same recipe (their records say)."""
+    from PUMA.modeling import DTYPES
+    from PUMA.recipe import check_inputs, get_recipe
+
+    if c.puma_dtype not in DTYPES:
+        return f"--puma_dtype {c.puma_dtype}: expected one of {', '.join(DTYPES)}"
+    try:
+        check_inputs(get_recipe(c.puma_recipe), {"--puma_function_file": c.puma_function_file,
+                                                 "--puma_param_file": c.puma_param_file,
+                                                 "--puma_model_path": c.puma_model_path if c.puma_generate else None})
+    except ValueError as error:
+        return str(error).replace("--recipe", "--puma_recipe").replace("this step runs", "this run uses")
     return None
 
 

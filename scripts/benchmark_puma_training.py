@@ -1,36 +1,45 @@
-"""Training throughput of PUMA step 2 (SFT) and step 6b (DPO), both with LoRA.
+"""Training throughput of PUMA step 2 (SFT) and step 6b (DPO) with LoRA, for both recipes.
 
-    .venv/bin/python scripts/benchmark_puma_training.py            # CPU defaults, a few minutes
+    .venv/bin/python scripts/benchmark_puma_training.py                      # tiny model, CPU, minutes
+    CUDA_VISIBLE_DEVICES=0 .venv/bin/python scripts/benchmark_puma_training.py --preset llama-2-7b --bf16 \\
+        --data_dir data/synthetic/small --sft_steps 20 --dpo_steps 10 --output data/benchmarks/puma_7b.json
 
-SFT runs three times on the same examples, from the same random initialisation, for the
-same number of optimizer steps: batches padded to their longest example (the project's
-collator), the same with batches of similar lengths (`--train_sampling_strategy
-group_by_length`), and every example padded to `--max_length`. Real tokens are the non-pad
-tokens of the batches consumed (attention mask sum), computed tokens what the model runs
-on (batch x padded length); both are divided by the trainer's measured `train_runtime`.
-DPO runs TRL's `DPOTrainer` with LoRA as `PUMA/dpo.py` does; its tokens are counted on
-the batches TRL's preference collator produces (prompt+chosen and prompt+rejected rows,
-after truncation to `--dpo_max_length`). With a LoRA model TRL gets the reference log
-probabilities from the same model with the adapter disabled, an extra forward pass per
-batch that is part of the measured time.
+Four runs on the same examples and the same random initialisation, each for the same number
+of optimizer steps: SFT and DPO, each under `--recipe release` and `--recipe improved`
+(PUMA/recipe.py): the release's SFT pads every example to `--max_length` with EOS and trains
+on the padding, the improved SFT packs each micro-batch into one row; the DPO recipes differ in
+how an over-long prompt is cut. Each run reports:
 
-Model: a randomly initialised Llama of the given size (`--hidden_size --layers --heads
---intermediate_size`) with a BPE tokenizer trained on `--data_dir` (`--vocab_size`), or
-`--tokenizer_path`; or any causal LM folder / hub name with `--model_path`.
-Data: the step-1 files `--function_data` / `--param_data`, else step 1 run on the train
-split of `--data_dir` with the benchmark's tokenizer (offline search labels; needs the
-data directory's embedding caches, built here when missing). DPO pairs: `--dpo_data`,
-else throughput-only pairs from the parameter examples (chosen: an example's label,
-rejected: the label of another example of the same function).
-The first run also pays one-off start-up costs, so the dynamic-padding speed-up is
-if anything understated.
+- tokens/s: real tokens (the examples' own tokens) and computed tokens (what the model runs
+  on, padding included), over the trainer's measured `train_runtime`;
+- model FLOPs utilisation, MFU = model FLOPs / seconds / peak FLOP/s of the device, with
+  model FLOPs counted per batch, for N = the weights of the matrix multiplications (every
+  linear layer, lm_head included, LoRA matrices included; not the embedding lookup or the
+  norms), N_t = the trainable ones among them (LoRA matrices, and lm_head when it is in
+  `modules_to_save`), T = computed tokens, L layers, d hidden size, s each attended sequence's
+  length (a padded row's width; each packed example's own length):
+    SFT:  (4 N + 2 N_t) T + 8 L d sum(s^2)    forward 2N, activation gradients 2N, weight
+                                               gradients of the trained weights only 2N_t;
+                                               attention scores and values 4 L d s^2 forward, x2
+    DPO:  (6 N + 2 N_t) T + 12 L d sum(s^2)   the same for the policy, plus the reference
+                                               forward (adapter disabled) on every row
+  Recomputation under gradient checkpointing is not counted (as MFU's definition wants).
+  Padding counts as computed: the release trains on its EOS padding. Peak FLOP/s: dense
+  bf16/fp16 tensor-core peak of the GPU (H100/H200 SXM 989 TFLOP/s, H100 PCIe 756, A100 312),
+  or `--peak_tflops`; none on a CPU unless given;
+- peak memory: `torch.cuda.max_memory_allocated` on a GPU; on a CPU the process's peak
+  resident set (it only grows, so later runs show at least the earlier runs' peak).
 
-On a GPU (the HF Trainer picks the device; expose a single one), e.g. a 1.1B model:
-
-    CUDA_VISIBLE_DEVICES=0 .venv/bin/python scripts/benchmark_puma_training.py --bf16 \\
-        --data_dir data/synthetic/full --hidden_size 2048 --intermediate_size 5632 --layers 16 --heads 16 \\
-        --vocab_size 32000 --sft_steps 300 --dpo_steps 200 --per_device_train_batch_size 8 \\
-        --output data/benchmarks/puma_training_gpu.json
+Model: `--preset llama-2-7b` builds Llama-2-7B's architecture (hidden 4096, 11008, 32
+layers, 32 heads, vocab 32000) from its config with random weights (no hub); `--preset
+custom` (default) a small Llama from `--hidden_size --intermediate_size --layers --heads`;
+`--model_path` any causal LM folder instead. The tokenizer is a BPE trained on `--data_dir`
+(`--vocab_size`; the model's vocabulary is at least the preset's) or `--tokenizer_path`.
+Data: the step-1 files `--function_data` / `--param_data`, else step 1 run on the train split
+of `--data_dir` with the benchmark's tokenizer (offline search labels; builds the data
+directory's embedding caches when missing). DPO pairs: `--dpo_data`, else throughput-only
+pairs from the parameter examples (chosen: an example's label, rejected: the label of another
+example of the same function). The first run also pays one-off start-up costs.
 
 Figures go to a table on stdout and to `--output` (JSON, with every setting and version).
 """
@@ -39,9 +48,9 @@ from __future__ import annotations
 
 import gc
 import random
+import resource
 import sys
 import tempfile
-import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,7 +61,15 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from PUMA.data import DataConfig  # noqa: E402
 from PUMA.dpo import DPOStepConfig  # noqa: E402
+from PUMA.recipe import RECIPES  # noqa: E402
 from PUMA.sft import SFTConfig  # noqa: E402
+
+# Llama-2-7B's architecture (its published config.json): built here with random weights.
+PRESETS = {"llama-2-7b": {"hidden_size": 4096, "intermediate_size": 11008, "layers": 32, "heads": 32,
+                          "vocab_size": 32000}}
+# Dense bf16/fp16 tensor-core peaks (no sparsity), FLOP/s, matched on the CUDA device name.
+GPU_PEAK_FLOPS = (("H100 PCIe", 756e12), ("H100", 989.4e12), ("H200", 989.4e12), ("GH200", 989.4e12),
+                  ("A100", 312e12), ("L40S", 362e12), ("A10G", 125e12), ("L4", 121e12))
 
 
 @dataclass
@@ -63,6 +80,8 @@ class BenchmarkConfig:
     dpo_data: str | None = None  # {prompt, chosen, rejected} list; throughput-only pairs when not given
     train_on: str = "function_param"
     mem_token_length: int = DataConfig.mem_token_length
+    recipes: str = "release,improved"
+    preset: str = "custom"  # custom | llama-2-7b
     model_path: str | None = None  # any causal LM instead of the random Llama
     tokenizer_path: str | None = None  # instead of training one on data_dir
     vocab_size: int = 8000
@@ -78,23 +97,96 @@ class BenchmarkConfig:
     per_device_train_batch_size: int = 4
     gradient_accumulation_steps: int = 1
     bf16: bool = False
+    fp16: bool = False
     gradient_checkpointing: bool = False
+    peak_tflops: float = 0.0  # the device's peak for MFU; 0: the GPU table, none on a CPU
     seed: int = 42
     output: str = "data/benchmarks/puma_training.json"
+
+    def check(self) -> None:
+        if self.preset != "custom" and self.preset not in PRESETS:
+            raise ValueError(f"--preset {self.preset!r}: expected custom or {', '.join(PRESETS)}")
+        unknown = [r for r in self.recipe_list() if r not in RECIPES]
+        if unknown or not self.recipe_list():
+            raise ValueError(f"--recipes {self.recipes!r}: a comma-separated list of {', '.join(RECIPES)}")
+        if self.bf16 and self.fp16:
+            raise ValueError("--bf16 and --fp16: choose one")
+
+    def recipe_list(self) -> list[str]:
+        return [r.strip() for r in self.recipes.split(",") if r.strip()]
+
+    def architecture(self) -> dict[str, int]:
+        sizes = {name: getattr(self, name) for name in ("hidden_size", "intermediate_size", "layers", "heads",
+                                                         "vocab_size")}
+        return {**sizes, **PRESETS.get(self.preset, {})}
 
 
 @dataclass
 class TokenCounter:
-    """Wraps a trainer's collator and records (real, computed) tokens of every batch it builds,
-    in order, so the batches the optimizer steps consumed can be counted afterwards."""
+    """Wraps a trainer's collator and records, for every batch it builds in order, the real
+    tokens, the computed tokens and the sum of squared attended lengths (for attention FLOPs)."""
 
     collate: Callable[[list[dict[str, Any]]], dict[str, Any]]
-    batches: list[tuple[int, int]] = field(default_factory=list)
+    batches: list[tuple[int, int, int]] = field(default_factory=list)
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         batch = self.collate(features)
-        self.batches.append((int(batch["attention_mask"].sum()), batch["input_ids"].numel()))
+        self.batches.append(batch_tokens(batch))
         return batch
+
+
+def batch_tokens(batch: dict[str, Any]) -> tuple[int, int, int]:
+    """(real tokens, computed tokens, sum of s^2 over the attended sequences) of a batch: a
+    packed row (no attention mask) attends within each example, a padded row over its width."""
+    import torch
+
+    rows, width = batch["input_ids"].shape
+    if "attention_mask" not in batch:
+        lengths = torch.bincount(batch["example_index"].reshape(-1))
+        return int(lengths.sum()), rows * width, int((lengths ** 2).sum())
+    return int(batch["attention_mask"].sum()), rows * width, rows * width * width
+
+
+def matmul_weights(model: Any) -> tuple[int, int]:
+    """(N, N_t) of the MFU formula: weights of the linear layers one forward pass runs
+    (embedding lookups and norms excluded; of a module PEFT saves whole, the active copy; of
+    the adapters TRL may add, such as its `ref` copy for the reference pass, the active one)
+    and the trainable ones among them."""
+    import torch
+
+    active = getattr(model, "active_adapter", "default")
+    total = trainable = 0
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear) or ".original_module" in name:
+            continue
+        if any(part in name for part in (".lora_A.", ".lora_B.", ".modules_to_save.")) \
+                and not name.endswith(f".{active}"):
+            continue
+        total += module.weight.numel()
+        trainable += module.weight.numel() if module.weight.requires_grad else 0
+    return total, trainable
+
+
+def model_flops(step: str, n: int, n_trainable: int, layers: int, hidden: int, tokens: int, squares: int) -> float:
+    """The formula in the module docstring (SFT: forward + backward; DPO: that plus the reference forward)."""
+    if step == "sft":
+        return (4 * n + 2 * n_trainable) * tokens + 8 * layers * hidden * squares
+    return (6 * n + 2 * n_trainable) * tokens + 12 * layers * hidden * squares
+
+
+def peak_flops(config: BenchmarkConfig) -> tuple[float | None, str]:
+    """The device's peak FLOP/s for MFU and where it came from."""
+    import torch
+
+    if config.peak_tflops > 0:
+        return config.peak_tflops * 1e12, "--peak_tflops"
+    if not torch.cuda.is_available():
+        return None, "none on a CPU (give --peak_tflops)"
+    name = torch.cuda.get_device_name(0)
+    for key, flops in GPU_PEAK_FLOPS:
+        if key in name:
+            return flops, f"{name}: dense bf16/fp16 peak"
+    return None, f"{name}: not in the table (give --peak_tflops)"
 
 
 def make_tokenizer(config: BenchmarkConfig) -> tuple[Any, str]:
@@ -105,60 +197,65 @@ def make_tokenizer(config: BenchmarkConfig) -> tuple[Any, str]:
     path = config.model_path or config.tokenizer_path
     if path:
         return load_tokenizer(path), path
-    tokenizer = train_tokenizer(corpus(config.data_dir), config.vocab_size)
+    tokenizer = train_tokenizer(corpus(config.data_dir), config.architecture()["vocab_size"])
     return tokenizer, f"BPE trained on {config.data_dir} (vocab {len(tokenizer)})"
 
 
 def make_model(config: BenchmarkConfig, tokenizer: Any) -> Any:
-    """A fresh base model: identical weights on every call (seeded), as each run wraps its own in LoRA."""
+    """A fresh base model: identical weights on every call (seeded), as each run wraps its own in LoRA;
+    built on the GPU when there is one (a 7B model in fp32 would not fit a CPU's memory first)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from PUMA.modeling import load_causal_lm, torch_dtype
+    from PUMA.modeling import inference_device, load_causal_lm, torch_dtype
 
-    dtype = torch_dtype(config.bf16)
+    dtype = torch_dtype(config.bf16, config.fp16)
     if config.model_path:
         return load_causal_lm(config.model_path, dtype=dtype)[0]
     torch.manual_seed(config.seed)
+    sizes = config.architecture()
     model_config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
-        num_hidden_layers=config.layers, num_attention_heads=config.heads, num_key_value_heads=config.heads,
-        max_position_embeddings=max(config.max_length, config.dpo_max_length), bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False,
+        vocab_size=max(len(tokenizer), sizes["vocab_size"]), hidden_size=sizes["hidden_size"],
+        intermediate_size=sizes["intermediate_size"], num_hidden_layers=sizes["layers"],
+        num_attention_heads=sizes["heads"], num_key_value_heads=sizes["heads"],
+        max_position_embeddings=max(config.max_length, config.dpo_max_length, 4096),
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False, dtype=dtype,
     )
-    return LlamaForCausalLM(model_config).to(dtype)
+    with torch.device(inference_device()):
+        return LlamaForCausalLM(model_config).to(dtype)
 
 
 def step1_param_examples(config: BenchmarkConfig, data: Any, tokenizer: Any) -> list[dict[str, Any]]:
     """Step 1's parameter examples of the train split, memory truncated with the benchmark's tokenizer."""
+    from PersonalWAB.agents.puma import DATA_RELEVANCE_TEXT
     from PersonalWAB.memory_embeddings import build_behaviour_embeddings
     from PersonalWAB.protocol import load_protocol
     from PUMA.data import param_examples
 
     protocol = load_protocol()
-    build_behaviour_embeddings(data, protocol, log=lambda line: print(line, file=sys.stderr))
+    build_behaviour_embeddings(data, protocol, log=lambda line: print(line, file=sys.stderr),
+                               template=DATA_RELEVANCE_TEXT)
     return param_examples(protocol, data, data.split("train"), "train", tokenizer, config.mem_token_length,
                           DataConfig.memory_length)
 
 
-def step1_files(config: BenchmarkConfig, tokenizer: Any, work_dir: Path) -> tuple[str, str, float | None]:
+def step1_files(config: BenchmarkConfig, tokenizer: Any, work_dir: Path) -> tuple[str, str]:
     """The function and parameter train files: the given ones, or step 1 run on the data
-    directory's train split (written to `work_dir`); with the seconds step 1 took (None when
-    both files were given)."""
+    directory's train split (written to `work_dir`)."""
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.protocol import load_protocol
     from PUMA.data import function_examples
     from PUMA.modeling import write_json
 
     if config.function_data and config.param_data:
-        return config.function_data, config.param_data, None
-    start = time.perf_counter()
+        return config.function_data, config.param_data
     data = load_benchmark_data(config.data_dir)
     function_path = config.function_data or str(
         write_json(work_dir / "function_train.json", function_examples(load_protocol(), data.split("train"), "train")))
     param_path = config.param_data or str(
         write_json(work_dir / "param_train.json", step1_param_examples(config, data, tokenizer)))
-    return function_path, param_path, time.perf_counter() - start
+    return function_path, param_path
 
 
 def exactly(items: list[Any], count: int, seed: int) -> list[Any]:
@@ -185,45 +282,76 @@ def throughput_pairs(param_examples: list[dict[str, Any]]) -> list[dict[str, str
     for group in by_function.values():
         for example, other in zip(group, group[1:] + group[:1]):
             if example["label"] != other["label"]:
-                pairs.append({"prompt": example["prompt"], "chosen": example["label"], "rejected": other["label"]})
+                pairs.append({"prompt": example["prompt"], "chosen": example["label"], "rejected": other["label"],
+                              "instruction": example["instruction"]})
     return pairs
 
 
-def training_fields(config: BenchmarkConfig, steps: int, output_dir: str) -> dict[str, Any]:
-    """Trainer settings both steps share here: no checkpoints, one log line, fixed step count."""
-    return {"output_dir": output_dir, "max_steps": steps, "save_strategy": "no", "logging_steps": steps,
-            "per_device_train_batch_size": config.per_device_train_batch_size,
+def improved_pairs(config: BenchmarkConfig, tokenizer: Any, pairs: list[dict[str, Any]],
+                   param_examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pairs as step 5 of the improved recipe writes them: a prompt that would not fit
+    gets a shorter memory (`PUMA.dpo_data.fitted_prompt`)."""
+    from PersonalWAB.protocol import load_protocol
+    from PUMA.dpo_data import fitted_prompt
+
+    protocol = load_protocol()
+    by_instruction = {e["instruction"]: e for e in param_examples}
+    fitted = []
+    for pair in pairs:
+        example = by_instruction.get(pair.get("instruction", ""))
+        prompt = (fitted_prompt(protocol, tokenizer, example, pair, config.dpo_max_length)
+                  if example and "memory" in example else pair["prompt"])
+        fitted.append({**pair, "prompt": prompt})
+    return fitted
+
+
+def training_fields(config: BenchmarkConfig, recipe: str, steps: int, output_dir: str) -> dict[str, Any]:
+    """Trainer settings all runs share here: no checkpoints, one log line, fixed step count."""
+    return {"recipe": recipe, "output_dir": output_dir, "max_steps": steps, "save_strategy": "no",
+            "logging_steps": steps, "per_device_train_batch_size": config.per_device_train_batch_size,
             "gradient_accumulation_steps": config.gradient_accumulation_steps, "bf16": config.bf16,
-            "gradient_checkpointing": config.gradient_checkpointing, "seed": config.seed}
+            "fp16": config.fp16, "gradient_checkpointing": config.gradient_checkpointing, "seed": config.seed}
 
 
-def measure(trainer: Any, accumulation: int) -> dict[str, Any]:
-    """Train, then divide the tokens of the batches consumed (prefetched extras left out) by
-    the trainer's train runtime; peak GPU memory when on CUDA."""
+def peak_memory_gib() -> tuple[float, str]:
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**30, "GPU max allocated"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "process peak RSS (CPU)"
+
+
+def measure(trainer: Any, step: str, config: BenchmarkConfig, base: tuple[int, int]) -> dict[str, Any]:
+    """Train, then count the batches the optimizer steps consumed (prefetched extras left out)
+    over the trainer's train runtime: tokens/s, model FLOPs, MFU and peak memory."""
     import torch
     from transformers.trainer_callback import PrinterCallback
 
     counter = TokenCounter(trainer.data_collator)
     trainer.data_collator = counter
     trainer.remove_callback(PrinterCallback)
-    cuda = torch.cuda.is_available()
-    if cuda:
+    if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
+    n, n_trainable = matmul_weights(trainer.model)
     metrics = trainer.train().metrics
     seconds = metrics["train_runtime"]
     steps = trainer.state.global_step
-    consumed = counter.batches[:steps * accumulation]
-    real, computed = sum(r for r, _ in consumed), sum(c for _, c in consumed)
-    figures = {"steps": steps, "batches": len(consumed), "seconds": round(seconds, 2),
-               "steps_per_s": round(steps / seconds, 3), "real_tokens": real, "computed_tokens": computed,
-               "real_tokens_per_s": round(real / seconds, 1), "computed_tokens_per_s": round(computed / seconds, 1),
-               "pad_share": round(1 - real / computed, 3), "train_loss": round(metrics["train_loss"], 4),
-               "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
-               "total_params": sum(p.numel() for p in trainer.model.parameters()),
-               "device": str(trainer.args.device)}
-    if cuda:
-        figures["peak_gpu_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-    return figures
+    consumed = counter.batches[:steps * config.gradient_accumulation_steps]
+    real, computed, squares = (sum(b[i] for b in consumed) for i in range(3))
+    layers, hidden = base
+    flops = model_flops(step, n, n_trainable, layers, hidden, computed, squares)
+    peak, peak_source = peak_flops(config)
+    memory, memory_source = peak_memory_gib()
+    return {"steps": steps, "batches": len(consumed), "seconds": round(seconds, 2),
+            "real_tokens": real, "computed_tokens": computed,
+            "real_tokens_per_s": round(real / seconds, 1), "computed_tokens_per_s": round(computed / seconds, 1),
+            "pad_share": round(1 - real / computed, 3), "train_loss": round(metrics["train_loss"], 4),
+            "matmul_weights_N": n, "trainable_matmul_weights_Nt": n_trainable,
+            "trainable_params": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
+            "model_tflops": round(flops / 1e12, 4), "achieved_tflops_per_s": round(flops / seconds / 1e12, 4),
+            "mfu": None if peak is None else round(flops / seconds / peak, 4), "peak_flops_source": peak_source,
+            "peak_memory_gib": round(memory, 2), "peak_memory_source": memory_source,
+            "device": str(trainer.args.device)}
 
 
 def free_memory() -> None:
@@ -235,27 +363,25 @@ def free_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def run_sft(config: BenchmarkConfig, tokenizer: Any, examples: list[dict[str, Any]],
-            pad_to_length: int | None, sampling: str = "random") -> dict[str, Any]:
+def run_step(step: str, recipe: str, config: BenchmarkConfig, tokenizer: Any, items: list[dict[str, Any]]) -> dict:
+    """One timed run: a fresh model wrapped in the recipe's LoRA, trained for the configured steps."""
+    from PUMA.dpo import build_dpo_trainer
     from PUMA.sft import build_sft_trainer
 
     free_memory()
     with tempfile.TemporaryDirectory() as output_dir:
-        sft_config = SFTConfig(max_length=config.max_length, train_sampling_strategy=sampling,
-                               **training_fields(config, config.sft_steps, output_dir))
-        trainer, _ = build_sft_trainer(sft_config, make_model(config, tokenizer), tokenizer, examples, pad_to_length)
-        return measure(trainer, config.gradient_accumulation_steps)
-
-
-def run_dpo(config: BenchmarkConfig, tokenizer: Any, pairs: list[dict[str, str]]) -> dict[str, Any]:
-    from PUMA.dpo import build_dpo_trainer
-
-    free_memory()
-    with tempfile.TemporaryDirectory() as output_dir:
-        dpo_config = DPOStepConfig(max_length=config.dpo_max_length, max_prompt_length=config.dpo_max_prompt_length,
-                                   **training_fields(config, config.dpo_steps, output_dir))
-        trainer, _ = build_dpo_trainer(dpo_config, make_model(config, tokenizer), tokenizer, pairs)
-        return measure(trainer, config.gradient_accumulation_steps)
+        model = make_model(config, tokenizer)
+        base = (model.config.num_hidden_layers, model.config.hidden_size)
+        if step == "sft":
+            sft = SFTConfig(max_length=config.max_length,
+                            **training_fields(config, recipe, config.sft_steps, output_dir))
+            trainer, _ = build_sft_trainer(sft, model, tokenizer, items)
+        else:
+            dpo = DPOStepConfig(max_length=config.dpo_max_length, max_prompt_length=config.dpo_max_prompt_length,
+                                **training_fields(config, recipe, config.dpo_steps, output_dir))
+            trainer, _ = build_dpo_trainer(dpo, model, tokenizer, items)
+        del model
+        return measure(trainer, step, config, base)
 
 
 def environment() -> dict[str, Any]:
@@ -271,58 +397,50 @@ def environment() -> dict[str, Any]:
 
 
 def print_table(result: dict[str, Any]) -> None:
-    runs = {"SFT dynamic padding": result["sft"]["dynamic_padding"],
-            "SFT dynamic, by length": result["sft"]["dynamic_padding_group_by_length"],
-            f"SFT pad to {result['settings']['max_length']}": result["sft"]["pad_to_max_length"],
-            "DPO (TRL, dynamic)": result["dpo"]}
-    gpu = any("peak_gpu_memory_gib" in r for r in runs.values())
-    header = f"{'run':<24}{'steps':>6}{'seconds':>9}{'steps/s':>9}{'real tok/s':>12}{'computed tok/s':>16}{'pad':>7}"
-    print(header + (f"{'peak GiB':>10}" if gpu else ""))
-    for name, r in runs.items():
-        line = (f"{name:<24}{r['steps']:>6}{r['seconds']:>9.1f}{r['steps_per_s']:>9.3f}{r['real_tokens_per_s']:>12.0f}"
-                f"{r['computed_tokens_per_s']:>16.0f}{r['pad_share']:>7.0%}")
-        print(line + (f"{r['peak_gpu_memory_gib']:>10.2f}" if gpu else ""))
-    print(f"dynamic padding speed-up over padding to max length (real tokens/s): "
-          f"{result['sft']['dynamic_padding_speedup']}x, grouped by length {result['sft']['group_by_length_speedup']}x")
+    print(f"{'run':<18}{'steps':>6}{'seconds':>9}{'real tok/s':>12}{'computed tok/s':>16}{'pad':>6}"
+          f"{'TFLOP/s':>10}{'MFU':>8}{'peak GiB':>10}")
+    for name, r in result["runs"].items():
+        mfu = "-" if r["mfu"] is None else f"{r['mfu']:.1%}"
+        print(f"{name:<18}{r['steps']:>6}{r['seconds']:>9.1f}{r['real_tokens_per_s']:>12.0f}"
+              f"{r['computed_tokens_per_s']:>16.0f}{r['pad_share']:>6.0%}{r['achieved_tflops_per_s']:>10.3f}"
+              f"{mfu:>8}{r['peak_memory_gib']:>10.2f}")
 
 
 def benchmark(config: BenchmarkConfig) -> dict[str, Any]:
     from PUMA.modeling import read_json, torch_dtype
     from PUMA.sft import load_examples
 
+    config.check()
     tokenizer, tokenizer_source = make_tokenizer(config)
     per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps
     with tempfile.TemporaryDirectory() as work_dir:
-        function_path, param_path, step1_s = step1_files(config, tokenizer, Path(work_dir))
+        function_path, param_path = step1_files(config, tokenizer, Path(work_dir))
         sft_pool = load_examples(SFTConfig(train_on=config.train_on, function_data=function_path,
                                            param_data=param_path))
-        pair_pool = read_json(config.dpo_data) if config.dpo_data else throughput_pairs(read_json(param_path))
+        param_pool = read_json(param_path)
+    pair_pool = read_json(config.dpo_data) if config.dpo_data else throughput_pairs(param_pool)
     examples = exactly(sft_pool, config.sft_steps * per_step, config.seed)
     pairs = exactly(pair_pool, config.dpo_steps * per_step, config.seed)
-    dynamic = run_sft(config, tokenizer, examples, None)
-    grouped = run_sft(config, tokenizer, examples, None, "group_by_length")
-    padded = run_sft(config, tokenizer, examples, config.max_length)
-    dpo = run_dpo(config, tokenizer, pairs)
-    dpo["tokens_counted"] = ("attention-mask sum (real) and numel (computed) of TRL's preference collator "
-                             "batches (prompt+chosen and prompt+rejected rows); the reference pass (adapter "
-                             "disabled) is timed but not counted")
-    step1 = f"step 1 on {config.data_dir} (train split)"
-    settings = {**asdict(config), "model": config.model_path or "random Llama", "tokenizer": tokenizer_source,
-                "dtype": str(torch_dtype(config.bf16)).removeprefix("torch."), "device": dynamic["device"],
-                "base_params": dynamic["total_params"] - dynamic["trainable_params"], **environment(),
-                "sft_examples": {"function": config.function_data or step1, "param": config.param_data or step1,
+    runs = {}
+    for recipe in config.recipe_list():
+        runs[f"SFT {recipe}"] = run_step("sft", recipe, config, tokenizer, examples)
+    for recipe in config.recipe_list():
+        recipe_pairs = improved_pairs(config, tokenizer, pairs, param_pool) if recipe == "improved" else pairs
+        runs[f"DPO {recipe}"] = run_step("dpo", recipe, config, tokenizer, recipe_pairs)
+    first = next(iter(runs.values()))
+    settings = {**asdict(config), "architecture": config.architecture() if not config.model_path else None,
+                "model": config.model_path or f"random Llama ({config.preset})", "tokenizer": tokenizer_source,
+                "dtype": str(torch_dtype(config.bf16, config.fp16)).removeprefix("torch."), "device": first["device"],
+                **environment(),
+                "sft_examples": {"function": config.function_data or "step 1 on the train split",
+                                 "param": config.param_data or "step 1 on the train split",
                                  "pool": len(sft_pool), "used": len(examples)},
-                "step1_seconds": None if step1_s is None else round(step1_s, 1),
                 "dpo_pairs": {"source": config.dpo_data or THROUGHPUT_PAIRS, "pool": len(pair_pool),
                               "used": len(pairs)}}
-    def speedup(run: dict[str, Any]) -> float:
-        return round(run["real_tokens_per_s"] / padded["real_tokens_per_s"], 2)
-
-    return {"settings": settings,
-            "sft": {"dynamic_padding": dynamic, "dynamic_padding_group_by_length": grouped, "pad_to_max_length": padded,
-                    "dynamic_padding_speedup": speedup(dynamic), "group_by_length_speedup": speedup(grouped),
-                    "tokens_counted": "attention-mask sum (real) and numel (computed) of the SFT collator batches"},
-            "dpo": dpo}
+    return {"settings": settings, "runs": runs,
+            "mfu_formula": {"sft": "(4 N + 2 N_t) T + 8 L d sum(s^2)", "dpo": "(6 N + 2 N_t) T + 12 L d sum(s^2)",
+                            "terms": "N linear-layer weights, N_t the trainable ones, T computed tokens, L layers, "
+                                     "d hidden size, s attended sequence lengths"}}
 
 
 def quiet() -> None:
@@ -341,6 +459,11 @@ def main(argv: list[str] | None = None) -> int:
     from PUMA.modeling import write_json
 
     config = parse_config(BenchmarkConfig, argv, "scripts/benchmark_puma_training.py", __doc__)
+    try:
+        config.check()
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     quiet()
     result = benchmark(config)
     print_table(result)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import zlib
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,30 @@ def tiny_model_dir(tiny_data_dir: Path, tmp_path_factory: pytest.TempPathFactory
     from PUMA.tiny_model import make_tiny_model
 
     return make_tiny_model(tiny_data_dir, tmp_path_factory.mktemp("tiny_llama"))
+
+
+class HashEncoder:
+    """Deterministic unit vectors in place of MiniLM, for tests that need a relevance ranking
+    to exist, not its quality (MiniLM on PUMA's long behaviour texts takes minutes on a CPU)."""
+
+    def encode(self, texts: list[str]):
+        import numpy as np
+
+        rows = np.stack([np.random.default_rng(zlib.crc32(t.encode())).standard_normal(384) for t in texts])
+        return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="session")
+def tiny_puma_data(tiny_data_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    """The tiny data in a copy whose relevance caches (PUMA's and the agents' behaviour
+    texts) come from `HashEncoder`."""
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.memory_embeddings import BehaviourEmbeddings
+    from PersonalWAB.protocol import load_protocol
+
+    copy = shutil.copytree(tiny_data_dir, tmp_path_factory.mktemp("tiny_puma") / "data",
+                           ignore=shutil.ignore_patterns("cache", "indexes", "recommender"))
+    data = load_benchmark_data(copy)
+    for template in ("puma.behaviour", "memory.behaviour"):
+        BehaviourEmbeddings(data, load_protocol(), HashEncoder(), template=template).ensure(log=None)
+    return data

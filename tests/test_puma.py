@@ -1,4 +1,4 @@
-"""PUMA pipeline: SFT labels/loss, DPO pairs, parameter parsing, the puma agent, and a
+"""PUMA pipeline: SFT labels/loss, parameter parsing, the puma agent, and a
 short SFT -> generation -> DPO pass on a tiny random Llama (CPU, no hub)."""
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from PersonalWAB.agents.puma import parse_asins, parse_parameters
+from PersonalWAB.agents.puma import OutputRules, parse_asins, parse_parameters
 from PersonalWAB.protocol import project_protocol
 from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
-from PUMA.dpo_data import make_pairs
 
 
 def test_parameter_parsing_rules():
@@ -20,17 +19,11 @@ def test_parameter_parsing_rules():
     assert action.name == RECOMMEND and action.arguments == {"product_sequence": ["B9", "B2", "B1"]}
     assert parse_parameters(SEARCH, "  red kettle  ").arguments == {"query": "red kettle"}
     assert parse_parameters(REVIEW, "Great mug.").arguments == {"review": "Great mug."}
-    say = parse_parameters(SEARCH, "Say: which colour do you want?")
+    rules = OutputRules.of(project_protocol(), release=False)
+    say = parse_parameters(SEARCH, "Say: which colour do you want?", rules)
     assert say.name == "respond" and say.arguments == {"content": "which colour do you want?"}
-    assert parse_parameters(REVIEW, " stop ").name == "stop"
-
-
-def test_dpo_pairs_chosen_best_rejected_worst():
-    scores = {"a": {"x": 0.2, "y": 0.9, "z": 0.0}, "same": {"p": 0.5, "q": 0.5}, "one": {"r": 1.0},
-              "no_prompt": {"s": 0.1, "t": 0.3}}
-    pairs = make_pairs(scores, {"a": "PA", "same": "PS", "one": "PO"})
-    assert pairs == [{"prompt": "PA", "chosen": "y", "rejected": "z", "instruction": "a",
-                      "chosen_score": 0.9, "rejected_score": 0.0}]
+    assert parse_parameters(REVIEW, " stop ", rules).name == "stop"
+    assert parse_parameters(REVIEW, " stop ").name == REVIEW  # no rules: scored as the parameter it is
 
 
 def test_collator_masks_prompt_and_padding_and_loss_covers_labels_only(tiny_model_dir: Path):
@@ -155,10 +148,12 @@ def test_search_labels_written_by_an_llm(tiny_data):
     protocol = project_protocol()
     with ScriptedLLMServer(replies) as server:
         client = LLMClient("openai/query-writer", api_base=server.url, max_retries=0)
-        assert llm_query(protocol, client, task["task"], behaviours) == "wireless earbuds TROOIX"
-        assert llm_query(protocol, client, task["task"], behaviours) == search_query(task["task"], behaviours)
+        memory = protocol.puma_memory(behaviours, "search")
+        fallback = lambda: search_query(task["task"], behaviours)  # noqa: E731
+        assert llm_query(protocol, client, task["task"], memory, fallback) == "wireless earbuds TROOIX"
+        assert llm_query(protocol, client, task["task"], memory, fallback) == search_query(task["task"], behaviours)
         assert server.requests[0]["messages"] == [{"role": "system", "content": protocol.puma_search_label_prompt(
-            task["task"], protocol.puma_memory(behaviours, "search"))}]
+            task["task"], memory)}]
         assert server.requests[0]["temperature"] == 0.0
 
 

@@ -1,17 +1,14 @@
-"""The SFT collator's pad-to-length mode and the PUMA training-throughput benchmark
-(scripts/benchmark_puma_training.py), end to end on tiny data with a tiny model."""
+"""The PUMA training-throughput benchmark (scripts/benchmark_puma_training.py): its token and
+FLOP counting, and a run end to end (both recipes, SFT and DPO) on tiny data with a tiny model."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 import sys
-import zlib
 from pathlib import Path
 from types import ModuleType
 
-import numpy as np
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -35,49 +32,8 @@ def tokenizer(tiny_data_dir: Path):
     return train_tokenizer(corpus(tiny_data_dir), 400)
 
 
-class HashEncoder:
-    """Deterministic unit vectors in place of MiniLM: step 1 needs the embedding caches, not their quality."""
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        rows = np.stack([np.random.default_rng(zlib.crc32(t.encode())).standard_normal(384) for t in texts])
-        return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
-
-
-@pytest.fixture()
-def data_dir_with_caches(tiny_data_dir: Path, tmp_path: Path) -> Path:
-    """A copy of the tiny data with embedding caches from `HashEncoder` (the shared copy keeps real ones)."""
-    from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.memory_embeddings import BehaviourEmbeddings
-    from PersonalWAB.protocol import load_protocol
-
-    copy = shutil.copytree(tiny_data_dir, tmp_path / "data")
-    BehaviourEmbeddings(load_benchmark_data(copy), load_protocol(), HashEncoder()).ensure(log=None)
-    return copy
-
-
-def test_pad_to_length_collator(tokenizer):
-    from PUMA.sft import IGNORE_INDEX, PaddingCollator, encode_example
-
-    examples = [encode_example(tokenizer, "Instruction: find a kettle\nFunction: ", "search_product_by_query", 64),
-                encode_example(tokenizer, "Instruction: review the mug\nParameter: ", "ok", 64)]
-    batch = PaddingCollator(tokenizer.pad_token_id, pad_to_length=48)(examples)
-    assert batch["input_ids"].shape == batch["labels"].shape == batch["attention_mask"].shape == (2, 48)
-    for row, example in enumerate(examples):
-        n = len(example["input_ids"])
-        assert batch["input_ids"][row, :n].tolist() == example["input_ids"]
-        assert batch["labels"][row, :n].tolist() == example["labels"]
-        assert batch["attention_mask"][row, :n].tolist() == [1] * n
-        assert (batch["input_ids"][row, n:] == tokenizer.pad_token_id).all()
-        assert (batch["labels"][row, n:] == IGNORE_INDEX).all()
-        assert (batch["attention_mask"][row, n:] == 0).all()
-    longest = max(len(e["input_ids"]) for e in examples)
-    assert PaddingCollator(tokenizer.pad_token_id)(examples)["input_ids"].shape == (2, longest)
-    with pytest.raises(ValueError, match="more than pad_to_length"):
-        PaddingCollator(tokenizer.pad_token_id, pad_to_length=longest - 1)(examples)
-
-
 def test_throughput_pairs_and_exact_example_counts(bench):
-    examples = [{"function": f, "prompt": f"p{i}", "label": f"{f}{i}"} for i, f in enumerate("aabbbc")]
+    examples = [{"function": f, "prompt": f"p{i}", "label": f"{f}{i}", "instruction": f"i{i}"} for i, f in enumerate("aabbbc")]
     pairs = bench.throughput_pairs(examples)
     assert len(pairs) == 5  # "c" has no other example of its function
     assert all(p["chosen"][0] == p["rejected"][0] and p["chosen"] != p["rejected"] for p in pairs)
@@ -87,30 +43,49 @@ def test_throughput_pairs_and_exact_example_counts(bench):
 
 def test_given_step1_files_are_used_as_they_are(bench, tmp_path: Path):
     config = bench.BenchmarkConfig(function_data="f.json", param_data="p.json")
-    assert bench.step1_files(config, None, tmp_path) == ("f.json", "p.json", None)
+    assert bench.step1_files(config, None, tmp_path) == ("f.json", "p.json")
 
 
-def test_benchmark_end_to_end(bench, data_dir_with_caches: Path, tmp_path: Path):
+def test_token_and_flop_counting(bench, tokenizer):
+    from PUMA.sft import PackingCollator, ReleasePaddingCollator, encode_example, encode_release
+
+    texts = [("Instruction: find a kettle\nFunction: ", "search_product_by_query"), ("Instruction: hi\n", "ok")]
+    packed = PackingCollator()([encode_example(tokenizer, p, label, 64) for p, label in texts])
+    lengths = [len(encode_example(tokenizer, p, label, 64)["input_ids"]) for p, label in texts]
+    assert bench.batch_tokens(packed) == (sum(lengths), sum(lengths), sum(n * n for n in lengths))
+    padded = ReleasePaddingCollator(tokenizer.eos_token_id, 48)([encode_release(tokenizer, p, label, 48)
+                                                                 for p, label in texts])
+    real = sum(len(encode_release(tokenizer, p, label, 48)["input_ids"]) for p, label in texts)
+    assert bench.batch_tokens(padded) == (real, 96, 2 * 48 * 48)
+    assert bench.model_flops("sft", 100, 10, 2, 8, 50, 400) == (400 + 20) * 50 + 8 * 2 * 8 * 400
+    assert bench.model_flops("dpo", 100, 10, 2, 8, 50, 400) == (600 + 20) * 50 + 12 * 2 * 8 * 400
+    assert bench.BenchmarkConfig(preset="llama-2-7b").architecture() == {
+        "hidden_size": 4096, "intermediate_size": 11008, "layers": 32, "heads": 32, "vocab_size": 32000}
+    with pytest.raises(ValueError, match="--recipes"):
+        bench.BenchmarkConfig(recipes="release,fast").check()
+
+
+def test_benchmark_end_to_end(bench, tiny_puma_data, tmp_path: Path):
     out = tmp_path / "bench.json"
-    argv = ["--data_dir", str(data_dir_with_caches), "--output", str(out), "--vocab_size", "400",
+    argv = ["--data_dir", str(tiny_puma_data.data_dir), "--output", str(out), "--vocab_size", "400",
             "--hidden_size", "32", "--intermediate_size", "64", "--layers", "1", "--heads", "2",
             "--mem_token_length", "96", "--max_length", str(MAX_LENGTH), "--dpo_max_length", str(DPO_MAX_LENGTH),
             "--dpo_max_prompt_length", "384", "--sft_steps", str(STEPS), "--dpo_steps", str(STEPS),
-            "--per_device_train_batch_size", str(BATCH), "--gradient_accumulation_steps", "1"]
+            "--per_device_train_batch_size", str(BATCH), "--gradient_accumulation_steps", "1", "--peak_tflops", "1"]
     assert bench.main(argv) == 0
     result = json.loads(out.read_text())
-    settings, dynamic, grouped, padded, dpo = (
-        result["settings"], result["sft"]["dynamic_padding"], result["sft"]["dynamic_padding_group_by_length"],
-        result["sft"]["pad_to_max_length"], result["dpo"])
-    assert settings["max_length"] == MAX_LENGTH and settings["device"] == "cpu" and settings["base_params"] > 0
-    assert settings["step1_seconds"] is not None and settings["sft_examples"]["used"] == STEPS * BATCH
-    for run in (dynamic, grouped, padded, dpo):
+    runs = result["runs"]
+    assert set(runs) == {"SFT release", "SFT improved", "DPO release", "DPO improved"}
+    assert result["settings"]["device"] == "cpu" and result["settings"]["sft_examples"]["used"] == STEPS * BATCH
+    for run in runs.values():
         assert run["steps"] == run["batches"] == STEPS
         assert 0 < run["real_tokens"] <= run["computed_tokens"]
-        assert run["seconds"] > 0 and run["trainable_params"] > 0
-    assert padded["computed_tokens"] == STEPS * BATCH * MAX_LENGTH
-    assert dynamic["real_tokens"] == grouped["real_tokens"] == padded["real_tokens"]
-    assert dynamic["computed_tokens"] < padded["computed_tokens"]
-    assert grouped["computed_tokens"] < padded["computed_tokens"]
-    assert dpo["computed_tokens"] <= STEPS * 2 * BATCH * DPO_MAX_LENGTH
-    assert result["sft"]["dynamic_padding_speedup"] > 0 and result["sft"]["group_by_length_speedup"] > 0
+        assert run["seconds"] > 0 and run["trainable_params"] > 0 and run["peak_memory_gib"] > 0
+        assert 0 < run["mfu"] and run["model_tflops"] > 0
+        assert 0 < run["trainable_matmul_weights_Nt"] < run["matmul_weights_N"]
+    # TRL's extra `ref` adapter is not part of the forward pass: DPO runs the same weights as SFT
+    assert len({run["matmul_weights_N"] for run in runs.values()}) == 1
+    release, improved = runs["SFT release"], runs["SFT improved"]
+    assert release["computed_tokens"] == STEPS * BATCH * MAX_LENGTH  # every example padded to max length
+    assert improved["computed_tokens"] == improved["real_tokens"] < release["computed_tokens"]  # packed: no padding
+    assert runs["DPO release"]["computed_tokens"] <= STEPS * 2 * BATCH * DPO_MAX_LENGTH

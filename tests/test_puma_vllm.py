@@ -95,7 +95,7 @@ def test_sampled_candidates_are_seeded_samples_of_prompts_cut_on_the_left(fake_v
     out = generate_file(GenerateConfig(model_path=str(tiny_model_dir), data_file=str(_data_file(tmp_path)),
                                        output_file=str(tmp_path / "cands.json"), backend="vllm",
                                        num_return_sequences=4, num_beams=10, do_sample=True, temperature=1.5,
-                                       top_p=0.9, max_new_tokens=20, max_prompt_tokens=12, bf16=True),
+                                       top_p=0.9, max_new_tokens=20, max_prompt_tokens=12, dtype="bfloat16"),
                         log=lambda _: None)
     assert json.loads(out.read_text()) == {"find me a red kettle": ["B00", "B01"], "review the mug": ["B10", "B11"]}
     (llm,) = fake_vllm.instances
@@ -126,7 +126,7 @@ def test_function_predictions_are_greedy_and_short(fake_vllm, tiny_model_dir: Pa
                                  output_file=str(tmp_path / "functions.json"), backend="vllm"), log=lambda _: None)
     ((kind, _, params, _),) = fake_vllm.instances[0].calls
     assert kind == "generate"
-    assert (params.n, params.temperature, params.max_tokens) == (1, 0.0, 16)
+    assert (params.n, params.temperature, params.max_tokens) == (1, 0.0, 32)  # the release: greedy, 32 new tokens
 
 
 def test_adapter_folder_is_served_as_a_lora_on_its_base(fake_vllm, tiny_model_dir: Path, tmp_path: Path):

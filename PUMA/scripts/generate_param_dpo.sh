@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Step 3b: diverse parameter candidates per train instruction (10 beams, temperature 1.5, sampling).
+# Step 3b: diverse parameter candidates per train instruction (10 beams with sampling at temperature 1.5,
+# early stopping; bf16 and a batch size that fits on a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=python
 [ -x .venv/bin/python ] && PY=.venv/bin/python
-exec "$PY" -m PUMA.generate --mode param --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" \
+exec "$PY" -m PUMA.generate --recipe "${RECIPE:-release}" --mode param --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" \
   --data_file "${PUMA_DATA:-PUMA/data}/param_train.json" --output_file "${OUTPUT:-PUMA/output/param_candidates_train.json}" \
   --num_beams 10 --num_return_sequences "${NUM_CANDIDATES:-10}" --do_sample --temperature 1.5 --max_new_tokens 256 "$@"

@@ -10,7 +10,6 @@ set -euo pipefail
 source "$(dirname "$0")/launch_env.sh"
 server=()
 [ "${VLLM_MODE:-colocate}" = server ] && server=(--vllm_server_base_url "${VLLM_URL:-http://localhost:8000}")
-exec "$PY" -m accelerate.commands.launch --config_file PUMA/configs/accelerate_multi_gpu.yaml --num_processes "$N" \
-  -m PUMA.grpo --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" --data_file "${PUMA_DATA:-PUMA/data}/param_train.json" \
+exec "${LAUNCH[@]}" -m PUMA.grpo --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" --data_file "${PUMA_DATA:-PUMA/data}/param_train.json" \
   ${DATA_DIR:+--data_dir "$DATA_DIR"} --output_dir "${OUTPUT_DIR:-PUMA/output/grpo}" \
-  --generation_backend "${GENERATION:-auto}" --vllm_mode "${VLLM_MODE:-colocate}" "${server[@]}" --bf16 "$@"
+  --generation_backend "${GENERATION:-auto}" --vllm_mode "${VLLM_MODE:-colocate}" "${server[@]}" "${TRAIN_ARGS[@]}" "$@"

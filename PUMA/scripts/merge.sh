@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Step 6a: merge the SFT LoRA into its base.
+# Step 6a: merge the SFT LoRA (and the modules it saved whole) into its base.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=python
 [ -x .venv/bin/python ] && PY=.venv/bin/python
-exec "$PY" -m PUMA.merge --adapter_path "${ADAPTER:-PUMA/output/sft}" --output_dir "${OUTPUT_DIR:-PUMA/output/sft_merged}" "$@"
+exec "$PY" -m PUMA.merge --recipe "${RECIPE:-release}" --adapter_path "${ADAPTER:-PUMA/output/sft}" \
+  --output_dir "${OUTPUT_DIR:-PUMA/output/sft_merged}" "$@"

@@ -55,11 +55,17 @@ def _puma_agent(data: Any, config: Any) -> Any:
         from PersonalWAB.memory_embeddings import build_behaviour_embeddings
         from PersonalWAB.protocol import load_protocol
 
-        # the task-specific memory ranks behaviours by relevance
-        build_behaviour_embeddings(data, load_protocol(config.protocol_file), log=None)
-        generator = LiveGenerator(config.puma_model_path)
+        from PersonalWAB.agents.puma import AGENT_RELEVANCE_TEXT, DATA_RELEVANCE_TEXT
+        from PUMA.recipe import get_recipe
+
+        recipe = get_recipe(config.puma_recipe)
+        # the task-specific memory ranks behaviours by relevance (the improved recipe by training's text)
+        template = DATA_RELEVANCE_TEXT if recipe.training_prompt_at_eval else AGENT_RELEVANCE_TEXT
+        build_behaviour_embeddings(data, load_protocol(config.protocol_file), log=None, template=template)
+        generator = LiveGenerator(config.puma_model_path, config.puma_dtype, recipe.gpu_eval_dtype)
     return PumaAgent(data, config.puma_function_file, config.puma_param_file, generator,
-                     memory_length=config.memory_length, mem_token_length=config.mem_token_length)
+                     memory_length=config.memory_length, mem_token_length=config.mem_token_length,
+                     recipe=config.puma_recipe)
 
 
 def _function_file(config: Any) -> dict[str, str] | None:

@@ -6,56 +6,105 @@ The function comes from a function file (instruction -> generated output, see
 generated output, or a list whose first entry counts) or is generated live with
 the PUMA parameter prompt over the task-specific memory.
 
-The prompts and the parsing of generated parameters live here so the training
-data (`PUMA/data.py`), the generation step and the agent use the same text.
+The task-specific memory, the parameter prompts and the reading of generated
+parameters live here so the training data (`PUMA/data.py`), the scoring step and the
+agent share them. `--puma_recipe` (`PUMA.recipe`) decides what differs: the release's
+agent evaluates with its own prompt, formats the memory for the true task type and reads
+outputs with its prefix rules; the improved recipe evaluates with the training prompt.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from PersonalWAB.agents.base import Agent
+from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.envs.pwab.env import PWABEnv
-from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.errors import DataError
-from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS, normalise_function_name
+from PersonalWAB.memory import (RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS, TASK_TYPE_OF_FUNCTION, most_relevant,
+                                newest_first, normalise_function_name, past_behaviours)
 from PersonalWAB.protocol import Protocol
 from PersonalWAB.types import RESPOND, STOP, Action, Episode
 
 SYSTEM_PROMPT = "PUMA agent: function and parameters from a fine-tuned model (or its generated files)."
-TASK_TYPE = {SEARCH: "search", RECOMMEND: "recommend", REVIEW: "review"}
+TASK_TYPE = TASK_TYPE_OF_FUNCTION
+FUNCTION_NEW_TOKENS = 32  # function predictions (the release's generate_function.sh)
+PARAM_NEW_TOKENS = 256  # parameters, greedy, at evaluation (the release's agent)
+# The behaviour text relevance ranks: the release's PUMA data scripts and its agent each use their own.
+DATA_RELEVANCE_TEXT = "puma.behaviour"
+AGENT_RELEVANCE_TEXT = "memory.behaviour"
 
 
-def truncate_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> str:
-    """The start of `text` that fits in `max_tokens` tokens of `tokenizer` (all of it with None)."""
+def cut_to_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> str:
+    """`text` through the tokenizer as the release cuts memory: encoded with truncation to
+    `max_tokens` tokens *including* the special tokens the tokenizer adds (Llama's BOS, so
+    767 memory tokens at 768), then decoded without them. No tokenizer or limit: as it is."""
     if tokenizer is None or max_tokens is None:
         return text
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    if len(ids) <= max_tokens:
-        return text
-    return tokenizer.decode(ids[:max(0, max_tokens)], skip_special_tokens=True)
+    room = max(0, max_tokens - tokenizer.num_special_tokens_to_add())
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"][:room]
+    return tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def taskspe_memory_text(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], function_name: str,
-                        memory_length: int, tokenizer: Any = None, mem_token_length: int | None = None) -> str:
-    """The task-specific memory for `function_name`, cut to `mem_token_length` tokens."""
-    from PersonalWAB.memory import retrieve_memory
+def puma_behaviours(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], task_type: str, k: int,
+                    relevance_text: str = DATA_RELEVANCE_TEXT) -> list[dict[str, Any]]:
+    """PUMA's task-specific memory before rendering: the `k` past behaviours whose
+    `relevance_text` is closest to the instruction, best first; for a recommendation newest
+    first, so the latest purchases survive the token cut (as the release's PUMA orders it)."""
+    chosen = most_relevant(data, task, past_behaviours(data, task), k, protocol, relevance_text)
+    return newest_first(chosen) if task_type == "recommend" else chosen
 
-    task_type = TASK_TYPE[function_name]
-    behaviours = retrieve_memory(data, task, "taskspe", memory_length, protocol=protocol, task_type=task_type)
-    return truncate_tokens(protocol.puma_memory(behaviours, task_type), tokenizer, mem_token_length)
+
+def puma_memory_text(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], task_type: str, k: int,
+                     tokenizer: Any = None, mem_token_length: int | None = None,
+                     relevance_text: str = DATA_RELEVANCE_TEXT) -> str:
+    """The task-specific memory of a prompt: entries joined by `|`, cut to `mem_token_length` tokens."""
+    behaviours = puma_behaviours(protocol, data, task, task_type, k, relevance_text)
+    return cut_to_tokens(protocol.puma_memory(behaviours, task_type), tokenizer, mem_token_length)
 
 
 def parameter_prompt(protocol: Protocol, instruction: str, function_name: str, memory_text: str,
-                     product: dict[str, Any] | None = None) -> str:
+                     product: dict[str, Any] | None = None, *, agent: bool = False) -> str:
+    """The parameter prompt for `function_name` (the product is shown for a review only);
+    `agent=True`: the release agent's evaluation prompt instead of the training prompt."""
     if function_name not in TASK_FUNCTIONS:
         raise ValueError(f"unknown function {function_name!r}; expected one of {TASK_FUNCTIONS}")
     return protocol.puma_param_prompt(instruction, function_name, memory_text,
-                                      product if function_name == REVIEW else None)
+                                      product if function_name == REVIEW else None, agent=agent)
+
+
+@dataclass(frozen=True)
+class OutputRules:
+    """How a generated parameter is read: a message to the user, a stop, or the parameter.
+
+    `release=True` follows the release's agent (case-sensitive prefix, the message after
+    the last separator, any output starting with the stop word stops); otherwise the
+    prefix matches in any case and only the exact stop word stops."""
+
+    say_prefix: str
+    say_separator: str
+    stop_word: str
+    release: bool
+
+    @classmethod
+    def of(cls, protocol: Protocol, release: bool) -> "OutputRules":
+        return cls(protocol.text("puma.agent.say_prefix"), protocol.text("puma.agent.say_separator"),
+                   protocol.text("puma.agent.stop_prefix"), release)
+
+    def special(self, text: str) -> Action | None:
+        """The message or stop `text` stands for, None for a parameter."""
+        if self.release:
+            if text.startswith(self.say_prefix):
+                return Action(RESPOND, {"content": text.split(self.say_separator)[-1]})
+            return Action(STOP) if text.startswith(self.stop_word) else None
+        if text.lower().startswith(self.say_prefix.lower()):
+            return Action(RESPOND, {"content": text[len(self.say_prefix):].strip()})
+        return Action(STOP) if text.lower() == self.stop_word.lower() else None
 
 
 def parse_asins(text: str) -> list[str]:
@@ -64,14 +113,14 @@ def parse_asins(text: str) -> list[str]:
     return list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
 
 
-def parse_parameters(function_name: str, output: str, say_prefix: str = "Say:") -> Action:
-    """The action a generated parameter stands for: a leading `say_prefix` (any case) is a
-    message to the user, `stop` ends the task, anything else fills `function_name`'s parameter."""
+def parse_parameters(function_name: str, output: str, rules: OutputRules | None = None) -> Action:
+    """The action a generated parameter stands for. With `rules`, a message or a stop is
+    recognised first; without, every output is the parameter (the release scores its DPO
+    candidates that way)."""
     text = output.strip()
-    if text.lower().startswith(say_prefix.lower()):
-        return Action(RESPOND, {"content": text[len(say_prefix):].strip()})
-    if text.lower() == STOP:
-        return Action(STOP)
+    special = rules.special(text) if rules is not None else None
+    if special is not None:
+        return special
     if function_name == RECOMMEND:
         return Action(function_name, {"product_sequence": parse_asins(text)})
     if function_name == SEARCH:
@@ -91,10 +140,14 @@ def load_output_file(path: Path | str, what: str) -> dict[str, str]:
 
 
 class LiveGenerator:
-    """Greedy generation with a (merged or LoRA) causal LM, loaded on first use."""
+    """Greedy generation with a (merged or LoRA) causal LM, loaded on first use onto the GPU
+    when there is one, in `dtype` (`auto`: the recipe's GPU dtype there, float32 on a CPU)."""
 
-    def __init__(self, model_path: str, max_new_tokens: int = 256):
+    def __init__(self, model_path: str, dtype: str = "auto", gpu_dtype: str = "float16",
+                 max_new_tokens: int = PARAM_NEW_TOKENS):
         self.model_path = model_path
+        self.dtype = dtype
+        self.gpu_dtype = gpu_dtype
         self.max_new_tokens = max_new_tokens
         self._model: Any = None
         self._tokenizer: Any = None
@@ -108,9 +161,12 @@ class LiveGenerator:
     def _load(self) -> None:
         with self._lock:
             if self._model is None:
-                from PUMA.modeling import load_causal_lm
+                from PUMA.modeling import inference_device, load_causal_lm, resolve_dtype
 
-                self._model, self._tokenizer = load_causal_lm(self.model_path, for_generation=True)
+                device = inference_device()
+                dtype = resolve_dtype(self.dtype, device, self.gpu_dtype)
+                model, self._tokenizer = load_causal_lm(self.model_path, for_generation=True, dtype=dtype)
+                self._model = model.to(device)
 
     def generate(self, prompt: str, max_new_tokens: int | None = None) -> str:
         from PUMA.modeling import generate_texts
@@ -123,7 +179,10 @@ class LiveGenerator:
 
 class PumaAgent(Agent):
     def __init__(self, data: BenchmarkData, function_file: str | None = None, param_file: str | None = None,
-                 generator: LiveGenerator | None = None, memory_length: int = 50, mem_token_length: int = 768):
+                 generator: LiveGenerator | None = None, memory_length: int = 10, mem_token_length: int = 768,
+                 recipe: str = "release"):
+        from PUMA.recipe import get_recipe
+
         if generator is None and not (function_file and param_file):
             raise ValueError("--agent_strategy puma needs --puma_function_file and --puma_param_file, "
                              "or --puma_generate with --puma_model_path")
@@ -133,6 +192,7 @@ class PumaAgent(Agent):
         self.generator = generator
         self.memory_length = memory_length
         self.mem_token_length = mem_token_length
+        self.recipe = get_recipe(recipe)
 
     def choose_function(self, protocol: Protocol, task: dict[str, Any]) -> tuple[str | None, str]:
         """(the task function named, the raw output); None when the output names none."""
@@ -140,10 +200,26 @@ class PumaAgent(Agent):
         if instruction in self.functions:
             raw = self.functions[instruction]
         elif self.generator is not None:
-            raw = self.generator.generate(protocol.puma_function_prompt(instruction), max_new_tokens=16)
+            raw = self.generator.generate(protocol.puma_function_prompt(instruction), FUNCTION_NEW_TOKENS)
         else:
             raise ValueError(f"the function file has no entry for instruction {instruction[:80]!r}")
         return normalise_function_name(raw), raw
+
+    def live_prompt(self, protocol: Protocol, task: dict[str, Any], function_name: str) -> str:
+        """The parameter prompt the live model reads. Release: the agent's own prompt, memory
+        formatted for the true task type (the function only names the tool), the word the
+        release writes for a user without history. Improved: the training prompt throughout."""
+        training = self.recipe.training_prompt_at_eval
+        memory_type = TASK_TYPE[function_name] if self.recipe.predicted_type_memory else task["type"]
+        if past_behaviours(self.data, task) or training:
+            memory = puma_memory_text(protocol, self.data, task, memory_type, self.memory_length,
+                                      self.generator.tokenizer, self.mem_token_length,
+                                      DATA_RELEVANCE_TEXT if training else AGENT_RELEVANCE_TEXT)
+        else:
+            memory = cut_to_tokens(protocol.text("puma.agent.no_memory"), self.generator.tokenizer,
+                                   self.mem_token_length)
+        return parameter_prompt(protocol, task["task"], function_name, memory, task["target"]["product_info"],
+                                agent=not training)
 
     def parameter_output(self, protocol: Protocol, task: dict[str, Any], function_name: str) -> str:
         instruction = task["task"]
@@ -151,17 +227,14 @@ class PumaAgent(Agent):
             return self.params[instruction]
         if self.generator is None:
             raise ValueError(f"the parameter file has no entry for instruction {instruction[:80]!r}")
-        memory = taskspe_memory_text(protocol, self.data, task, function_name, self.memory_length,
-                                     self.generator.tokenizer, self.mem_token_length)
-        prompt = parameter_prompt(protocol, instruction, function_name, memory, task["target"]["product_info"])
-        return self.generator.generate(prompt)
+        return self.generator.generate(self.live_prompt(protocol, task, function_name))
 
     def decide(self, protocol: Protocol, task: dict[str, Any]) -> Action:
         function_name, raw = self.choose_function(protocol, task)
         if function_name is None:  # a function output naming no tool: a message, scored (0, 0)
             return Action(RESPOND, {"content": raw})
-        return parse_parameters(function_name, self.parameter_output(protocol, task, function_name),
-                                protocol.text("puma.agent.say_prefix"))
+        rules = OutputRules.of(protocol, release=self.recipe.strict_release_parsing)
+        return parse_parameters(function_name, self.parameter_output(protocol, task, function_name), rules)
 
     def solve(self, env: PWABEnv, task_index: int) -> Episode:
         observation, info = env.reset(task_index)

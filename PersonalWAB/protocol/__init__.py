@@ -323,11 +323,15 @@ class Protocol:
         return "|".join(self.taskspe_entry(b, task_type, prefix="puma.taskspe") for b in behaviours)
 
     def puma_param_prompt(self, instruction: str, tool: str, memory: str,
-                          product: dict[str, Any] | None = None) -> str:
+                          product: dict[str, Any] | None = None, *, agent: bool = False) -> str:
         """The parameter prompt: the instruction (with the product under review appended for
-        a review task), the memory, the tool name."""
-        task_text = instruction + (self.puma_product(product) if product is not None else "")
-        prompt = self.texts["puma.param_prompt"].replace("<Instruction>", task_text)
+        a review task), the memory, the tool name. The release trains with one prompt and its
+        agent evaluates with another (`agent=True`: its own template, placeholder and product
+        text)."""
+        template, slot, product_text = (("puma.agent.param_prompt", "<Insturction>", "puma.agent.product") if agent
+                                        else ("puma.param_prompt", "<Instruction>", "puma.product"))
+        task_text = instruction + (self.puma_product(product, product_text) if product is not None else "")
+        prompt = self.texts[template].replace(slot, task_text)
         return prompt.replace("<Memory>", memory).replace("<Tool>", tool)
 
     def puma_search_label_prompt(self, instruction: str, memory: str) -> str:

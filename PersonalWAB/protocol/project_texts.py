@@ -386,6 +386,9 @@ Store: <Store>
 Main Category: <Main Category>
 """,
     "puma.agent.say_prefix": "Say:",
+    "puma.agent.say_separator": "Say: ",
+    "puma.agent.stop_prefix": "stop",
+    "puma.agent.no_memory": "(no earlier purchases)",
     "puma.param_prompt": """The instruction below describes a task. Write the tool parameter that carries it out.
 ### Instruction:<Instruction>
   

@@ -1,0 +1,350 @@
+"""PUMA under `--recipe release`: one test (or more) per row of DESIGN §10, and what the
+improved recipe changes. Tiny random Llama and locally trained tokenizer (CPU, no hub)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
+from PersonalWAB.protocol import project_protocol
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- step 1: memory order, k, relevance text, the BOS-inclusive cut ----------------------------------------------
+def test_release_memory_defaults_and_bos_inclusive_cut(tiny_model_dir: Path):
+    from PersonalWAB.agents.puma import DATA_RELEVANCE_TEXT, cut_to_tokens, puma_behaviours
+    from PUMA.data import DataConfig
+    from PUMA.modeling import load_tokenizer
+
+    assert DataConfig().memory_length == 100 and DataConfig().mem_token_length == 768
+    assert DATA_RELEVANCE_TEXT == "puma.behaviour"
+    assert puma_behaviours.__defaults__ == (DATA_RELEVANCE_TEXT,)
+    tokenizer = load_tokenizer(tiny_model_dir)
+    text = " | ".join(f"item {i} kettle mug tea" for i in range(400))
+    cut = cut_to_tokens(text, tokenizer, 64)
+    assert len(tokenizer(cut, add_special_tokens=True)["input_ids"]) == 64  # BOS + 63 memory tokens
+    assert len(tokenizer(cut, add_special_tokens=False)["input_ids"]) == 63
+    assert cut_to_tokens("short", tokenizer, 64) == "short"
+
+
+def test_recommend_memory_newest_first_keeps_the_latest_purchase(tiny_puma_data, tiny_model_dir: Path):
+    from PersonalWAB.agents.puma import puma_behaviours
+    from PUMA.data import latest_purchase_kept, param_examples
+    from PUMA.modeling import load_tokenizer
+
+    protocol = project_protocol()
+    tasks = [t for t in tiny_puma_data.split("train") if t["type"] == "recommend"]
+    for task in tasks[:5]:
+        times = [b["review"]["timestamp"] for b in puma_behaviours(protocol, tiny_puma_data, task, "recommend", 100)]
+        assert times == sorted(times, reverse=True)
+    examples = param_examples(protocol, tiny_puma_data, tasks, "train", load_tokenizer(tiny_model_dir), 96, 100)
+    kept, of = latest_purchase_kept(tiny_puma_data, tasks, examples)
+    assert of > 0 and kept / of >= 0.95
+    # the audit's order (oldest first, then cut) loses it: the same memory, reversed before the cut
+    from PersonalWAB.agents.puma import cut_to_tokens
+
+    tokenizer = load_tokenizer(tiny_model_dir)
+    oldest = [dict(e, memory=cut_to_tokens(protocol.puma_memory(
+        puma_behaviours(protocol, tiny_puma_data, t, "recommend", 100)[::-1], "recommend"), tokenizer, 96))
+        for t, e in zip(tasks, examples)]
+    assert latest_purchase_kept(tiny_puma_data, tasks, oldest)[0] < kept
+
+
+# --- step 2: the release's loss over EOS padding, modules_to_save, warmup -----------------------------------------
+def test_release_loss_counts_eos_padding_as_the_release_formula(tiny_model_dir: Path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from PUMA.modeling import load_tokenizer
+    from PUMA.sft import IGNORE_INDEX, ReleasePaddingCollator, encode_release
+
+    tokenizer = load_tokenizer(tiny_model_dir)
+    eos = tokenizer.eos_token_id
+    prompt, label, width = "Instruction: find a kettle\nFunction: ", "search_product_by_query", 40
+    example = encode_release(tokenizer, prompt, label, width)
+    ids = tokenizer(prompt + label + tokenizer.eos_token)["input_ids"]
+    n_prompt = len(tokenizer(prompt)["input_ids"])
+    assert example["input_ids"] == ids and example["labels"] == [IGNORE_INDEX] * n_prompt + ids[n_prompt:]
+    batch = ReleasePaddingCollator(eos, width)([example])
+    pad = width - len(ids)
+    assert pad > 0 and batch["input_ids"].shape == (1, width)
+    assert batch["input_ids"][0, -pad:].tolist() == [eos] * pad == batch["labels"][0, -pad:].tolist()
+    assert batch["attention_mask"][0].tolist() == [1] * len(ids) + [0] * pad
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        out = model(**batch)
+        # the release's formula by hand: next-token cross-entropy averaged over every position
+        # from the label's first token to max_length, the EOS padding included
+        logits = out.logits[0]
+        positions = range(n_prompt - 1, width - 1)
+        manual = torch.stack([torch.nn.functional.cross_entropy(logits[p], batch["input_ids"][0, p + 1])
+                              for p in positions]).mean()
+    assert len(positions) == len(ids) - n_prompt + pad
+    assert torch.isclose(out.loss, manual, atol=1e-5)
+
+
+def _sft_examples(tiny_data) -> list[dict[str, str]]:
+    from PUMA.data import function_examples
+
+    return function_examples(project_protocol(), tiny_data.split("train")[:8], "train")
+
+
+def test_modules_to_save_are_trained_saved_and_merged(tiny_data, tiny_model_dir: Path, tmp_path: Path):
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from PUMA.merge import MergeConfig, merge_adapter
+    from PUMA.modeling import write_json
+    from PUMA.sft import SFTConfig, train_sft
+
+    write_json(tmp_path / "f.json", _sft_examples(tiny_data))
+    config = SFTConfig(model_path=str(tiny_model_dir), train_on="function", function_data=str(tmp_path / "f.json"),
+                       output_dir=str(tmp_path / "sft"), max_steps=2, per_device_train_batch_size=2,
+                       gradient_accumulation_steps=1, max_length=96, save_strategy="no", learning_rate=1e-2)
+    out = train_sft(config)
+    record = json.loads((out / "puma_run.json").read_text())
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    lora = sum(p.numel() for n, p in base.named_parameters() if any(t in n for t in ("_proj",)))
+    whole = sum(p.numel() for n, p in base.named_parameters() if "embed_tokens" in n or "lm_head" in n or "norm" in n)
+    assert record["recipe"] == "release" and record["departures_from_release"] == []
+    assert record["trainable_parameters"] > whole  # the saved-whole modules plus the LoRA matrices
+    saved = load_file(out / "adapter_model.safetensors")
+    for module in ("embed_tokens", "lm_head", "input_layernorm", "post_attention_layernorm", "model.norm"):
+        assert any(module in key for key in saved), module
+    assert lora > 0 and any("lora_A" in key for key in saved)
+    merged = AutoModelForCausalLM.from_pretrained(merge_adapter(MergeConfig(adapter_path=str(out),
+                                                                            output_dir=str(tmp_path / "m"))))
+    trained_head = next(v for k, v in saved.items() if "lm_head" in k)
+    assert torch.equal(merged.lm_head.weight, trained_head)
+    assert not torch.equal(merged.lm_head.weight, base.lm_head.weight)
+
+
+def test_warmup_ratio_schedule(tiny_data, tiny_model_dir: Path, tmp_path: Path):
+    from PUMA.sft import SFTConfig, build_sft_trainer
+
+    steps = 20
+    config = SFTConfig(model_path=str(tiny_model_dir), output_dir=str(tmp_path), max_steps=steps, max_length=64)
+    assert config.warmup_ratio == 0.1
+    trainer, _ = build_sft_trainer(config, examples=_sft_examples(tiny_data))
+    trainer.create_optimizer_and_scheduler(num_training_steps=steps)
+    scheduler, peak = trainer.lr_scheduler, config.learning_rate
+    rates = []
+    for _ in range(steps):
+        rates.append(scheduler.get_last_lr()[0])
+        trainer.optimizer.step()
+        scheduler.step()
+    warmup = math.ceil(0.1 * steps)
+    expected = [peak * s / warmup if s < warmup else peak * (steps - s) / (steps - warmup) for s in range(steps)]
+    assert rates == pytest.approx(expected)
+
+
+def test_improved_recipe_packs_and_masks_all_but_the_labels(tiny_model_dir: Path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from PUMA.modeling import load_tokenizer
+    from PUMA.sft import IGNORE_INDEX, PackingCollator, encode_example, per_example_loss
+
+    tokenizer = load_tokenizer(tiny_model_dir)
+    pairs = [("Instruction: find a kettle\nFunction: ", "search_product_by_query"),
+             ("Instruction: review the mug please\nParameter: ", "ok fine")]
+    examples = [encode_example(tokenizer, p, label, 64) for p, label in pairs]
+    batch = PackingCollator()(examples)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    model.config.use_cache = False
+    with torch.no_grad():
+        packed = model(input_ids=batch["input_ids"], position_ids=batch["position_ids"]).logits
+        alone = [model(input_ids=torch.tensor([e["input_ids"]])).logits for e in examples]
+    assert torch.allclose(packed, torch.cat(alone, dim=1), atol=1e-4)  # block-diagonal: each as if alone
+    assert (batch["labels"] != IGNORE_INDEX).sum() == sum(
+        sum(1 for x in e["labels"] if x != IGNORE_INDEX) for e in examples)
+    means = [torch.nn.functional.cross_entropy(a[0, :-1], torch.tensor(e["labels"][1:]), ignore_index=IGNORE_INDEX)
+             for a, e in zip(alone, examples)]
+    assert torch.isclose(per_example_loss(packed, batch["labels"], batch["example_index"]),
+                         torch.stack(means).mean(), atol=1e-4)
+
+
+# --- step 3: generation settings ---------------------------------------------------------------------------------
+def test_generation_settings_and_gpu_batch_size():
+    from transformers import LlamaConfig
+
+    from PUMA.generate import GenerateConfig, auto_batch_size, decoding_settings
+
+    assert decoding_settings(GenerateConfig(mode="function")) == dict(
+        max_new_tokens=32, num_return_sequences=1, num_beams=1, do_sample=False)
+    candidates = decoding_settings(GenerateConfig(mode="param"))
+    assert candidates == dict(max_new_tokens=256, num_return_sequences=10, num_beams=10, do_sample=True,
+                              temperature=1.5, top_p=1.0, early_stopping=True)
+
+    class Bf16:
+        itemsize = 2
+
+    llama7b = LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                          vocab_size=32000)
+    size = auto_batch_size(type("M", (), {"config": llama7b})(), Bf16, 1024, candidates, free_bytes=60 * 2**30)
+    assert 1 <= size < 16  # 10 beams x 1280 tokens of KV cache: a few prompts per call on an 80 GB card
+    with pytest.raises(ValueError, match="lower --num_beams"):
+        auto_batch_size(type("M", (), {"config": llama7b})(), Bf16, 1024, candidates, free_bytes=2**30)
+
+
+def test_live_generation_precision():
+    import torch
+
+    from PUMA.modeling import resolve_dtype
+
+    assert resolve_dtype("auto", "cpu", "float16") == torch.float32
+    assert resolve_dtype("auto", "cuda", "float16") == torch.float16  # the release's fp16 on a GPU
+    assert resolve_dtype("float16", "cpu") == torch.float16
+    with pytest.raises(ValueError, match="dtype"):
+        resolve_dtype("half", "cpu")
+
+
+# --- step 5: the release's pair rule ------------------------------------------------------------------------------
+SCORES = {"a": {"x": 0.2, "y": 0.9, "z": 0.0, "w": 0.9, "v": 0.0}, "tie": {"p": 0.5, "q": 0.5, "r": 0.5},
+          "one": {"s": 1.0}, "unscored": {}, "no_example": {"t": 0.1, "u": 0.3}}
+EXAMPLES = [{"instruction": i, "prompt": f"P-{i}"} for i in ("a", "tie", "one", "unscored", "missing")]
+
+
+def test_release_pair_rule_first_best_last_worst_ties_and_singles():
+    from PUMA.dpo_data import make_pairs
+
+    pairs = make_pairs(SCORES, EXAMPLES, skip_uninformative=False)
+    assert [(p["instruction"], p["chosen"], p["rejected"]) for p in pairs] == [
+        ("a", "y", "v"), ("tie", "p", "r"), ("one", "s", "s")]
+    assert pairs[0]["prompt"] == "P-a" and pairs[0]["chosen_score"] == 0.9 and pairs[0]["rejected_score"] == 0.0
+    assert len(pairs) == sum(1 for e in EXAMPLES if SCORES.get(e["instruction"]))  # one pair per scored example
+    assert [p["instruction"] for p in make_pairs(SCORES, EXAMPLES, skip_uninformative=True)] == ["a"]
+
+
+def test_pair_count_and_records_through_the_step(tmp_path: Path):
+    from PUMA.dpo_data import DPODataConfig, build_dpo_data
+    from PUMA.modeling import write_json
+
+    write_json(tmp_path / "scores.json", SCORES)
+    write_json(tmp_path / "param.json", EXAMPLES)
+    out = build_dpo_data(DPODataConfig(scores_file=str(tmp_path / "scores.json"),
+                                       param_data=str(tmp_path / "param.json"),
+                                       output_file=str(tmp_path / "dpo.json")), log=lambda _: None)
+    record = json.loads((tmp_path / "dpo.puma_run.json").read_text())
+    assert len(json.loads(out.read_text())) == record["pairs"] == record["scored_examples"] == 3
+    with pytest.raises(ValueError, match="made with --recipe release"):
+        build_dpo_data(DPODataConfig(scores_file=str(tmp_path / "scores.json"), param_data=str(out),
+                                     output_file=str(tmp_path / "x.json"), recipe="improved"))
+
+
+# --- step 6: DPO prompt truncation ---------------------------------------------------------------------------------
+def test_release_dpo_cut_only_when_the_pair_does_not_fit():
+    from PUMA.dpo import release_cut, whole_prompt_cut
+
+    prompt, chosen, rejected = list(range(100)), [1] * 10, [2] * 20
+    assert release_cut(prompt, chosen, rejected, 120, 64) == (prompt, chosen, rejected)  # fits: kept whole
+    cut = release_cut(prompt, chosen, rejected, 110, 64)
+    assert cut == (prompt[-64:], chosen, rejected)  # the start (header, instruction) is lost
+    assert release_cut(prompt, chosen, [3] * 80, 110, 64) == (prompt[-64:], chosen, [3] * 46)
+    assert whole_prompt_cut(prompt, chosen, [3] * 80, 110) == (prompt, chosen, [3] * 10)
+    with pytest.raises(ValueError, match="no room for a response"):
+        whole_prompt_cut(prompt, chosen, rejected, 100)
+
+
+def test_dpo_prompts_keep_their_instruction(tiny_puma_data, tiny_model_dir: Path, tmp_path: Path):
+    """Release: every pair that fits in max_length keeps its prompt, instruction included;
+    improved: every prompt keeps its instruction (the memory is shortened instead)."""
+    from PUMA.data import param_examples
+    from PUMA.dpo import DPOStepConfig, encode_pairs, tokenize_pair
+    from PUMA.dpo_data import DPODataConfig, fit_prompts
+    from PUMA.modeling import load_tokenizer
+
+    tokenizer = load_tokenizer(tiny_model_dir)
+    protocol = project_protocol()
+    examples = param_examples(protocol, tiny_puma_data, tiny_puma_data.split("train")[:12], "train", tokenizer, 256, 100)
+    pairs = [{"prompt": e["prompt"], "chosen": e["label"], "rejected": "B000", "instruction": e["instruction"]}
+             for e in examples]
+    lengths = sorted(len(tokenizer(p["prompt"] + p["chosen"])["input_ids"]) + 1 for p in pairs)
+    max_length = lengths[len(lengths) // 2]  # about half the pairs fit
+    release = encode_pairs(DPOStepConfig(max_length=max_length, max_prompt_length=max_length - 40), tokenizer, pairs)
+    fitting = 0
+    for pair, row in zip(pairs, release):
+        prompt_ids, chosen_ids, rejected_ids = tokenize_pair(tokenizer, pair["prompt"], pair["chosen"], pair["rejected"])
+        if len(prompt_ids) + max(len(chosen_ids), len(rejected_ids)) <= max_length:
+            fitting += 1
+            assert row == {"prompt_ids": prompt_ids, "chosen_ids": chosen_ids, "rejected_ids": rejected_ids}
+            assert pair["instruction"] in tokenizer.decode(row["prompt_ids"], skip_special_tokens=True)
+        else:
+            assert row["prompt_ids"] == prompt_ids[-(max_length - 40):]
+    assert 0 < fitting < len(pairs)
+    fitted = [dict(p) for p in pairs]
+    fit_prompts(fitted, examples, DPODataConfig(model_path=str(tiny_model_dir), max_length=max_length))
+    improved = encode_pairs(DPOStepConfig(recipe="improved", max_length=max_length), tokenizer, fitted)
+    for pair, row in zip(pairs, improved):
+        assert pair["instruction"] in tokenizer.decode(row["prompt_ids"], skip_special_tokens=True)
+        assert len(row["prompt_ids"]) + max(len(row["chosen_ids"]), len(row["rejected_ids"])) <= max_length
+
+
+# --- step 7: the release agent's reading rules ---------------------------------------------------------------------
+def test_release_agent_output_rules(fake_protocol):
+    from PersonalWAB.agents.puma import OutputRules, parse_parameters
+
+    release, improved = OutputRules.of(fake_protocol, release=True), OutputRules.of(fake_protocol, release=False)
+    assert parse_parameters(SEARCH, "stop watch", release).name == "stop"
+    assert parse_parameters(SEARCH, "stop watch", improved).arguments == {"query": "stop watch"}
+    assert parse_parameters(SEARCH, "say: hi", release).arguments == {"query": "say: hi"}
+    assert parse_parameters(SEARCH, "say: hi", improved).arguments == {"content": "hi"}
+    assert parse_parameters(REVIEW, "Say: a Say: b", release).arguments == {"content": "b"}
+    assert parse_parameters(RECOMMEND, "B1, B2", release).arguments == {"product_sequence": ["B1", "B2"]}
+
+
+def test_release_agent_formats_memory_by_the_true_task_type(tiny_puma_data, tiny_model_dir: Path):
+    from PersonalWAB.agents.puma import LiveGenerator, PumaAgent
+
+    protocol = project_protocol()
+    task = next(t for t in tiny_puma_data.split("test") if t["type"] == "search"
+                and tiny_puma_data.behaviours_before(t["user_id"], t["timestamp"]))
+    generator = LiveGenerator(str(tiny_model_dir))
+    release = PumaAgent(tiny_puma_data, generator=generator, recipe="release").live_prompt(protocol, task, RECOMMEND)
+    improved = PumaAgent(tiny_puma_data, generator=generator, recipe="improved").live_prompt(protocol, task, RECOMMEND)
+    assert release != improved
+    search_line = protocol.text("puma.taskspe.search").split("<")[0]
+    recommend_line = protocol.text("puma.taskspe.recommend").split("<")[0]
+    assert search_line in release and recommend_line in improved
+
+
+# --- GPU path: launcher and extras ---------------------------------------------------------------------------------
+def _launch(tmp_path: Path, gpus: int, **env: str) -> list[str]:
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    (fake / "nvidia-smi").write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: Fake (UUID: x)'\n" for i in range(gpus)))
+    (fake / "nvidia-smi").chmod(0o755)
+    clean = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "GPUS", "RECIPE")}
+    script = 'source PUMA/scripts/launch_env.sh 2>/dev/null; echo "$N"; echo "${LAUNCH[*]}"; echo "${TRAIN_ARGS[*]}"'
+    done = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True,
+                          env={**clean, "PATH": f"{fake}:{clean['PATH']}", **env})
+    return done.stdout.splitlines() if done.returncode == 0 else [f"rc={done.returncode}", done.stderr]
+
+
+def test_launch_env_uses_the_gpus_that_exist(tmp_path: Path):
+    n, launch, args = _launch(tmp_path, 3)
+    assert n == "3" and "accelerate_multi_gpu.yaml --num_processes 3" in launch and args == "--fp16"
+    n, launch, args = _launch(tmp_path, 3, GPUS="1", RECIPE="improved")
+    assert n == "1" and "accelerate_single_gpu.yaml --num_processes 1" in launch and args == "--bf16"
+    n, launch, args = _launch(tmp_path, 0)
+    assert n == "0" and "accelerate" not in launch and args == ""
+    assert _launch(tmp_path, 1, RECIPE="other")[0] == "rc=2"
+    assert _launch(tmp_path, 2, DEEPSPEED="zero2")[2] == "--fp16 --deepspeed PUMA/configs/deepspeed_zero2.json"
+
+
+def test_gpu_extras_are_pinned_and_configs_parse():
+    lines = [line.split("#")[0].strip() for line in (REPO_ROOT / "requirements-gpu.txt").read_text().splitlines()]
+    packages = [line for line in lines if line and not line.startswith("-")]
+    assert packages and all("==" in line for line in packages)
+    assert any(line.startswith("deepspeed==") for line in packages)
+    for name in ("deepspeed_zero2.json", "deepspeed_zero3.json"):
+        assert json.loads((REPO_ROOT / "PUMA" / "configs" / name).read_text())["zero_optimization"]["stage"] in (2, 3)
