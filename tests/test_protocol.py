@@ -69,6 +69,16 @@ def test_bad_pack_files_are_named(tmp_path):
         read_pack(tmp_path / "absent.json")
 
 
+def test_a_pack_of_another_project_version_asks_for_a_rebuild(fake_pack, tmp_path):
+    pack = json.loads(fake_pack.read_text(encoding="utf-8"))
+    entry = next(iter(pack["files"].values()))
+    entry["texts"].pop(next(iter(entry["texts"])))
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps(pack), encoding="utf-8")
+    with pytest.raises(DataError, match=r"stale.json: .* lacks .*another version of this project: rebuild it"):
+        read_pack(stale)
+
+
 def test_cli_builds_the_pack(fake_release_dir, tmp_path, capsys):
     from PersonalWAB.data.__main__ import main
 

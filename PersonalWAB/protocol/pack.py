@@ -177,13 +177,15 @@ def read_pack(path: Path | str) -> dict[str, Any]:
     if not isinstance(release, dict) or release.get("commit") != RELEASE_COMMIT:
         raise DataError(f"{path}: pack of another release commit; this project reads {RELEASE_COMMIT[:7]}")
     files = pack.get("files")
+    rebuild = ("; the pack was built by another version of this project: rebuild it with "
+               "`python -m PersonalWAB.data protocol --release_dir DIR`")
     for relative, sources in _sources().items():
         texts = (files or {}).get(relative, {}).get("texts") if isinstance(files, dict) else None
         if not isinstance(texts, dict):
-            raise DataError(f"{path}: no texts of {relative}")
+            raise DataError(f"{path}: no texts of {relative}{rebuild}")
         for source in sources:
             if source.key not in texts:
-                raise DataError(f"{path}: {relative} lacks {source.key!r}")
+                raise DataError(f"{path}: {relative} lacks {source.key!r}{rebuild}")
     return pack
 
 
