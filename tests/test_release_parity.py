@@ -92,6 +92,10 @@ def test_diffs_and_score_verdicts() -> None:
     body = {"messages": [{"role": "system", "content": "A"}], "tools": [{"function": {"name": "f"}}]}
     assert body_difference(body, json.loads(json.dumps(body))) == {}
     assert set(body_difference(body, {**body, "messages": [{"role": "system", "content": "B"}]})) == {"messages"}
+    call = {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}]}
+    with_null = {"messages": [{**call, "content": None}]}
+    assert body_difference(with_null, {"messages": [call]}) == {}  # litellm does not send null fields
+    assert set(body_difference({"messages": [{**call, "content": "text"}]}, {"messages": [call]})) == {"messages"}
 
 
 def test_requests_are_tied_to_tasks_in_order() -> None:

@@ -28,8 +28,18 @@ def first_difference(release: str, project: str, context: int = CONTEXT) -> str 
             f"release {release[start:at + context]!r} | project {project[start:at + context]!r}")
 
 
+def wire_message(message: Any) -> Any:
+    """A message as the API reads it: an assistant's `"content": null` beside its tool calls is
+    dropped, because litellm (the project's client) never sends null fields, while the
+    release's OpenAI client sent it; the API reads the two alike."""
+    if isinstance(message, dict) and message.get("role") == "assistant" and message.get("content", "") is None:
+        return {k: v for k, v in message.items() if k != "content"}
+    return message
+
+
 def messages_difference(release: list[Any], project: list[Any]) -> str | None:
     """The first message that differs, named by position and role, and how."""
+    release, project = [wire_message(m) for m in release], [wire_message(m) for m in project]
     for i, (a, b) in enumerate(zip(release, project)):
         if canonical(a) == canonical(b):
             continue
