@@ -276,3 +276,17 @@ def test_training_learns_the_pattern_deterministically(tmp_path: Path) -> None:
 
     trained = SASRecRecommender(tmp_path / "out" / "a.pth", item_map)
     assert asin(15) in trained.recommend([asin(i) for i in range(5, 15)])[:3]
+
+
+def test_equal_models_give_equal_checkpoint_files(tmp_path, monkeypatch):
+    """Rebuilds are checked byte for byte: the scratch name (it holds the pid) must not reach the file."""
+    from PersonalWAB.envs.pwab.functions.recommender.train import save_checkpoint
+
+    torch.manual_seed(0)
+    model = SASRec(3, 5, SASRecConfig(hidden_units=8, num_blocks=1))
+    written = []
+    for pid in (111, 222):  # two processes writing the same model
+        monkeypatch.setattr("os.getpid", lambda: pid)
+        save_checkpoint(model, tmp_path / "pwab.pth", {"run": pid})
+        written.append((tmp_path / "pwab.pth").read_bytes())
+    assert written[0] == written[1]

@@ -264,7 +264,10 @@ def save_checkpoint(model: SASRec, checkpoint_path: Path, report: dict[str, Any]
     """A plain state dict (the official layout) plus `<checkpoint>.json` saying how it was made."""
     checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
     partial = scratch_path(checkpoint_path, "partial")
-    torch.save(model.state_dict(), partial)
+    # Saved through a file object: torch names the archive's root folder after the file it
+    # writes, which for a scratch name (it holds the pid) would make equal models' files differ.
+    with partial.open("wb") as handle:
+        torch.save(model.state_dict(), handle)
     partial.replace(checkpoint_path)
     atomic_write_text(checkpoint_path.with_name(checkpoint_path.name + ".json"), json.dumps(report, indent=2))
 
