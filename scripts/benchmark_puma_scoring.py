@@ -57,16 +57,21 @@ def one_by_one_seconds(engines: Any, tasks: list[dict[str, Any]], candidates: di
     """Seconds to score `sample` candidates one web-function call at a time."""
     from PersonalWAB.agents.puma import parse_parameters
     from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE, WEB_FUNCTIONS
+    from PersonalWAB.envs.pwab.functions.base import ToolContext
     from PersonalWAB.envs.pwab.scoring import score_attempt
 
+    context = ToolContext(engines, engines.protocol)
     jobs = [(task, c) for task in tasks for c in candidates.get(task["task"], [])]
     jobs = random.Random(0).sample(jobs, min(sample, len(jobs)))
     start = time.perf_counter()
     for task, candidate in jobs:
         name = FUNCTION_FOR_TASK_TYPE[task["type"]]
         action = parse_parameters(name, candidate)
-        output = WEB_FUNCTIONS[name](engines, action.arguments)
-        score_attempt(task, name, output, engines.embedder)
+        try:  # as the environment does: a failing call is scored (0, 0)
+            output, failed = WEB_FUNCTIONS[name](context, action.arguments), False
+        except Exception:
+            output, failed = None, True
+        score_attempt(task, name, output, failed, engines.embedder)
     return time.perf_counter() - start, len(jobs)
 
 
