@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import gc
 import hashlib
 import json
 import marshal
@@ -23,6 +22,7 @@ from typing import Any
 
 from PersonalWAB.data import schema
 from PersonalWAB.errors import DataError
+from PersonalWAB.gc_pause import gc_paused
 from PersonalWAB.paths import CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, ArtifactPaths
 
 try:
@@ -143,19 +143,6 @@ PARSED_CACHE = "parsed_data.marshal"
 PARSED_CACHE_VERSION = 1  # bump when `_parse_and_check` changes what it builds
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Any:
-    """Building or reading ~10^6 small dicts and lists triggers the cyclic collector
-    hundreds of times for nothing (none of them is garbage); pausing it halves the load."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _files_key(data_dir: Path) -> list[list[Any]]:
     """Name, size and modification time of every data file: a changed file changes the key."""
     names = [p.name for pattern in (PRODUCT_PARTS, HISTORY_PARTS) for p in data_dir.glob(pattern)]
@@ -179,7 +166,7 @@ def _read_parsed_cache(data_dir: Path, key: list[Any]) -> BenchmarkData | None:
     fraction of the time of parsing and checking the JSON again."""
     path = ArtifactPaths.for_data_dir(data_dir).cache_dir / PARSED_CACHE
     try:
-        with _gc_paused():
+        with gc_paused():
             stored = marshal.loads(path.read_bytes())
     except (OSError, EOFError, ValueError, TypeError):
         return None
@@ -213,7 +200,7 @@ def _load(data_dir: Path) -> BenchmarkData:
     key = _cache_key(data_dir)
     data = _read_parsed_cache(data_dir, key)
     if data is None:
-        with _gc_paused():
+        with gc_paused():
             data = _parse_and_check(data_dir)
         _write_parsed_cache(data, key)
     return data

@@ -13,10 +13,8 @@ a *note* says which checks could not be made.
 
 from __future__ import annotations
 
-import gc
 import json
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -24,6 +22,7 @@ from typing import Any, Iterator
 import orjson
 
 from PersonalWAB.data.schema import TASK_TYPES
+from PersonalWAB.gc_pause import gc_paused
 from PersonalWAB.results import (
     HEADER_KEYS,
     RECORD_KEYS,
@@ -226,19 +225,6 @@ def _describe_previous(element: int, last: Any) -> str:
     return f"truncated: the last complete element is {element - 1}"
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Parsing builds millions of acyclic objects; letting the cyclic collector rescan
-    them (and every file already loaded) on the way makes parsing several times slower."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def read_result_file(path: Path | str) -> tuple[ResultFile | None, list[Problem]]:
     """Parse a result file without giving up on the first bad record.
 
@@ -253,12 +239,12 @@ def read_result_file(path: Path | str) -> tuple[ResultFile | None, list[Problem]
     if not raw.strip():
         return None, [Problem(ERROR, "the file is empty")]
     try:
-        with _gc_paused():
+        with gc_paused():
             content = orjson.loads(raw)
     except orjson.JSONDecodeError:
         try:  # the standard parser also accepts NaN/Infinity, which the record checks then report
             text = raw.decode("utf-8")
-            with _gc_paused():
+            with gc_paused():
                 content = json.loads(text)
         except UnicodeDecodeError as exc:
             return None, [Problem(ERROR, f"not UTF-8 text ({exc})")]
