@@ -28,16 +28,16 @@ every data directory of the checkout, `data/cache/text_embeddings/` or
 directory that shares behaviours with one built before (a copy, a subset, an edited review)
 encodes only its new texts.
 
-Speed (the exact path): PyTorch fp32 through sentence-transformers, texts sorted by length
-so a batch pads little, on the GPU when one is present. On the 2-core CPU machine ONNX
-Runtime (fp32, graph optimisations on, spin-waits off) ran the same ~313-token texts at
-184-211 ms of CPU per text against PyTorch's 109-132 ms (equal within 2e-7); bf16 autocast
-(AMX) took 48 ms per text but moved vectors by 1.4e-3, so it is not offered as exact.
+Speed (the exact path): MiniLM in fp32 (`text_embedding`: ONNX Runtime on the CPU, PyTorch on
+a GPU), texts sorted by length so a batch pads little. On the 2-core CPU machine a
+~313-token behaviour costs ~130 ms of CPU with either backend (about 60 GFLOP/s per core,
+close to what fp32 gets from these cores), so `full`'s 40,600 behaviours take ~45 min once;
+int8 (dynamic quantisation, 1.3x faster, vectors off by up to 0.1) and bf16 (2x faster, off
+by 3e-3) were measured and not offered: neither reaches 10 min nor keeps the rankings.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol as TypingProtocol
+from typing import Any, Callable, Protocol as TypingProtocol
 
 import numpy as np
 
@@ -144,22 +144,6 @@ def _fingerprint(texts: list[str]) -> str:
 
 def _instruction_texts(data: BenchmarkData) -> list[str]:
     return list(dict.fromkeys(t["task"] for split in ("train", "test") for t in data.tasks.get(split, [])))
-
-
-@contextlib.contextmanager
-def torch_threads(threads: int | None) -> Iterator[None]:
-    """Run a block with `threads` intra-op threads (None: leave torch as it is)."""
-    if threads is None:
-        yield
-        return
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def encode_sorted(encoder: Encoder, texts: list[str], label: str, progress: bool = True) -> np.ndarray:
@@ -349,15 +333,11 @@ def shared_behaviour_embeddings(data: BenchmarkData, protocol: Protocol,
 
 
 def build_behaviour_embeddings(data: BenchmarkData, protocol: Protocol, *, force: bool = False,
-                               threads: int | None = None, log: Callable[[str], None] | None = print,
+                               log: Callable[[str], None] | None = print,
                                template: str = MEMORY_TEMPLATE) -> dict[str, float]:
     """Build (or load) the data directory's embedding caches for one behaviour text; seconds
-    per cache built.
-
-    `threads` caps torch's intra-op threads while encoding (None: torch's default).
-    """
-    with torch_threads(threads):
-        return shared_behaviour_embeddings(data, protocol, template).ensure(force=force, log=log)
+    per cache built."""
+    return shared_behaviour_embeddings(data, protocol, template).ensure(force=force, log=log)
 
 
 def reference_agreement(data: BenchmarkData, protocol: Protocol, tasks: list[dict[str, Any]], length: int,

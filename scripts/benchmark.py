@@ -11,8 +11,11 @@ history (whose per-type scores show the personalization signal), and with
 local model server. The headline figures (`memory_embeddings_build_s`, `startup_s`,
 `test_split_wall_s`, `puma_scoring_s`) are printed beside the figures measured before
 issue 13 (`previous`), with the load average, since the machine is shared.
-`--agreement_data_dir DIR` also checks that the cached `relevant` memory of every task
-of DIR equals a one-text-at-a-time reference encoding (top-10 lists and scores).
+`--agreement_data_dir DIR` also rebuilds DIR's memory cache with the exact CPU path and
+checks that the `relevant` memory of every task of DIR equals PyTorch encoding each text
+alone (top-10 lists and scores). The memory cache of `full` takes ~45 min on 2 cores:
+`--no_memory_build` skips it and reports the rate measured on a sample with the
+projected total instead.
 """
 
 from __future__ import annotations
@@ -68,6 +71,35 @@ PREVIOUS = {  # before issue 13, `full` synthetic data, this 2-core machine
     "test_split_wall_s": "30.1 s",
     "puma_scoring_s": "175 s",
 }
+
+
+def memory_encoding_rate(data: Any, sample: int) -> dict[str, Any]:
+    """Texts per second of the exact path on samples of the behaviour and instruction texts
+    (taken across the whole data, so their lengths are typical), and the time the whole
+    memory cache would take at those rates."""
+    from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
+    from PersonalWAB.memory_embeddings import behaviour_texts
+    from PersonalWAB.protocol import load_protocol
+
+    protocol = load_protocol()
+    corpora = {
+        "behaviours": [text for user_id in sorted(data.histories)
+                       for text in behaviour_texts(protocol, data.histories[user_id])],
+        "instructions": list(dict.fromkeys(t["task"] for split in data.tasks.values() for t in split)),
+    }
+    encoder = TextEmbedder()
+    encoder.encode(["warm up"])
+    figures: dict[str, Any] = {"backend": encoder.backend}
+    projected = 0.0
+    for name, texts in corpora.items():
+        chosen = texts[::max(1, len(texts) // sample)][:sample]
+        start = time.perf_counter()
+        encoder.encode(chosen)
+        rate = len(chosen) / (time.perf_counter() - start)
+        figures[name] = {"texts": len(texts), "sample": len(chosen), "texts_per_s": round(rate, 1)}
+        projected += len(texts) / rate
+    figures["projected_build_s"] = round(projected, 1)
+    return figures
 
 
 def load_average() -> list[float]:
@@ -166,6 +198,10 @@ def main() -> int:
     parser.add_argument("--llm_agent", action="store_true",
                         help="also run the whole split with the function-calling agent (relevant memory, "
                              "concurrency 8) against a scripted local model server")
+    parser.add_argument("--no_memory_build", action="store_true",
+                        help="skip building the memory-embedding cache when it is missing; report the rate on a "
+                             "sample of behaviours and the projected build time instead")
+    parser.add_argument("--memory_sample", type=int, default=600, help="behaviour texts timed for the rate")
     parser.add_argument("--agreement_data_dir", default=None,
                         help="check the cached relevant memory of every task of this data dir against a "
                              "one-text-at-a-time reference encoding (e.g. data/synthetic/small)")
@@ -182,7 +218,8 @@ def main() -> int:
     data = load_benchmark_data(data_dir)
     load_s = time.perf_counter() - start
     load_before_builds = load_average()
-    build_artifacts(data, (args.search_backend,), recommender=True, review_embeddings=True, memory_embeddings=True)
+    build_artifacts(data, (args.search_backend,), recommender=True, review_embeddings=True,
+                    memory_embeddings=not args.no_memory_build)
     build_times_file = data.artifacts.cache_dir / "build_times.json"
     build_s = json.loads(build_times_file.read_text()) if build_times_file.exists() else {}
     memory_build = sum(s for name, s in build_s.items() if "_embeddings" in name and "review" not in name)
@@ -193,13 +230,17 @@ def main() -> int:
         "search_backend": args.search_backend,
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "build_s": build_s,
-        "memory_embeddings_build_s": round(memory_build, 1) or None,
+        "memory_encoding": memory_encoding_rate(data, args.memory_sample),
         "load_average_around_builds": [load_before_builds, load_average()],
         "data_load_s": round(load_s, 2),
         "startup_s": round(startup_seconds(data_dir, args.search_backend), 2),
         "load_average_after_startup": load_average(),
         "previous": PREVIOUS,
     }
+    measured = memory_build and not args.no_memory_build
+    figures["memory_embeddings_build_s"] = (round(memory_build, 1) if measured else
+                                            figures["memory_encoding"]["projected_build_s"])
+    figures["memory_embeddings_build_s_is_projection"] = not measured
     engines = shared_engines(data, args.search_backend)
     figures["function_latency_ms"] = function_latencies(data, engines, args.samples)
     with tempfile.TemporaryDirectory() as tmp:
@@ -217,15 +258,17 @@ def main() -> int:
     figures["puma_scoring_s"] = figures["puma_scoring"]["seconds"]
     figures["load_average_after_puma_scoring"] = load_average()
     if args.agreement_data_dir:
-        from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
+        from PersonalWAB.envs.pwab.text_embedding import TextEmbedder, shared_embedder
         from PersonalWAB.memory_embeddings import build_behaviour_embeddings, reference_agreement
         from PersonalWAB.protocol import load_protocol
 
         small = load_benchmark_data(args.agreement_data_dir)
         protocol = load_protocol()
-        build_behaviour_embeddings(small, protocol, log=None)
-        figures["relevant_memory_reference_agreement"] = reference_agreement(
-            small, protocol, small.tasks["train"] + small.tasks["test"], 10, TextEmbedder())
+        build_behaviour_embeddings(small, protocol, force=True, log=None)  # by the exact path of this machine
+        agreement = reference_agreement(small, protocol, small.tasks["train"] + small.tasks["test"], 10,
+                                        TextEmbedder(backend="torch"))
+        figures["relevant_memory_reference_agreement"] = {
+            "cache_backend": shared_embedder().backend, "reference": "torch, one text at a time", **agreement}
     if args.llm_agent:
         with tempfile.TemporaryDirectory() as tmp:
             figures["scripted_llm_function_calling_relevant"] = scripted_llm_split(

@@ -29,7 +29,7 @@ from PersonalWAB.data.loader import load_benchmark_data  # noqa: E402
 from PersonalWAB.interec_memory import InterecMemoryStore, initial_memory, write_memory_file  # noqa: E402
 from PersonalWAB.memory import MEMORY_MODES, TASK_FUNCTIONS, memory_text  # noqa: E402
 from PersonalWAB.protocol import load_protocol  # noqa: E402
-from PersonalWAB.memory_embeddings import BehaviourEmbeddings, build_behaviour_embeddings  # noqa: E402
+from PersonalWAB.memory_embeddings import BehaviourEmbeddings  # noqa: E402
 
 FUNCTION_OF_TYPE = dict(zip(("search", "recommend", "review"), TASK_FUNCTIONS))
 RECMIND_LENGTH = 400  # the paper's RecMind setting
@@ -59,11 +59,15 @@ def load_averages() -> list[float]:
 
 
 def build(data: Any, keep_cache: bool, threads: int) -> dict[str, Any]:
+    from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
+
     behaviours = sum(len(h) for h in data.histories.values())
     start = time.perf_counter()
-    seconds = build_behaviour_embeddings(data, load_protocol(), force=not keep_cache, threads=threads, log=print)
+    encoder = TextEmbedder(threads=threads)
+    seconds = BehaviourEmbeddings(data, load_protocol(), encoder).ensure(force=not keep_cache, log=print)
     total = time.perf_counter() - start
-    result: dict[str, Any] = {"behaviours": behaviours, "threads": threads, "total_seconds": round(total, 1),
+    result: dict[str, Any] = {"behaviours": behaviours, "threads": threads, "backend": encoder.backend,
+                              "total_seconds": round(total, 1),
                               "seconds": {name: round(s, 1) for name, s in seconds.items()}}
     built = [s for name, s in seconds.items() if name.startswith("behaviour_embeddings")]
     if built:
@@ -106,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO_ROOT / "data" / "benchmark_memory.json"))
     parser.add_argument("--split", default="test", choices=("train", "test"))
     parser.add_argument("--length", type=int, default=50, help="memory length (RecMind uses 400)")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads while encoding")
+    parser.add_argument("--threads", type=int, default=2, help="CPU cores while encoding")
     parser.add_argument("--keep_cache", action="store_true", help="reuse a matching cache instead of rebuilding")
     args = parser.parse_args(argv)
 

@@ -345,13 +345,14 @@ def test_a_new_data_dir_reuses_the_stored_vectors_of_texts_it_shares(one_user_di
     assert not np.array_equal(second.behaviours(user_id)[0], first.behaviours(user_id)[0])
 
 
-def test_cached_relevant_memory_equals_encoding_each_text_alone(tiny_data):
-    """The batched, length-sorted, stored path ranks exactly as a one-text-at-a-time encoding."""
-    from PersonalWAB.envs.pwab.text_embedding import shared_embedder
+def test_cached_relevant_memory_equals_pytorch_encoding_each_text_alone(tiny_data):
+    """The batched, length-sorted, stored path (ONNX Runtime on a CPU) ranks exactly as
+    PyTorch encoding one text at a time."""
+    from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
     from PersonalWAB.memory_embeddings import reference_agreement
 
     user_id = tiny_data.tasks["test"][0]["user_id"]
     tasks = [t for t in tiny_data.tasks["test"] if t["user_id"] == user_id][:3]
-    report = reference_agreement(tiny_data, PROTOCOL, tasks, 10, shared_embedder())
+    report = reference_agreement(tiny_data, PROTOCOL, tasks, 10, TextEmbedder(backend="torch"))
     assert report["equal_top_lists"] == report["tasks"] == len(tasks)
     assert report["max_score_diff"] <= 1e-5

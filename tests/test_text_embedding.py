@@ -1,0 +1,78 @@
+"""The MiniLM backends: ONNX Runtime (the CPU default) computes what PyTorch computes."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from PersonalWAB.envs.pwab import text_embedding
+from PersonalWAB.envs.pwab.text_embedding import BACKEND_ENV, TextEmbedder, default_backend, export_onnx
+
+TEXTS = [
+    "",
+    "   ",
+    "  leading and trailing spaces  ",
+    "Héllo wörld ☃ 😀 中文字符",
+    "tab\tand\nnewline",
+    "UPPER lower MiXeD, punctuation!?",
+    "The battery lasts two days and charges quickly. " * 3,
+    "word " * 700,  # past the 512-token limit: truncated the same way
+]
+
+
+@pytest.fixture(scope="module")
+def torch_vectors():
+    return TextEmbedder(backend="torch").encode(TEXTS)
+
+
+def test_onnx_equals_pytorch_batched_and_alone(torch_vectors):
+    onnx = TextEmbedder(backend="onnx", batch_size=3)  # several batches of different lengths
+    batched = onnx.encode(TEXTS)
+    alone = np.stack([onnx.encode([text])[0] for text in TEXTS])
+    assert batched.shape == (len(TEXTS), text_embedding.DIMENSION) and batched.dtype == np.float32
+    assert np.abs(batched - torch_vectors).max() <= 1e-6
+    assert np.abs(alone - torch_vectors).max() <= 1e-6
+    assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-6)
+
+
+def test_threads_encoding_at_once_get_their_own_vectors(torch_vectors):
+    onnx = TextEmbedder(backend="onnx")
+    results: dict[int, np.ndarray] = {}
+
+    def encode(i: int) -> None:
+        results[i] = np.stack([onnx.encode([text])[0] for text in TEXTS[i % 4:] + TEXTS[:i % 4]])
+
+    workers = [threading.Thread(target=encode, args=(i,)) for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    for i, vectors in results.items():
+        expected = np.concatenate([torch_vectors[i % 4:], torch_vectors[:i % 4]])
+        assert np.abs(vectors - expected).max() <= 1e-6
+    assert len(results) == 4
+
+
+def test_backend_choice(monkeypatch):
+    monkeypatch.setenv(BACKEND_ENV, "torch")
+    assert default_backend() == "torch"
+    monkeypatch.setenv(BACKEND_ENV, "tensorflow")
+    with pytest.raises(ValueError, match=BACKEND_ENV):
+        default_backend()
+    monkeypatch.delenv(BACKEND_ENV)
+    monkeypatch.setattr(text_embedding, "_gpu_present", lambda: False)
+    assert default_backend() == "onnx"
+    monkeypatch.setattr(text_embedding, "_gpu_present", lambda: True)
+    assert default_backend() == "torch"
+    with pytest.raises(ValueError, match="embedding backend"):
+        TextEmbedder(backend="tensorflow")
+
+
+def test_an_export_that_differs_from_pytorch_is_refused_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(text_embedding, "EXPORT_TOLERANCE", -1.0)  # any difference at all is too much
+    target = tmp_path / "onnx" / "minilm.onnx"
+    with pytest.raises(RuntimeError, match="differs from PyTorch"):
+        export_onnx(text_embedding.default_model_path(), target)
+    assert list(target.parent.iterdir()) == []
