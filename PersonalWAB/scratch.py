@@ -63,14 +63,22 @@ def atomic_write_text(path: Path, text: str, exclusive: bool = False) -> None:
     stays valid JSON that reads back to the same string.
 
     `exclusive`: create the file only if the name is free (FileExistsError otherwise), still
-    whole: the scratch file is hard-linked into place, so no reader ever sees it empty."""
+    whole: the scratch file is hard-linked into place, so no reader ever sees it empty. On a
+    file system without hard links (some FUSE and FAT mounts) the name is claimed with an
+    exclusive create and then filled, so a reader may see it empty for that moment."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8", "backslashreplace")
     tmp = scratch_path(path)
-    tmp.write_bytes(text.encode("utf-8", "backslashreplace"))
+    tmp.write_bytes(data)
     if not exclusive:
         os.replace(tmp, path)
         return
     try:
         os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links here
+        with open(path, "xb") as handle:
+            handle.write(data)
     finally:
         tmp.unlink(missing_ok=True)

@@ -109,6 +109,21 @@ def test_a_checkpoint_holds_its_run_args_and_a_claimed_name_is_never_reused(tmp_
     assert read_run_file(path).run_args == {"seed": 3}
 
 
+def test_a_name_is_claimed_whole_where_hard_links_are_refused(tmp_path, monkeypatch):
+    from PersonalWAB import scratch
+
+    def refuse(source, target):
+        raise PermissionError(1, "Operation not permitted")  # what a FAT or FUSE mount answers
+
+    monkeypatch.setattr(scratch.os, "link", refuse)
+    path = tmp_path / "r.json"
+    scratch.atomic_write_text(path, '{"a": 1}', exclusive=True)
+    assert path.read_text() == '{"a": 1}'
+    with pytest.raises(FileExistsError):
+        scratch.atomic_write_text(path, '{"a": 2}', exclusive=True)
+    assert path.read_text() == '{"a": 1}' and [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
 def test_text_utf8_cannot_encode_is_checkpointed_as_a_json_escape(tmp_path):
     path = tmp_path / "r.json"
     broken = record(0, "review", [1], [0.5])
