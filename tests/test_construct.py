@@ -321,6 +321,33 @@ def test_killed_build_repeats_no_call_and_ends_identical(built, tmp_path: Path) 
 # ---------------------------------------------------------------- answers the pipeline cannot use
 
 
+def test_repairs_resend_unusable_and_rechecked_answers_while_rounds_remain() -> None:
+    from PersonalWAB.construct.llm_cache import Answer, ask_with_repairs, request
+
+    class ScriptedLLM:  # answers by how many times the same conversation was asked
+        def __init__(self, script: dict[str, list[str]]):
+            self.script, self.labels = script, []
+
+        def ask_all(self, requests, label):
+            self.labels.append(label)
+            return [Answer(self.script[r.messages[1]["content"]][(len(r.messages) - 2) // 2], 0, 0, 0.0, True, False)
+                    for r in requests]
+
+    def parse(text: str) -> str:
+        if text.startswith("bad"):
+            raise prompts.AnswerError(f"unusable: {text}")
+        return text
+
+    llm = ScriptedLLM({"a": ["bad 1", "fine a"], "b": ["same", "fresh b"], "c": ["same", "x"], "d": ["bad"] * 3})
+    asked = ask_with_repairs(llm, [request("sys", user, 10) for user in "abcd"], parse, "fix: {problem}",
+                             "item", 2, recheck=lambda values: [i for i in (2,) if values[i] == values[1]],
+                             recheck_message="say it differently")
+    assert asked.values == ["fine a", "same", "x", None]
+    assert asked.problems == [None, None, None, "unusable: bad"]
+    assert asked.repair_requests == 3 + 1  # a, c (a repeat of b) and d in round 2; d in round 3
+    assert llm.labels == ["writing items", "re-asking for 3 item(s)", "re-asking for 1 item(s)"]
+
+
 def test_unusable_answers_are_sent_back_then_dropped(raw_dir: Path, tmp_path: Path) -> None:
     stubborn = {}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from PersonalWAB.construct import prompts
 from PersonalWAB.construct.config import BuildConfig
-from PersonalWAB.construct.llm_cache import CachedLLM, Request, request
+from PersonalWAB.construct.llm_cache import CachedLLM, Request, ask_with_repairs, request
 
 Log = Callable[[str], None]
 REPAIRS = 3
@@ -47,31 +47,11 @@ def write_instructions(config: BuildConfig, llm: CachedLLM, histories: dict[str,
                        profiles: dict[str, dict[str, str]], plan: list[dict[str, Any]], log: Log) -> dict[str, Any]:
     """The `instructions` step's output: the train and test task lists and what was lost."""
     entries = [e for e in plan if e["user_id"] in profiles]
-    conversations = instruction_requests(config, histories, profiles, plan)
-    texts: list[str | None] = [None] * len(entries)
-    replies = [""] * len(entries)
-    pending = list(range(len(entries)))
-    repairs = 0
-    for attempt in range(REPAIRS + 1):
-        if not pending:
-            break
-        repairs += len(pending) if attempt else 0
-        label = "writing instructions" if attempt == 0 else f"re-asking for {len(pending)} instruction(s)"
-        answers = llm.ask_all([conversations[i] for i in pending], label)
-        for i, answer in zip(pending, answers):
-            replies[i] = answer.content
-            try:
-                texts[i] = prompts.parse_instruction(answer.content)
-            except prompts.AnswerError as exc:
-                texts[i] = None
-                conversations[i] = conversations[i].then(answer.content, prompts.INSTRUCTION_RETRY.format(problem=exc))
-        pending = [i for i, text in enumerate(texts) if text is None]
-        if attempt < REPAIRS:
-            for i in _repeats(entries, texts):
-                texts[i] = None
-                conversations[i] = conversations[i].then(replies[i], prompts.INSTRUCTION_DUPLICATE)
-                pending.append(i)
-            pending.sort()
+    asked = ask_with_repairs(llm, instruction_requests(config, histories, profiles, plan), prompts.parse_instruction,
+                             prompts.INSTRUCTION_RETRY, "instruction", REPAIRS,
+                             recheck=lambda texts: _repeats(entries, texts),
+                             recheck_message=prompts.INSTRUCTION_DUPLICATE)
+    texts = asked.values
     tasks: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
     for entry, text in zip(entries, texts):
         if text is not None:
@@ -81,7 +61,7 @@ def write_instructions(config: BuildConfig, llm: CachedLLM, histories: dict[str,
     repeats = len(_repeats(entries, texts))
     if lost or repeats:
         log(f"instructions: {lost} task(s) dropped without a usable instruction, {repeats} repeated text(s) kept")
-    return {"tasks": tasks, "dropped": lost, "repeated": repeats, "repair_requests": repairs,
+    return {"tasks": tasks, "dropped": lost, "repeated": repeats, "repair_requests": asked.repair_requests,
             "skipped_without_profile": len(plan) - len(entries)}
 
 

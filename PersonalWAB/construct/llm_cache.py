@@ -276,3 +276,51 @@ def price(route: str, prompt_tokens: int, completion_tokens: int) -> float | Non
     except Exception:
         return None
     return float(prompt_usd) + float(completion_usd)
+
+
+@dataclass
+class Repaired:
+    """What `ask_with_repairs` got: per request, the parsed answer (None: none usable), the
+    last reply, and why that reply was unusable; and how many repair requests were sent."""
+
+    values: list[Any]
+    replies: list[str]
+    problems: list[str | None]
+    repair_requests: int
+
+
+def ask_with_repairs(llm: CachedLLM, conversations: Sequence[Request], parse: Callable[[str], Any],
+                     retry_template: str, noun: str, repairs: int,
+                     recheck: Callable[[list[Any]], list[int]] | None = None,
+                     recheck_message: str = "") -> Repaired:
+    """Ask every conversation, then send each unusable answer back (`retry_template` with the
+    `{problem}` that `parse` raised as `AnswerError`), up to `repairs` more rounds.
+    `recheck(values)` names usable answers that must be asked again as well, with
+    `recheck_message`, while rounds remain (e.g. an instruction that repeats another)."""
+    from PersonalWAB.construct.prompts import AnswerError
+
+    conversations = list(conversations)
+    size = len(conversations)
+    values: list[Any] = [None] * size
+    replies, problems = [""] * size, [None] * size
+    pending, sent = list(range(size)), 0
+    for attempt in range(repairs + 1):
+        if not pending:
+            break
+        sent += len(pending) if attempt else 0
+        label = f"writing {noun}s" if attempt == 0 else f"re-asking for {len(pending)} {noun}(s)"
+        for i, answer in zip(pending, llm.ask_all([conversations[i] for i in pending], label)):
+            replies[i] = answer.content
+            try:
+                values[i], problems[i] = parse(answer.content), None
+            except AnswerError as exc:
+                values[i], problems[i] = None, str(exc)
+                conversations[i] = conversations[i].then(answer.content, retry_template.format(problem=exc))
+        pending = [i for i, value in enumerate(values) if value is None]
+        if recheck is not None and attempt < repairs:
+            for i in recheck(values):
+                values[i] = None
+                conversations[i] = conversations[i].then(replies[i], recheck_message)
+                pending.append(i)
+            pending.sort()
+    return Repaired(values, replies, problems, sent)

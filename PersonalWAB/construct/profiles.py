@@ -13,7 +13,7 @@ from typing import Any
 
 from PersonalWAB.construct import prompts
 from PersonalWAB.construct.config import BuildConfig
-from PersonalWAB.construct.llm_cache import CachedLLM, Request, request
+from PersonalWAB.construct.llm_cache import CachedLLM, Request, ask_with_repairs, request
 
 Log = Callable[[str], None]
 REPAIRS = 2
@@ -39,28 +39,15 @@ def profile_requests(config: BuildConfig, histories: dict[str, list[dict[str, An
 def write_profiles(config: BuildConfig, llm: CachedLLM, histories: dict[str, list[dict[str, Any]]],
                    log: Log) -> dict[str, Any]:
     """The `profiles` step's output: profiles by user, and the users dropped with the reason."""
-    pending = profile_requests(config, histories)
+    requests = profile_requests(config, histories)
     dropped = {u: f"no behaviour in the {'/'.join(config.profile_splits)} split(s)"
-               for u in histories if u not in pending}
-    profiles: dict[str, dict[str, str]] = {}
-    repairs = 0
-    for attempt in range(REPAIRS + 1):
-        if not pending:
-            break
-        repairs += len(pending) if attempt else 0
-        label = "writing profiles" if attempt == 0 else f"re-asking for {len(pending)} profile(s)"
-        answers = llm.ask_all(list(pending.values()), label)
-        retry: dict[str, Request] = {}
-        for (user_id, req), answer in zip(pending.items(), answers):
-            try:
-                profiles[user_id] = prompts.parse_profile(answer.content)
-            except prompts.AnswerError as exc:
-                dropped[user_id] = str(exc)
-                retry[user_id] = req.then(answer.content, prompts.PROFILE_RETRY.format(problem=exc))
-        pending = retry
-    dropped = {u: reason for u, reason in dropped.items() if u not in profiles}
+               for u in histories if u not in requests}
+    asked = ask_with_repairs(llm, list(requests.values()), prompts.parse_profile, prompts.PROFILE_RETRY,
+                             "profile", REPAIRS)
+    profiles = {u: value for u, value in zip(requests, asked.values) if value is not None}
+    dropped.update({u: problem for u, problem in zip(requests, asked.problems) if problem is not None})
     if dropped:
         log(f"profiles: dropped {len(dropped)} user(s) whose profile could not be written, e.g. "
             f"{next(iter(dropped))}: {next(iter(dropped.values()))}")
     return {"profiles": {u: profiles[u] for u in sorted(profiles)}, "dropped": dict(sorted(dropped.items())),
-            "repair_requests": repairs}
+            "repair_requests": asked.repair_requests}
