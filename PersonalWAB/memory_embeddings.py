@@ -218,7 +218,9 @@ class BehaviourEmbeddings:
     """Cached embeddings of one data directory's behaviours and instructions.
 
     Loaded (or built, once) on first use, under a lock, so threads can share one
-    instance; afterwards lookups are lock-free reads of memory-mapped arrays.
+    instance; afterwards lookups are lock-free reads of memory-mapped arrays. A run over
+    some users only calls `prepare_users` first, which encodes just theirs when the whole
+    cache is not built yet.
     """
 
     def __init__(self, data: BenchmarkData, protocol: Protocol, encoder: Encoder | None = None,
@@ -234,6 +236,7 @@ class BehaviourEmbeddings:
         self._instructions: np.ndarray | None = None
         self._instruction_rows: dict[str, int] = {}
         self._adhoc: dict[str, np.ndarray] = {}
+        self._partial: dict[str, np.ndarray] | None = None  # user -> rows, after `prepare_users`
 
     @property
     def encoder(self) -> Encoder:
@@ -257,17 +260,61 @@ class BehaviourEmbeddings:
             self._ensure_instructions(force, log, seconds)
             return seconds
 
+    def prepare_users(self, user_ids: set[str], instructions: list[str],
+                      log: Callable[[str], None] | None = _to_stderr) -> int:
+        """Get ready for lookups of these users and instructions only: load the whole cache
+        when it is built, else encode just their texts (through the text store, so a later
+        whole build reuses them; nothing is written to the data directory). Returns how
+        many texts were encoded. Other users are encoded when first asked for."""
+        with self._lock:
+            if self._instructions is not None:
+                return 0
+            if self._partial is None and self._ensure_behaviours(False, None, {}, encode=False):
+                self._ensure_instructions(False, log, {})
+                return 0
+            self._partial = self._partial or {}
+            chosen = sorted(u for u in user_ids if u in self.data.histories and u not in self._partial)
+            texts = [behaviour_texts(self.protocol, self.data.histories[u], self.template) for u in chosen]
+            wanted = [text for text in dict.fromkeys(instructions) if text not in self._adhoc]
+            vectors, encoded = encode_with_store(self.encoder, [t for user in texts for t in user] + wanted,
+                                                 f"texts of {len(chosen)} user(s)", progress=log is not None)
+            first = 0
+            for user_id, user_texts in zip(chosen, texts):
+                self._partial[user_id] = vectors[first:first + len(user_texts)]
+                first += len(user_texts)
+            self._adhoc.update(zip(wanted, vectors[first:]))
+            if log is not None:
+                log(f"embedded {encoded} behaviour and instruction texts of the run's {len(chosen)} user(s) with "
+                    f"MiniLM (the others were in the text store; the whole cache is built by "
+                    f"`python -m PersonalWAB.build`)")
+            return encoded
+
+    def _user_rows(self, user_id: str) -> np.ndarray:
+        """A user's rows after `prepare_users`, encoding a user it did not cover."""
+        rows = self._partial.get(user_id) if self._partial is not None else None
+        if rows is None:
+            texts = behaviour_texts(self.protocol, self.data.histories.get(user_id, []), self.template)
+            rows = encode_with_store(self.encoder, texts, "behaviours", progress=False)[0]
+            with self._lock:
+                self._partial[user_id] = rows
+        return rows
+
     def _ensure_behaviours(self, force: bool, log: Callable[[str], None] | None,
-                           seconds: dict[str, float]) -> None:
+                           seconds: dict[str, float], encode: bool = True) -> bool:
         users: dict[str, list[int]] = {}
         texts: list[str] = []
         for user_id in sorted(self.data.histories):
             behaviours = self.data.histories[user_id]
             users[user_id] = [len(texts), len(behaviours)]
             texts.extend(behaviour_texts(self.protocol, behaviours, self.template))
-        matrix, meta = self._load_or_encode(self.name, "behaviours", texts, {"users": users}, force, log, seconds)
+        loaded = self._load_or_encode(self.name, "behaviours", texts, {"users": users}, force, log, seconds, encode)
+        if loaded is None:
+            return False
+        matrix, meta = loaded
         self._behaviours = matrix
         self._users = {user_id: (first, count) for user_id, (first, count) in meta["users"].items()}
+        self._partial = None
+        return True
 
     def _ensure_instructions(self, force: bool, log: Callable[[str], None] | None,
                              seconds: dict[str, float]) -> None:
@@ -276,12 +323,13 @@ class BehaviourEmbeddings:
         self._instruction_rows = {text: row for row, text in enumerate(texts)}
 
     def _load_or_encode(self, name: str, label: str, texts: list[str], meta: dict[str, Any], force: bool,
-                        log: Callable[[str], None] | None, seconds: dict[str, float]) -> tuple[Any, dict[str, Any]]:
-        """The cached matrix of `texts` when it matches them, else encode and cache it."""
+                        log: Callable[[str], None] | None, seconds: dict[str, float],
+                        encode: bool = True) -> tuple[Any, dict[str, Any]] | None:
+        """The cached matrix of `texts` when it matches them, else (with `encode`) encode and cache it."""
         fingerprint = _fingerprint(texts)
         cache_dir = self.data.artifacts.cache_dir
         loaded = None if force else _load(cache_dir, name, fingerprint)
-        if loaded is None:
+        if loaded is None and encode:
             start = time.perf_counter()
             matrix, encoded = encode_with_store(self.encoder, texts, label, progress=log is not None, reuse=not force)
             if log is not None:
@@ -295,10 +343,11 @@ class BehaviourEmbeddings:
     def instruction(self, text: str) -> np.ndarray:
         """The instruction's embedding: from the cache, or encoded live (and kept)
         for an instruction the data does not hold."""
-        self.ensure()
-        row = self._instruction_rows.get(text)
-        if row is not None:
-            return self._instructions[row]
+        if self._partial is None:
+            self.ensure()
+            row = self._instruction_rows.get(text)
+            if row is not None:
+                return self._instructions[row]
         vector = self._adhoc.get(text)
         if vector is None:
             vector = self.encoder.encode([text])[0]
@@ -308,9 +357,13 @@ class BehaviourEmbeddings:
 
     def behaviours(self, user_id: str, count: int | None = None) -> np.ndarray:
         """The user's first `count` behaviour rows (all by default), oldest first."""
-        self.ensure()
-        first, total = self._users.get(user_id, (0, 0))
-        return self._behaviours[first:first + (total if count is None else min(count, total))]
+        if self._partial is not None:
+            rows = self._user_rows(user_id)
+        else:
+            self.ensure()
+            first, total = self._users.get(user_id, (0, 0))
+            rows = self._behaviours[first:first + total]
+        return rows if count is None else rows[:count]
 
     def scores(self, user_id: str, instruction: str, count: int) -> np.ndarray:
         """Cosine similarity of the instruction to each of the user's first `count`

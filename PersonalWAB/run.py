@@ -343,9 +343,17 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line) -> RunOutcome:
     for path in remove_stale(plan.output.parent):
         log(f"removed {path}, left by a run that was killed")
     kinds = {tasks[tid]["type"] for _, tid in plan.jobs}
+    ranked_memory = config.agent_memory in ("relevant", "taskspe")
+    users = {tasks[tid]["user_id"] for _, tid in plan.jobs}
+    some_users = ranked_memory and len(users) < len(data.histories)  # encode theirs only, unless built
     build_artifacts(data, (config.search_backend,) if "search" in kinds else (),
-                    recommender="recommend" in kinds,
-                    memory_embeddings=config.agent_memory in ("relevant", "taskspe"), log=log, protocol=protocol)
+                    recommender="recommend" in kinds, memory_embeddings=ranked_memory and not some_users,
+                    log=log, protocol=protocol)
+    if some_users:
+        from PersonalWAB.memory_embeddings import shared_behaviour_embeddings
+
+        shared_behaviour_embeddings(data, protocol).prepare_users(
+            users, [tasks[tid]["task"] for _, tid in plan.jobs], log=log)
     engines = shared_engines(data, config.search_backend, protocol)
     cache_review_embeddings(data, [tasks[tid] for _, tid in plan.jobs])
     random_memory = None

@@ -132,23 +132,26 @@ def test_relevant_memory_ranks_the_full_behaviour_texts(tiny_data):
     assert sorted(map(id, ranked)) == sorted(map(id, past))
 
 
-@pytest.fixture()
-def one_user_dir(tiny_data_dir, tmp_path):
-    """Tiny data cut to one user, so building its cache twice stays cheap."""
-    out = tmp_path / "one_user"
+def first_users_dir(tiny_data_dir: Path, out: Path, count: int) -> Path:
+    """Tiny data cut to its first `count` users, so building their cache stays cheap."""
     out.mkdir()
     histories = {}
     for part in sorted(tiny_data_dir.glob("user_history_part_*.json")):
         histories.update(json.loads(part.read_text()))
-    user_id = sorted(histories)[0]
+    users = sorted(histories)[:count]
     for path in tiny_data_dir.glob("*.json"):
         if not path.name.startswith("user_history_part_"):
             shutil.copy(path, out / path.name)
-    (out / "user_history_part_1.json").write_text(json.dumps({user_id: histories[user_id]}))
+    (out / "user_history_part_1.json").write_text(json.dumps({u: histories[u] for u in users}))
     tasks = json.loads((tiny_data_dir / "user_instructions.json").read_text())
     (out / "user_instructions.json").write_text(json.dumps(
-        {split: [t for t in items if t["user_id"] == user_id] for split, items in tasks.items()}))
+        {split: [t for t in items if t["user_id"] in users] for split, items in tasks.items()}))
     return out
+
+
+@pytest.fixture()
+def one_user_dir(tiny_data_dir, tmp_path):
+    return first_users_dir(tiny_data_dir, tmp_path / "one_user", 1)
 
 
 def test_cache_is_reused_kept_per_protocol_and_invalidated(one_user_dir, tmp_path, fake_protocol):
@@ -343,6 +346,41 @@ def test_a_new_data_dir_reuses_the_stored_vectors_of_texts_it_shares(one_user_di
     assert encoder.texts - encoded == 1, "only the edited behaviour's text is new"
     assert np.array_equal(second.behaviours(user_id)[1:], first.behaviours(user_id)[1:])
     assert not np.array_equal(second.behaviours(user_id)[0], first.behaviours(user_id)[0])
+
+
+def test_a_run_over_some_users_encodes_only_theirs_and_ranks_as_the_whole_cache(tiny_data_dir, tmp_path,
+                                                                               monkeypatch):
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.memory_embeddings import STORE_ENV
+
+    monkeypatch.setenv(STORE_ENV, str(tmp_path / "store"))
+    data = load_benchmark_data(first_users_dir(tiny_data_dir, tmp_path / "two_users", 2))
+    first_user, second_user = sorted(data.histories)
+    tasks = [t for t in data.tasks["test"] if t["user_id"] == first_user]
+    instructions = {t["task"] for t in tasks}
+    encoder = StoredCountingEncoder()
+    partial = BehaviourEmbeddings(data, PROTOCOL, encoder)
+    encoded = partial.prepare_users({first_user}, [t["task"] for t in tasks], log=None)
+    assert encoded == encoder.texts == len(data.histories[first_user]) + len(instructions)
+    assert not list(data.artifacts.cache_dir.glob("behaviour_embeddings_*")), "nothing written to the data dir"
+
+    whole = BehaviourEmbeddings(data, PROTOCOL, encoder)
+    whole.ensure(log=None)
+    every_instruction = {t["task"] for split in data.tasks.values() for t in split}
+    assert encoder.texts - encoded == len(data.histories[second_user]) + len(every_instruction - instructions), \
+        "the whole build encodes only what the partial one did not"
+    for task in tasks:
+        past = len(data.behaviours_before(first_user, task["timestamp"]))
+        expected = whole.scores(first_user, task["task"], past)
+        got = partial.scores(first_user, task["task"], past)
+        assert np.abs(got - expected).max(initial=0.0) <= 1e-6
+        assert np.array_equal(np.argsort(-got, kind="stable"), np.argsort(-expected, kind="stable"))
+    assert np.abs(partial.behaviours(second_user) - whole.behaviours(second_user)).max() <= 1e-6  # asked late
+
+    before = encoder.texts
+    reopened = BehaviourEmbeddings(data, PROTOCOL, encoder)
+    assert reopened.prepare_users({first_user}, [t["task"] for t in tasks], log=None) == 0
+    assert encoder.texts == before and np.array_equal(reopened.behaviours(first_user), whole.behaviours(first_user))
 
 
 def test_cached_relevant_memory_equals_pytorch_encoding_each_text_alone(tiny_data):
