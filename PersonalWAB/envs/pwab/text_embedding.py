@@ -118,7 +118,7 @@ def export_onnx(model_path: Path, target: Path) -> None:
     from transformers import AutoModel
     from transformers.utils import logging as transformers_logging
 
-    from PersonalWAB.scratch import scratch_path
+    from PersonalWAB.scratch import remove_stale, scratch_path
 
     _offline_hub()
     transformers_logging.disable_progress_bar()
@@ -144,6 +144,7 @@ def export_onnx(model_path: Path, target: Path) -> None:
     probes = ["A probe sentence.", "Another, longer probe: the battery lasts two days and charges quickly."]
     inputs = _batch(tokenizer, probes)
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(target.parent)  # what an export that was killed left
     scratch = scratch_path(target)
     try:
         with warnings.catch_warnings(), torch.no_grad():
@@ -189,9 +190,9 @@ def _batch(tokenizer: Any, texts: list[str]) -> dict[str, Any]:
 class OnnxMiniLM:
     """ONNX Runtime on the CPU. Each call runs on one core and the session and the
     configured tokenizer are safe to share, so worker threads encode at the same time and a
-    long list is spread over `threads` cores batch by batch: on two cores this scored a
-    test split's reviews 1.7x faster than one call spread over both cores (spin-waits are
-    off either way, so a busy machine loses nothing to idle threads)."""
+    long list is spread over `threads` cores batch by batch: on two cores the offline agent's
+    test split on `full` ran in 20.7 s this way against 34.4 s with each call spread over both
+    cores (spin-waits are off either way, so a busy machine loses nothing to idle threads)."""
 
     def __init__(self, model_path: Path, model_id: str, threads: int | None):
         import onnxruntime
