@@ -51,10 +51,10 @@ from typing import Any, Callable, Protocol as TypingProtocol
 import numpy as np
 
 from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.envs.pwab.text_embedding import DIMENSION
 from PersonalWAB.protocol import Protocol
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
-DIMENSION = 384
 CHUNK = 256  # texts per encode call: several batches, with a progress update between them
 STORE_ENV = "PERSONALWAB_EMBEDDING_STORE"
 BEHAVIOURS = "behaviour_embeddings"
@@ -143,7 +143,8 @@ def _fingerprint(texts: list[str]) -> str:
     return digest.hexdigest()
 
 
-def _instruction_texts(data: BenchmarkData) -> list[str]:
+def instruction_texts(data: BenchmarkData) -> list[str]:
+    """The distinct instructions of the train split then the test split, in order of first appearance."""
     return list(dict.fromkeys(t["task"] for split in ("train", "test") for t in data.tasks.get(split, [])))
 
 
@@ -318,7 +319,7 @@ class BehaviourEmbeddings:
 
     def _ensure_instructions(self, force: bool, log: Callable[[str], None] | None,
                              seconds: dict[str, float]) -> None:
-        texts = _instruction_texts(self.data)
+        texts = instruction_texts(self.data)
         self._instructions, _ = self._load_or_encode(INSTRUCTIONS, "instructions", texts, {}, force, log, seconds)
         self._instruction_rows = {text: row for row, text in enumerate(texts)}
 

@@ -78,14 +78,14 @@ def memory_encoding_rate(data: Any, sample: int) -> dict[str, Any]:
     (taken across the whole data, so their lengths are typical), and the time the whole
     memory cache would take at those rates."""
     from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
-    from PersonalWAB.memory_embeddings import behaviour_texts
+    from PersonalWAB.memory_embeddings import behaviour_texts, instruction_texts
     from PersonalWAB.protocol import load_protocol
 
     protocol = load_protocol()
     corpora = {
         "behaviours": [text for user_id in sorted(data.histories)
                        for text in behaviour_texts(protocol, data.histories[user_id])],
-        "instructions": list(dict.fromkeys(t["task"] for split in data.tasks.values() for t in split)),
+        "instructions": instruction_texts(data),
     }
     encoder = TextEmbedder()
     encoder.encode(["warm up"])
