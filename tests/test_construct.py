@@ -98,8 +98,8 @@ def test_raw_records_convert_and_stream(tmp_path: Path) -> None:
             "videos": [], "store": None, "categories": [], "details": '{"Brand": "Lumo"}',
             "parent_asin": "B0LAMP", "bought_together": None}
     product = amazon_raw.to_product(meta, "here")
-    assert product == {"main_category": "", "title": "Lamp", "average_rating": 0.0, "rating_number": 0,
-                       "features": [], "description": ["One line"], "price": 1299.5, "store": "",
+    assert product == {"main_category": None, "title": "Lamp", "average_rating": 0.0, "rating_number": 0,
+                       "features": [], "description": ["One line"], "price": 1299.5, "store": None,
                        "categories": [], "details": {"Brand": "Lumo"}, "parent_asin": "B0LAMP"}
     assert [amazon_raw.price_of(v) for v in (None, "None", 3, "call us", True)] == [None, "None", 3.0, "None", "None"]
     with pytest.raises(DataError, match="here.details"):

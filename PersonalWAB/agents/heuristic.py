@@ -81,13 +81,14 @@ def usual_store(instruction: str, memory: list[dict[str, Any]]) -> str | None:
 
     def overlap(behaviour: dict[str, Any]) -> int:
         product = behaviour["product_info"]
-        return len(words & content_words(f"{product['title']} {' '.join(product['categories'])}"))
+        return len(words & content_words(f"{product['title']} {' '.join(product['categories'] or [])}"))
 
     closest = max(memory, key=overlap)
     if overlap(closest) == 0:
         return None
-    line = closest["product_info"]["categories"][-1:] or [closest["product_info"]["main_category"]]
-    same_line = [b for b in memory if b["product_info"]["categories"][-1:] == line]
+    # categories, main_category and store may be null in the official data (None == None, as in the release)
+    line = (closest["product_info"]["categories"] or [])[-1:] or [closest["product_info"]["main_category"]]
+    same_line = [b for b in memory if (b["product_info"]["categories"] or [])[-1:] == line]
     peers = same_line if len(same_line) > 1 else [
         b for b in memory if b["product_info"]["main_category"] == closest["product_info"]["main_category"]
     ]
@@ -173,7 +174,7 @@ def refine_sequence(sequence: list[str], data: BenchmarkData, wanted: list[str])
 
     def matches(asin: str) -> int:
         product = data.products.get(asin) or {}
-        text = f"{product.get('title', '')} {product.get('store', '')} {' '.join(product.get('categories') or [])}"
+        text = f"{product.get('title', '')} {product.get('store') or ''} {' '.join(product.get('categories') or [])}"
         return len(wanted_set & content_words(text))
 
     scores = {asin: matches(asin) for asin in sequence}

@@ -147,6 +147,11 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _text_or_null(value: Any) -> str | None:
+    """`store` and `main_category` stay null, as the official files keep them (schema.py)."""
+    return None if value is None else str(value)
+
+
 def _strings(value: Any) -> list[str]:
     if value is None:
         return []
@@ -216,18 +221,19 @@ def to_review(record: dict[str, Any], where: str) -> dict[str, Any]:
 
 def to_product(record: dict[str, Any], where: str) -> dict[str, Any]:
     """The official product fields of a raw metadata record (images, videos and
-    bought_together are dropped; unknown values get the official layout's empty forms)."""
+    bought_together are dropped; unknown values get the official layout's empty forms, which
+    for store and main_category is null)."""
     rating_number = record.get("rating_number")
     average = record.get("average_rating")
     return {
-        "main_category": _text(record.get("main_category")),
+        "main_category": _text_or_null(record.get("main_category")),
         "title": _text(record.get("title")),
         "average_rating": float(average) if isinstance(average, (int, float)) else 0.0,
         "rating_number": int(rating_number) if isinstance(rating_number, (int, float)) else 0,
         "features": _strings(record.get("features")),
         "description": _strings(record.get("description")),
         "price": price_of(record.get("price")),
-        "store": _text(record.get("store")),
+        "store": _text_or_null(record.get("store")),
         "categories": _strings(record.get("categories")),
         "details": _details(record.get("details"), where),
         "parent_asin": _required_str(record, "parent_asin", where),

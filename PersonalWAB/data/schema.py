@@ -27,15 +27,27 @@ PROFILE_FIELDS = (
     "Focus Aspect",
 )
 _NUMBER = (int, float)
+_NULL = type(None)
+# Which product fields may be null. The official files (Amazon Reviews 2023 metadata) carry
+# `null` in some of them, e.g. `store` and `main_category`. The release renders a product
+# with `str(field)` for main_category, store, average_rating, rating_number, features,
+# description and categories (the last only when its InteRecAgent memory is initialised),
+# and `str()` of price ("None"): a null there reads "None" and breaks nothing, so the loader
+# accepts it. The release inserts title and parent_asin as they are (`text.replace(...,
+# product['title'])` fails on None), and writes details with `json.dumps` (null would read
+# "null", and the metadata has `{}` for no details): those stay required, with the usual
+# message naming the file and key.
+NULLABLE_PRODUCT_FIELDS = ("main_category", "average_rating", "rating_number", "features", "description",
+                           "store", "categories")
 PRODUCT_FIELDS: dict[str, tuple[type, ...]] = {
-    "main_category": (str,),
+    "main_category": (str, _NULL),
     "title": (str,),
-    "average_rating": _NUMBER,
-    "rating_number": (int,),
-    "features": (list,),
-    "description": (list,),
-    "store": (str,),
-    "categories": (list,),
+    "average_rating": (*_NUMBER, _NULL),
+    "rating_number": (int, _NULL),
+    "features": (list, _NULL),
+    "description": (list, _NULL),
+    "store": (str, _NULL),
+    "categories": (list, _NULL),
     "details": (dict,),
     "parent_asin": (str,),
 }
@@ -61,7 +73,7 @@ def _type_name(value: Any) -> str:
 
 def expect_type(value: Any, types: tuple[type, ...], file: str, where: str) -> None:
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-        wanted = " or ".join(t.__name__ for t in types)
+        wanted = " or ".join("null" if t is _NULL else t.__name__ for t in types)
         raise DataError(f"{file}: {where}: expected {wanted}, got {_type_name(value)}")
 
 

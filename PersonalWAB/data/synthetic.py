@@ -42,7 +42,7 @@ from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR, SYNTHETIC_MANIFEST, ArtifactPaths, remove_derived_artifacts
 
-GENERATOR_VERSION = "1.0"
+GENERATOR_VERSION = "1.1"  # 1.1: null store / main_category in a few products
 LAYOUTS = ("official", "raw")
 NOTE = "synthetic data; numbers are not comparable to the paper"
 
@@ -68,6 +68,17 @@ _TIER_WIDTH = 0.28  # how far from their price band users still shop at a store
 _BAND_WIDTH = 0.12  # tolerance of a user's price band for a product, in relative price position
 _TASTE_BOOST = 2.0  # extra weight per preferred attribute a product has
 _TIERS = ((0.2, 0.35), (0.5, 0.45), (0.82, 0.2))  # (price position, share) of budget/mid/premium stores
+# Null product fields, as Amazon Reviews 2023 metadata has them (the loader's schema lists which
+# fields may be null). The rates are estimates, not measured on the official files (not readable
+# here): a listing without a named shop is uncommon but not rare, so `store` is null in ~3%; one
+# without a top-level department is rarer, so `main_category` is null in ~1%. That is enough for
+# every scale down to `tiny` to hold some of each, in histories and task targets alike. The other
+# fields the schema lets be null are lists or numbers that the metadata writes as `[]` or a
+# value, so the generator never leaves them null. The draws come from their own seeded stream
+# after the catalogue is built, so the rest of the world is the same as without them; the store's
+# name still shows in the title and details' "Brand".
+_NULL_STORE_RATE = 0.03
+_NULL_MAIN_CATEGORY_RATE = 0.01
 
 # Instruction model.
 _EXPLICIT_STORE_PROB = 0.2
@@ -537,6 +548,12 @@ def _build_catalogue(seed: int, scale: SyntheticScale, market: _Market,
         item.product = _product_dict(rng, item, market.stores[item.store], _random_id(rng, "B0", 8, taken),
                                      rating_number)
     items.sort(key=lambda it: it.product["parent_asin"])
+    nulls = _rng(seed, "null fields")
+    for item in items:
+        if nulls.random() < _NULL_STORE_RATE:
+            item.product["store"] = None
+        if nulls.random() < _NULL_MAIN_CATEGORY_RATE:
+            item.product["main_category"] = None
 
     by_store_type: dict[tuple[int, int], list[int]] = {}
     by_store: dict[int, list[int]] = {}
