@@ -363,8 +363,11 @@ def free_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def run_step(step: str, recipe: str, config: BenchmarkConfig, tokenizer: Any, items: list[dict[str, Any]]) -> dict:
-    """One timed run: a fresh model wrapped in the recipe's LoRA, trained for the configured steps."""
+def run_step(step: str, recipe: str, config: BenchmarkConfig, tokenizer: Any, items: list[dict[str, Any]],
+             **overrides: Any) -> dict:
+    """One timed run: a fresh model wrapped in the recipe's LoRA, trained for the configured steps.
+    `overrides`: further fields of the step's config (`SFTConfig` / `DPOStepConfig`), e.g.
+    `deepspeed=` for scripts/gpu_check.py; none here."""
     from PUMA.dpo import build_dpo_trainer
     from PUMA.sft import build_sft_trainer
 
@@ -374,11 +377,11 @@ def run_step(step: str, recipe: str, config: BenchmarkConfig, tokenizer: Any, it
         base = (model.config.num_hidden_layers, model.config.hidden_size)
         if step == "sft":
             sft = SFTConfig(max_length=config.max_length,
-                            **training_fields(config, recipe, config.sft_steps, output_dir))
+                            **{**training_fields(config, recipe, config.sft_steps, output_dir), **overrides})
             trainer, _ = build_sft_trainer(sft, model, tokenizer, items)
         else:
             dpo = DPOStepConfig(max_length=config.dpo_max_length, max_prompt_length=config.dpo_max_prompt_length,
-                                **training_fields(config, recipe, config.dpo_steps, output_dir))
+                                **{**training_fields(config, recipe, config.dpo_steps, output_dir), **overrides})
             trainer, _ = build_dpo_trainer(dpo, model, tokenizer, items)
         del model
         return measure(trainer, step, config, base)
