@@ -13,7 +13,12 @@ cut by the recipe's rule before TRL sees it:
 - `improved`: the prompt is never cut (step 5 shortened its memory to fit); a response
   that still does not fit loses its end.
 TRL 1.16 has no prompt-length setting, so its own truncation is switched off.
-Runs under `accelerate launch` like the SFT step (`PUMA/scripts/dpo_llama.sh`).
+
+Batch (`DPOStepConfig.recipe_batch`): the release's DPO script ran batch 1 x accumulation 16
+on every GPU of its node, so its step size was 16 x that node's GPUs; `release` fixes it at
+64 (accumulation = 64 / processes), what the paper's 4-GPU node (the SFT script's
+`--include=localhost:0,1,2,3`) made. `improved` keeps batch 1 x accumulation 16 per GPU.
+`PUMA/scripts/dpo_llama.sh` starts it like the SFT step (release: DeepSpeed ZeRO-2, fp16).
 """
 
 from __future__ import annotations
@@ -36,6 +41,13 @@ class DPOStepConfig(LoRATrainingConfig):
     num_train_epochs: float = 5
     max_length: int = 1024
     max_prompt_length: int = 768  # release recipe: a too-long pair keeps its prompt's last tokens
+
+    def recipe_batch(self) -> tuple[int, int, int]:
+        """release: batch 1 per device, 64 pairs per optimizer step on any number of GPUs (the
+        release: 16 x the node's GPUs, 64 on the paper's 4); improved: 1 x 16 per GPU."""
+        from PUMA.lora import RELEASE_GLOBAL_BATCH
+
+        return (1, 0, RELEASE_GLOBAL_BATCH) if self.recipe == "release" else (1, 16, 0)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -133,7 +145,7 @@ def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any =
 
 def train_dpo(config: DPOStepConfig) -> Path:
     """Train and save the DPO LoRA adapter (and tokenizer) in `output_dir`; returns it."""
-    from PUMA.lora import save_adapter
+    from PUMA.lora import run_facts, save_adapter
     from PUMA.recipe import check_inputs, get_recipe, write_record
 
     config.check()
@@ -144,7 +156,8 @@ def train_dpo(config: DPOStepConfig) -> Path:
     result = trainer.train()
     out = save_adapter(trainer, tokenizer, config.output_dir)
     write_record(out, "dpo", recipe, config, inputs, train_loss=result.training_loss,
-                 optimizer_steps=trainer.state.global_step, pairs=len(trainer.train_dataset))
+                 optimizer_steps=trainer.state.global_step, pairs=len(trainer.train_dataset),
+                 **run_facts(trainer, config, "dpo"))
     return out
 
 

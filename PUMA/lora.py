@@ -5,16 +5,60 @@ The release's adapter: rank 16, alpha 32, dropout 0 on the q, k, v, o, gate, up 
 projections, and `modules_to_save` = embed_tokens, lm_head and every RMSNorm, trained
 and saved whole (302 M trainable parameters on Llama-2-7B, 40 M of them LoRA). Both
 recipes keep it. Warmup: 10% of the optimizer steps (the release's `warmup_ratio 0.1`).
+
+Batch: `--recipe release` keeps the release's 64 examples per optimizer step (its 4 GPUs x
+batch 1 x accumulation 16) on any number of processes: the accumulation is
+`global_batch_size / (world size x per-device batch)`, the world size read from `WORLD_SIZE`
+(set by the launcher; 1 for a plain `python -m`), and a layout that does not divide is refused.
+The improved recipe keeps a per-GPU layout (see each step's `recipe_batch`). Precedence: an
+explicit `--gradient_accumulation_steps` wins (the global batch is then what it makes), then an
+explicit `--global_batch_size`, then the recipe's default; giving both that disagree is refused.
+
+Precision: the release trained in fp16 under DeepSpeed ZeRO-2 (`PUMA/configs/
+deepspeed_zero2_release.json`), the model loaded in fp16, so the trained weights stay fp16
+under DeepSpeed's fp32 master copies; without DeepSpeed, AMP needs fp32 trainable weights
+(`trainable_in_float32`). Each step records the path it took (`precision_path`) and, under
+`--recipe release` on a GPU, any launch choice that is not the release's (`launch_departures`).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 MODULES_TO_SAVE = "embed_tokens,lm_head,input_layernorm,post_attention_layernorm,norm"
+RELEASE_GLOBAL_BATCH = 64  # the release's SFT: 4 GPUs (--include=localhost:0,1,2,3) x batch 1 x accumulation 16
+RELEASE_PRECISION = "deepspeed-zero2-fp16"  # its llama_ds_config.json with --float16 (fp16 weights)
+
+
+def world_size_from_env() -> int:
+    """The number of training processes the launcher started (torchrun, accelerate and
+    deepspeed set WORLD_SIZE); 1 without a launcher."""
+    value = os.environ.get("WORLD_SIZE", "").strip()
+    size = int(value) if value else 1
+    if size < 1:
+        raise ValueError(f"WORLD_SIZE={value}: expected a positive number of processes")
+    return size
+
+
+@dataclass(frozen=True)
+class BatchLayout:
+    """The batch a step trains with, resolved against the world size."""
+
+    world_size: int
+    per_device_train_batch_size: int
+    gradient_accumulation_steps: int
+    global_batch_size: int  # examples per optimizer step over all processes
+    rule: str  # which setting decided the accumulation
+
+    def facts(self) -> dict[str, Any]:
+        return {"world_size": self.world_size, "per_device_train_batch_size": self.per_device_train_batch_size,
+                "gradient_accumulation_steps": self.gradient_accumulation_steps,
+                "global_batch_size": self.global_batch_size, "batch_rule": self.rule}
 
 
 def _names(text: str) -> list[str]:
@@ -26,8 +70,9 @@ class LoRATrainingConfig:
     """Settings SFT and DPO share. `--recipe` decides what the two recipes do differently."""
 
     recipe: str = "release"
-    per_device_train_batch_size: int = 1
-    gradient_accumulation_steps: int = 16
+    per_device_train_batch_size: int = 0  # 0: the recipe's (`recipe_batch`)
+    gradient_accumulation_steps: int = 0  # 0: global_batch_size / (world size x per-device batch), see batch_layout
+    global_batch_size: int = 0  # examples per optimizer step over all GPUs; 0: the recipe's
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.0
@@ -54,6 +99,7 @@ class LoRATrainingConfig:
             raise ValueError(f"--warmup_ratio {self.warmup_ratio}: must be in [0, 1)")
         if self.bf16 and self.fp16:
             raise ValueError("--bf16 and --fp16: choose one")
+        self.batch_layout()
         if self.deepspeed and not Path(self.deepspeed).is_file():
             raise ValueError(f"--deepspeed {self.deepspeed}: no such file (see PUMA/configs/)")
         if self.deepspeed:
@@ -63,13 +109,112 @@ class LoRATrainingConfig:
                 raise ValueError(f"--deepspeed {self.deepspeed}: the deepspeed package is not installed "
                                  "(pip install -r requirements-gpu.txt on the GPU machine)")
 
+    def recipe_batch(self) -> tuple[int, int, int]:
+        """(per-device batch, accumulation per process, global batch) when none is given; an
+        accumulation of 0 means "from the global batch", a global batch of 0 "per process".
+        Steps override it with their recipe's layout."""
+        return 1, 16, 0
+
+    def batch_layout(self, world_size: int | None = None) -> BatchLayout:
+        """The per-device batch and accumulation to train with on `world_size` processes
+        (default: WORLD_SIZE). Refuses a global batch the processes x per-device batch do not
+        divide, and an explicit accumulation and global batch that disagree."""
+        world = world_size_from_env() if world_size is None else world_size
+        for flag in ("per_device_train_batch_size", "gradient_accumulation_steps", "global_batch_size"):
+            if getattr(self, flag) < 0:
+                raise ValueError(f"--{flag} {getattr(self, flag)}: must be positive (0: the recipe's)")
+        default_per_device, default_accumulation, default_global = self.recipe_batch()
+        per_device = self.per_device_train_batch_size or default_per_device
+        if self.gradient_accumulation_steps:
+            accumulation = self.gradient_accumulation_steps
+            made = world * per_device * accumulation
+            if self.global_batch_size and self.global_batch_size != made:
+                raise ValueError(f"--global_batch_size {self.global_batch_size} and --gradient_accumulation_steps "
+                                 f"{accumulation}: {world} process(es) x per-device batch {per_device} x "
+                                 f"{accumulation} = {made}; give one of the two")
+            return BatchLayout(world, per_device, accumulation, made, "--gradient_accumulation_steps")
+        target = self.global_batch_size or default_global
+        if target:
+            if target % (world * per_device):
+                raise ValueError(
+                    f"global batch {target} (--recipe {self.recipe}; --global_batch_size changes it) is not a "
+                    f"multiple of {world} process(es) x per-device batch {per_device}: run on a number of GPUs that "
+                    f"divides it, change --per_device_train_batch_size, or give --gradient_accumulation_steps")
+            rule = "--global_batch_size" if self.global_batch_size else f"recipe {self.recipe}: global batch {target}"
+            return BatchLayout(world, per_device, target // (world * per_device), target, rule)
+        return BatchLayout(world, per_device, default_accumulation, world * per_device * default_accumulation,
+                           f"recipe {self.recipe}: accumulation {default_accumulation} per process")
+
     def trainer_arguments(self) -> dict[str, Any]:
-        """The HF/TRL trainer arguments both steps set the same way. transformers 5 takes the
-        warmup ratio as a fractional `warmup_steps` (ceil(ratio x steps), as the release's)."""
-        names = ("per_device_train_batch_size", "gradient_accumulation_steps", "logging_steps", "save_strategy",
-                 "save_total_limit", "bf16", "fp16", "seed", "deepspeed", "report_to", "max_steps")
+        """The HF/TRL trainer arguments both steps set the same way (the batch resolved by
+        `batch_layout`). transformers 5 takes the warmup ratio as a fractional
+        `warmup_steps` (ceil(ratio x steps), as the release's)."""
+        layout = self.batch_layout()
+        names = ("logging_steps", "save_strategy", "save_total_limit", "bf16", "fp16", "seed", "deepspeed",
+                 "report_to", "max_steps")
         return {**{name: getattr(self, name) for name in names}, "warmup_steps": self.warmup_ratio,
-                "disable_tqdm": True}
+                "per_device_train_batch_size": layout.per_device_train_batch_size,
+                "gradient_accumulation_steps": layout.gradient_accumulation_steps, "disable_tqdm": True}
+
+
+def deepspeed_stage(path: str) -> int | None:
+    """The ZeRO stage a DeepSpeed config file asks for (None: unreadable)."""
+    try:
+        return int(json.loads(Path(path).read_text(encoding="utf-8"))["zero_optimization"]["stage"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def precision_path(config: LoRATrainingConfig, device_type: str) -> str:
+    """How the step computes and keeps its weights: `deepspeed-zero<stage>-<dtype>` (the model
+    in that dtype, DeepSpeed's fp32 master copies), `amp-fp16` / `amp-bf16` (autocast,
+    fp32 trainable weights), `fp32` on a GPU or `fp32-cpu`."""
+    dtype = "fp16" if config.fp16 else "bf16" if config.bf16 else "fp32"
+    if config.deepspeed:
+        stage = deepspeed_stage(config.deepspeed)
+        return f"deepspeed-zero{stage if stage is not None else '?'}-{dtype}"
+    if dtype != "fp32":
+        return f"amp-{dtype}"
+    return "fp32" if device_type == "cuda" else "fp32-cpu"
+
+
+def launch_departures(config: LoRATrainingConfig, step: str, layout: BatchLayout, precision: str,
+                      device_type: str) -> list[str]:
+    """Launch choices of a `--recipe release` GPU run that are not the release's (a CPU run is a
+    smoke test, not a reproduction: its record shows its batch and precision, nothing more)."""
+    from PUMA.recipe import Departure
+
+    if config.recipe != "release" or device_type != "cuda":
+        return []
+    lines = []
+    if precision != RELEASE_PRECISION:
+        lines.append(Departure(step, f"precision {precision} (the release: {RELEASE_PRECISION}, fp16 weights under "
+                                     "DeepSpeed's fp32 master copies)",
+                               "chosen at launch (DEEPSPEED=none, PRECISION or --deepspeed/--fp16/--bf16)").line())
+    if layout.global_batch_size != RELEASE_GLOBAL_BATCH:
+        lines.append(Departure(step, f"global batch {layout.global_batch_size} (the release: {RELEASE_GLOBAL_BATCH})",
+                               f"chosen at launch ({layout.rule})").line())
+    return lines
+
+
+def run_facts(trainer: Any, config: LoRATrainingConfig, step: str) -> dict[str, Any]:
+    """What a step's record states about its batch and precision (from the trainer that ran:
+    its world size and device), with the launch departures added to the recipe's own."""
+    from PUMA.recipe import get_recipe
+
+    args = trainer.args
+    layout = BatchLayout(args.world_size, args.per_device_train_batch_size, args.gradient_accumulation_steps,
+                         args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps,
+                         config.batch_layout(args.world_size).rule)
+    device_type = args.device.type
+    precision = precision_path(config, device_type)
+    extra = launch_departures(config, step, layout, precision, device_type)
+    dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in trainer.model.parameters() if p.requires_grad})
+    facts = {**layout.facts(), "precision": precision, "trainable_dtype": ",".join(dtypes),
+             "launch_departures": extra}
+    if extra:
+        facts["departures_from_release"] = get_recipe(config.recipe).departures(step) + extra
+    return facts
 
 
 def lora_config(config: LoRATrainingConfig) -> Any:
@@ -101,7 +246,9 @@ def trainable_in_float32(model: Any, config: LoRATrainingConfig) -> Any:
     """Mixed precision without DeepSpeed needs float32 master copies of what it trains (the
     fp16 gradient scaler refuses half-precision gradients; Adam on bf16 weights loses small
     updates). PEFT makes the LoRA matrices float32; this does the same for the modules
-    saved whole. DeepSpeed keeps its own float32 copies."""
+    saved whole. Under DeepSpeed nothing is upcast: its fp16/bf16 engine casts the whole
+    model to that dtype (PEFT's float32 LoRA matrices included, as the release's weights
+    were fp16) and keeps float32 master copies in its optimizer."""
     import torch
 
     if (config.bf16 or config.fp16) and not config.deepspeed:

@@ -17,10 +17,13 @@ example`, each example's mean over its own label tokens, so a 10-token function 
 weighs as much as a 233-token recommendation list.
 
 Both recipes: the release's LoRA and `modules_to_save` (`PUMA/lora.py`), warmup ratio
-0.1, 10 epochs, lr 3e-4, per-device batch 1 x gradient accumulation 16, max length 1280.
-Training runs through the Hugging Face `Trainer`, so `accelerate launch` (optionally with
-a DeepSpeed config) spreads it over GPUs (`PUMA/scripts/finetune_function_param.sh`).
-The adapter folder holds a record (`puma_run.json`) of the recipe and settings.
+0.1, 10 epochs, lr 3e-4, max length 1280. Batch (`SFTConfig.recipe_batch`): `release`
+trains 64 examples per optimizer step on any number of GPUs (batch 1 per device, the
+accumulation = 64 / processes: 64 on one, 16 on the release's 4); `improved` packs 4 examples
+per device x accumulation 4 per GPU. Training runs through the Hugging Face `Trainer`;
+`PUMA/scripts/finetune_function_param.sh` starts it on the GPUs there are (under `release` with
+DeepSpeed ZeRO-2 in fp16, as the release). The adapter folder holds a record (`puma_run.json`)
+of the recipe, the settings, the batch actually used and the precision path.
 """
 
 from __future__ import annotations
@@ -49,6 +52,13 @@ class SFTConfig(LoRATrainingConfig):
     max_examples: int = -1  # -1: all
     packing: bool = True  # improved recipe: one packed row per micro-batch (else padding to the longest)
     loss_weighting: str = "token"  # improved recipe: token | example
+
+    def recipe_batch(self) -> tuple[int, int, int]:
+        """release: batch 1 per device, 64 per optimizer step however many GPUs (the release's
+        4 x 1 x 16); improved: 4 examples packed per device x accumulation 4 per GPU."""
+        from PUMA.lora import RELEASE_GLOBAL_BATCH
+
+        return (1, 0, RELEASE_GLOBAL_BATCH) if self.recipe == "release" else (4, 4, 0)
 
     def check(self) -> None:
         super().check()
@@ -201,11 +211,11 @@ def trainer_class() -> type:
 def load_examples(config: SFTConfig) -> list[dict[str, str]]:
     from PUMA.modeling import read_json
 
-    examples: list[dict[str, str]] = []
-    if config.train_on in ("function", "function_param"):
-        examples += read_json(config.function_data)
+    examples: list[dict[str, str]] = []  # parameter examples first, as the release concatenates them
     if config.train_on in ("param", "function_param"):
         examples += read_json(config.param_data)
+    if config.train_on in ("function", "function_param"):
+        examples += read_json(config.function_data)
     if config.max_examples > 0:
         examples = examples[:config.max_examples]
     if not examples:
@@ -258,7 +268,7 @@ def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = Non
 
 def train_sft(config: SFTConfig) -> Path:
     """Fine-tune and save the LoRA adapter (and tokenizer) in `output_dir`; returns it."""
-    from PUMA.lora import save_adapter
+    from PUMA.lora import run_facts, save_adapter
     from PUMA.recipe import check_inputs, get_recipe, write_record
 
     config.check()
@@ -269,7 +279,8 @@ def train_sft(config: SFTConfig) -> Path:
     out = save_adapter(trainer, tokenizer, config.output_dir)
     write_record(out, "sft", recipe, config, {**data_files(config), "--model_path": config.model_path},
                  train_loss=result.training_loss, optimizer_steps=trainer.state.global_step,
-                 trainable_parameters=sum(p.numel() for p in trainer.model.parameters() if p.requires_grad))
+                 trainable_parameters=sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
+                 **run_facts(trainer, config, "sft"))
     return out
 
 
