@@ -19,8 +19,9 @@ tokenizer counting its BOS. Label =
 - review: the real review text.
 
 Files (JSON lists of {instruction, type, split, function, prompt, label}; parameter examples
-also hold `memory`, the cut memory, and `product`, the product under review, so step 5
-can render a prompt with less memory): `function_{train,test}.json`,
+also hold `memory`, the memory before the token cut (the release's `mem` field, which its
+step 3 cuts again for the generation prompt), and `product`, the product under review, so
+step 5 can render a prompt with less memory): `function_{train,test}.json`,
 `param_{train,test}.json` in `--out_dir`, each with its record (`*.puma_run.json`).
 Every prompt text comes from the protocol (`--protocol_file`; default: the release pack
 when placed).
@@ -86,11 +87,18 @@ def recommend_label(data: BenchmarkData, task: dict[str, Any], distinct: bool = 
 
 
 def llm_query(protocol: Protocol, client: Any, instruction: str, memory: str,
-              fallback: Callable[[], str]) -> str:
-    """The release's search label: one call with the label prompt as the system message."""
+              fallback: Callable[[], str], raw: bool = False) -> str:
+    """The release's search label: one call with the label prompt as the system message.
+    `raw` (`--recipe release`): the reply's content exactly as returned, "" included; no
+    content (None, which the release's file stores as null and its SFT trains as the text
+    "None") gives "None". Otherwise (`improved`) whitespace is collapsed, surrounding quotes
+    are stripped and an empty reply takes `fallback`."""
     prompt = protocol.puma_search_label_prompt(instruction, memory)
     reply = client.complete([{"role": "system", "content": prompt}])
-    text = " ".join((reply.message.get("content") or "").split()).strip().strip('"')
+    content = reply.message.get("content")
+    if raw:
+        return "None" if content is None else content
+    text = " ".join((content or "").split()).strip().strip('"')
     return text or fallback()
 
 
@@ -101,8 +109,9 @@ def param_label(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], b
         if split != "train":
             return task["target"]["product_info"]["title"]
         if client:
-            return llm_query(protocol, client, task["task"], memory, lambda: search_query(task["task"], behaviours))
-        return search_query(task["task"], behaviours)
+            return llm_query(protocol, client, task["task"], memory, lambda: search_query(task["task"], behaviours),
+                             raw=recipe.name == "release")
+        return search_query(task["task"], behaviours)  # not the release's: recorded by prepare_param_data
     if function == RECOMMEND:
         return recommend_label(data, task, recipe.distinct_recommend_label)
     return task["target"]["review"]["text"]
@@ -122,22 +131,22 @@ def param_examples(protocol: Protocol, data: BenchmarkData, tasks: list[dict[str
         examples.append({"instruction": task["task"], "type": task["type"], "split": split, "function": function,
                          "prompt": parameter_prompt(protocol, task["task"], function, memory, product),
                          "label": param_label(protocol, data, task, behaviours, full_memory, split, recipe, client),
-                         "memory": memory, "product": product})
+                         "memory": full_memory, "product": product})
     return examples
 
 
 def latest_purchase_kept(data: BenchmarkData, tasks: list[dict[str, Any]],
                          examples: list[dict[str, Any]]) -> tuple[int, int]:
     """(kept, of): of the recommend examples whose user bought something before the task,
-    how many still show that user's most recent earlier purchase (its ASIN) in the cut
-    memory. The release's newest-first order keeps it in nearly all; oldest first loses it."""
+    how many still show that user's most recent earlier purchase (its ASIN) in the prompt's
+    cut memory. The release's newest-first order keeps it in nearly all; oldest first loses it."""
     kept = total = 0
     for task, example in zip(tasks, examples):
         past = data.behaviours_before(task["user_id"], task["timestamp"])
         if example["function"] != RECOMMEND or not past:
             continue
         total += 1
-        kept += past[-1]["product_info"]["parent_asin"] in example["memory"]
+        kept += past[-1]["product_info"]["parent_asin"] in example["prompt"]
     return kept, total
 
 
@@ -184,9 +193,18 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
                                   config.memory_length, recipe, client if split == "train" else None)
         path = write_json(Path(config.out_dir) / f"param_{split}.json", examples)
         kept, of = latest_purchase_kept(data, data.split(split), examples)
+        departures = list(dict.fromkeys(recipe.departures("data_param") + recipe.departures("data")))
+        fallback = split == "train" and not config.query_model and any(e["function"] == SEARCH for e in examples)
+        if fallback:
+            departures.append("data: train search labels are the offline fallback query (instruction + the user's "
+                              "usual store), not an LLM's (the release asks gpt-4o-mini; pass --query_model)")
+            log(f"warning: {path}: no --query_model, so the train search labels are the offline fallback query, "
+                f"not the release's LLM-written ones (recorded in its departures)")
         write_record(path, "data_param", recipe, config, {"--data_dir": str(data.data_dir)}, protocol=protocol.name,
-                     search_labels=("LLM " + config.query_model) if config.query_model and split == "train"
+                     search_labels=("LLM " + config.query_model + (", reply kept as returned" if recipe.name ==
+                                    "release" else ", reply cleaned")) if config.query_model and split == "train"
                      else "offline fallback" if split == "train" else "target title (test)",
+                     departures_from_release=departures,
                      latest_purchase_in_recommend_memory={"kept": kept, "of": of})
         log(f"{path}: {len(examples)} parameter examples; the latest earlier purchase is in the cut memory of "
             f"{kept} of {of} recommend prompts")

@@ -73,10 +73,12 @@ def fitted_prompt(protocol: Any, tokenizer: Any, example: dict[str, Any], pair: 
         return len(tokenizer(text, add_special_tokens=True)["input_ids"])
 
     response = max(length(pair["chosen"]), length(pair["rejected"])) + 1 - tokenizer.num_special_tokens_to_add()
-    prompt, memory = pair["prompt"], example["memory"]
+    prompt, memory = pair["prompt"], example["memory"]  # the memory before the step-1 token cut
+    bare = length(parameter_prompt(protocol, example["instruction"], example["function"], "", example["product"]))
     while length(prompt) + response > max_length and memory:
         overflow = length(prompt) + response - max_length
-        kept = len(tokenizer(memory, add_special_tokens=False)["input_ids"]) - overflow
+        shown = min(len(tokenizer(memory, add_special_tokens=False)["input_ids"]), length(prompt) - bare)
+        kept = shown - overflow
         memory = cut_to_tokens(memory, tokenizer, kept + tokenizer.num_special_tokens_to_add()) if kept > 0 else ""
         prompt = parameter_prompt(protocol, example["instruction"], example["function"], memory, example["product"])
     return prompt

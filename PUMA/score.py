@@ -1,14 +1,25 @@
 """Step 4: score every parameter candidate with the environment's scoring.
 
-Each candidate is parsed like the PUMA agent parses a generated parameter, turned into
-what the web function returns (result texts, a review) and scored with `score_attempt`
-under the function of the function file (or the gold function when none is given, as
-the DPO data needs): searches run in one batch through the engine's `batch_search`,
+Each candidate is turned into what the web function returns (result texts, a review) and
+scored under the function of the function file (or the gold function when none is given,
+as the DPO data needs): searches run in one batch through the engine's `batch_search`,
 recommendations through `recommend_batch`, and reviews are encoded with MiniLM in one
-batch. Score = Result Acc (0 for a wrong function or a failed call). `--recipe release`
-sends every candidate as the parameter, as the release's `test.py` does; `--recipe
-improved` reads candidates as the improved agent does, so a `Say:` message or a `stop`
-scores 0.
+batch. Score = Result Acc (0 for a wrong function or a failed call): `1 - i/len(results)`
+for the first result whose text contains the target ASIN, or the review's MiniLM cosine.
+
+`--recipe release` scores as the release's `test.py --evaluate_dpo True`:
+- every candidate is the parameter, sent as it is (no `Say:`/`stop` reading);
+- a review scores the raw cosine (`review_similarity`: not clipped, can be negative, and
+  it decides the "last minimum" of a DPO pair); an empty candidate is the review "";
+- an instruction that several tasks of the split share gets the scores against the LAST
+  such task (the release overwrites its per-instruction entry task by task); the output
+  keeps the instructions in the order of their first task;
+- recommend candidates: split on ",", stripped, each ASIN once. The release's
+  `list(set(...))` orders them by string hash, which changes with PYTHONHASHSEED; here they
+  keep their first-occurrence order (`RELEASE_BUG_FIXES`).
+`--recipe improved` reads candidates as the improved agent does (a `Say:` message or a
+`stop` scores 0) and scores reviews as the environment does (an empty review is the
+protocol's placeholder text, the cosine is clipped to [0, 1]).
 
 Output: JSON object instruction -> {candidate: score}, and its record (`*.puma_run.json`).
 """
@@ -38,9 +49,11 @@ def _search_values(engines: Any, protocol: Any, queries: list[str]) -> list[Any]
     from PersonalWAB.envs.pwab.functions.search_product_by_query import TOP_K
     from PersonalWAB.errors import ToolArgumentError
 
+    if not queries:
+        return []
     search = engines.search
     try:
-        hits: list[Any] = search.batch_search(queries, k=TOP_K) if queries else []
+        hits: list[Any] = search.batch_search(queries, k=TOP_K)
     except ToolArgumentError:  # one query too long for Lucene: search one by one
         hits = []
         for query in queries:
@@ -58,6 +71,8 @@ def _recommend_values(engines: Any, protocol: Any, sequences: list[Any]) -> list
     from PersonalWAB.envs.pwab.functions.get_recommendations_by_history import TOP_K
 
     values: list[Any] = []
+    if not sequences:
+        return values
     for asins in engines.recommender.recommend_batch(sequences, k=TOP_K):
         products = [engines.data.products.get(asin) for asin in asins]
         values.append(None if None in products else
@@ -65,78 +80,145 @@ def _recommend_values(engines: Any, protocol: Any, sequences: list[Any]) -> list
     return values
 
 
-def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict[str, list[str]],
-                     functions: dict[str, str] | None = None, recipe: str = "release") -> dict[str, dict[str, float]]:
-    """instruction -> {candidate: Result Acc} for the instructions of `tasks` in `candidates`."""
+def score_jobs(engines: Any, jobs: list[tuple[dict[str, Any], str, str]], recipe: str | None = None) -> list[float]:
+    """The score of each (task, function, candidate), searches, recommendations and reviews
+    each in one batch; the recipe decides how a candidate is read and a review scored (module
+    docstring). `recipe=None`: every candidate sent as the parameter and scored as the
+    environment scores it, the Result Acc in [0, 1] (GRPO's reward)."""
     from PersonalWAB.agents.puma import OutputRules, parse_parameters
     from PersonalWAB.build import review_cache_file
-    from PUMA.recipe import get_recipe
     from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
-    from PersonalWAB.envs.pwab.scoring import score_attempt
+    from PersonalWAB.envs.pwab.scoring import review_similarity, score_attempt
     from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
+    from PersonalWAB.types import Action
+    from PUMA.recipe import get_recipe
 
+    release = recipe is not None and get_recipe(recipe).name == "release"
     protocol = engines.protocol
-    by_instruction: dict[str, dict[str, Any]] = {}
-    for task in tasks:
-        by_instruction.setdefault(task["task"], task)
-    jobs = []  # (instruction, candidate, task, function, action)
-    rules = None if get_recipe(recipe).strict_release_parsing else OutputRules.of(protocol, release=False)
-    for instruction, outputs in candidates.items():
-        task = by_instruction.get(instruction)
-        if task is None:
-            continue
-        function = (functions or {}).get(instruction, FUNCTION_FOR_TASK_TYPE[task["type"]])
-        for candidate in dict.fromkeys(outputs):
-            jobs.append((instruction, candidate, task, function, parse_parameters(function, candidate, rules)))
+    strict = recipe is None or get_recipe(recipe).strict_release_parsing
+    rules = None if strict else OutputRules.of(protocol, release=False)
+    actions = []
+    for _, function, candidate in jobs:
+        action = parse_parameters(function, candidate, rules)
+        if release and action.name in (SEARCH, REVIEW):  # the release sends the text as it is
+            action = Action(action.name, {"query" if action.name == SEARCH else "review": candidate})
+        actions.append(action)
     values: list[Any] = [None] * len(jobs)
-    searches = [i for i, job in enumerate(jobs) if job[4].name == SEARCH]
-    for i, value in zip(searches, _search_values(engines, protocol, [jobs[i][4].arguments["query"] for i in searches])):
+    searches = [i for i, action in enumerate(actions) if action.name == SEARCH]
+    for i, value in zip(searches, _search_values(engines, protocol, [actions[i].arguments["query"] for i in searches])):
         values[i] = value
-    recommends = [i for i, job in enumerate(jobs) if job[4].name == RECOMMEND]
+    recommends = [i for i, action in enumerate(actions) if action.name == RECOMMEND]
     for i, value in zip(recommends, _recommend_values(
-            engines, protocol, [jobs[i][4].arguments["product_sequence"] for i in recommends])):
+            engines, protocol, [actions[i].arguments["product_sequence"] for i in recommends])):
         values[i] = value
-    reviews = [i for i, job in enumerate(jobs) if job[4].name == REVIEW]
-    texts = [jobs[i][4].arguments["review"] or protocol.text("review.empty") for i in reviews]
+    reviews = [i for i, action in enumerate(actions) if action.name == REVIEW]
+    # release: "" is the review ""; otherwise as the environment posts it (its placeholder text)
+    texts = [actions[i].arguments["review"] if release else actions[i].arguments["review"] or
+             protocol.text("review.empty") for i in reviews]
     # the real reviews come from (and go to) the data dir's review-embedding cache, which runs share
-    engines.embedder.remember([jobs[i][2]["target"]["review"]["text"] for i in reviews],
+    engines.embedder.remember([jobs[i][0]["target"]["review"]["text"] for i in reviews],
                               cache_file=review_cache_file(engines.data))
     engines.embedder.remember(texts)
     for i, text in zip(reviews, texts):
         values[i] = {"review": text}
-    scores: dict[str, dict[str, float]] = {}
-    for (instruction, candidate, task, _, action), value in zip(jobs, values):
-        attempt = score_attempt(task, action.name, value, False, engines.embedder) if value is not None else None
-        scores.setdefault(instruction, {})[candidate] = attempt.result_acc if attempt and attempt.function_acc else 0.0
+    scores = []
+    for (task, _, _), action, value in zip(jobs, actions, values):
+        if value is None:
+            scores.append(0.0)
+        elif release and action.name == REVIEW:
+            right = FUNCTION_FOR_TASK_TYPE[task["type"]] == REVIEW
+            scores.append(review_similarity(engines.embedder, value["review"], task["target"]["review"]["text"])
+                          if right else 0.0)
+        else:
+            attempt = score_attempt(task, action.name, value, False, engines.embedder)
+            scores.append(attempt.result_acc if attempt.function_acc else 0.0)
     return scores
 
 
-def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
+def tasks_by_instruction(tasks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """instruction -> the LAST task with it, in the order of each instruction's first task
+    (what the release's `all_res[instruction] = cur_res` leaves after its loop over tasks)."""
+    by_instruction: dict[str, dict[str, Any]] = {}
+    for task in tasks:
+        by_instruction[task["task"]] = task
+    return by_instruction
+
+
+def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict[str, list[str]],
+                     functions: dict[str, str] | None = None, recipe: str | None = None) -> dict[str, dict[str, float]]:
+    """instruction -> {candidate: score} for the instructions of `tasks` in `candidates`, in
+    task order; a repeated instruction is scored against its last task. `recipe`: "release" or
+    "improved" as step 4 (`score_file`) passes it; None: `score_jobs`'s environment scoring."""
+    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+
+    jobs = []  # (task, function, candidate)
+    for instruction, task in tasks_by_instruction(tasks).items():
+        if instruction not in candidates:
+            continue
+        function = (functions or {}).get(instruction, FUNCTION_FOR_TASK_TYPE[task["type"]])
+        jobs += [(task, function, candidate) for candidate in dict.fromkeys(candidates[instruction])]
+    scores: dict[str, dict[str, float]] = {}
+    for (task, _, candidate), score in zip(jobs, score_jobs(engines, jobs, recipe)):
+        scores.setdefault(task["task"], {})[candidate] = score
+    return scores
+
+
+def scoring_facts(recipe: str, tasks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """How this recipe scored, for the step's record."""
+    release = recipe == "release"
+    facts: dict[str, Any] = {
+        "candidates_read": "every candidate is the parameter, sent as it is" if release
+        else "as the improved agent reads them (a `Say:` message or a `stop` scores 0)",
+        "review_score": "raw MiniLM cosine (not clipped; can be negative)" if release
+        else "MiniLM cosine clipped to [0, 1], as the environment",
+        "empty_review": 'scored as ""' if release else "scored as the protocol's `review.empty` placeholder",
+        "recommend_order": "ASINs each once in first-occurrence order (the release: list(set(...)), hash order)",
+        "repeated_instructions": "scored against the last task with the instruction (as the release)",
+    }
+    if tasks is not None:
+        counts: dict[str, int] = {}
+        for task in tasks:
+            counts[task["task"]] = counts.get(task["task"], 0) + 1
+        facts["repeated_instruction_count"] = sum(1 for n in counts.values() if n > 1)
+    return facts
+
+
+def load_engines(data_dir: str | None, search_backend: str, protocol_file: str | None,
+                 log: Callable[[str], None] = print) -> tuple[Any, Any]:
+    """The benchmark data and its engines (search index and recommender built if missing)."""
     from PersonalWAB.build import build_artifacts
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.envs.pwab.engines import shared_engines
-    from PersonalWAB.memory import load_function_file
     from PersonalWAB.paths import default_data_dir
     from PersonalWAB.protocol import load_protocol
+
+    protocol = load_protocol(protocol_file)
+    data = load_benchmark_data(data_dir or default_data_dir())
+    build_artifacts(data, (search_backend,), recommender=True, log=log, protocol=protocol)
+    return data, shared_engines(data, search_backend, protocol)
+
+
+def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
+    from PersonalWAB.memory import load_function_file
     from PUMA.modeling import read_json, write_json
     from PUMA.recipe import check_inputs, get_recipe, write_record
 
     recipe = get_recipe(config.recipe)
     inputs = {"--candidates_file": config.candidates_file, "--function_file": config.function_file}
     check_inputs(recipe, inputs)
-    protocol = load_protocol(config.protocol_file)
-    data = load_benchmark_data(config.data_dir or default_data_dir())
-    build_artifacts(data, (config.search_backend,), recommender=True, log=log, protocol=protocol)
-    engines = shared_engines(data, config.search_backend, protocol)
+    data, engines = load_engines(config.data_dir, config.search_backend, config.protocol_file, log)
     raw = read_json(config.candidates_file)
     candidates = {k: v if isinstance(v, list) else [v] for k, v in raw.items()}
     functions = load_function_file(config.function_file) if config.function_file else None
-    scores = score_candidates(engines, data.split(config.task_split), candidates, functions, recipe.name)
+    tasks = data.split(config.task_split)
+    scores = score_candidates(engines, tasks, candidates, functions, recipe.name)
     path = write_json(config.output_file, scores)
     total = sum(len(v) for v in scores.values())
     mean = sum(s for v in scores.values() for s in v.values()) / max(total, 1)
+    unscored = sum(1 for instruction in tasks_by_instruction(tasks) if instruction not in candidates)
     write_record(path, "score", recipe, config, inputs, candidates=total, instructions=len(scores),
-                 mean_result_acc=mean)
+                 mean_result_acc=mean, instructions_without_candidates=unscored,
+                 **scoring_facts(recipe.name, tasks))
     log(f"{path}: {total} candidates of {len(scores)} instructions scored (mean Result Acc {mean:.4f})")
     return path
 

@@ -7,6 +7,8 @@ and recommendation tasks, `1 - i/len(results)` for the first result whose text
 contains the target ASIN; for review tasks, the MiniLM cosine of the posted review
 and the real one, kept in [0, 1] (the release keeps the raw cosine: a negative value,
 or 1 + float error for an identical review, would fall outside the leaderboard's range).
+`review_similarity` gives that raw cosine, for callers that must reproduce the release's
+numbers (PUMA's step 4 and `PUMA.fast_test` under `--recipe release`).
 """
 
 from __future__ import annotations
@@ -26,9 +28,15 @@ def rank_score(target_asin: str, results: list[str]) -> float:
     return 0.0
 
 
+def review_similarity(embedder: TextEmbedder, review: str, target_review: str) -> float:
+    """The raw MiniLM cosine between the written and the real review, as the release's
+    `compute_similarity` returns it: not clipped, so it can be negative."""
+    return embedder.similarity(target_review, review)
+
+
 def review_score(embedder: TextEmbedder, review: str, target_review: str) -> float:
     """MiniLM cosine between the written and the real review, clipped to [0, 1]."""
-    return min(1.0, max(0.0, embedder.similarity(target_review, review)))
+    return min(1.0, max(0.0, review_similarity(embedder, review, target_review)))
 
 
 def score_attempt(task: dict[str, Any], function_name: str, value: Any, failed: bool,
