@@ -8,8 +8,17 @@ LoRA adapter folder, which is merged into its base on load).
   sampling at temperature 1.5, 10 candidates, up to 256 new tokens, early stopping).
   For final predictions use `--num_return_sequences 1 --num_beams 1 --no-do_sample`.
 
-Output: JSON object instruction text -> list of outputs (duplicates dropped, order kept),
-and its record (`<output>.puma_run.json`: recipe, settings, decoding).
+`--recipe release` generates as the release's `test_llama.py`: a parameter prompt is built
+again from the example (`load_param_prompt`): the parameter prompt with the bare instruction
+(no product block), the stored memory cut to `--mem_token_length` tokens, and as tool the
+first output of `--function_file` for the instruction (the *predicted* function, step 3a);
+the release's `GenerationConfig` (as many sequences as beams, top-k 50 when sampling);
+prompts never cut; each output read from the whole decoded sequence after the prompt's cue
+(`### Tool:` / `### Tool Parameter:`), leading whitespace kept; every output listed, repeats
+included. `--recipe improved` reads the training prompt of the example as it is.
+
+Output: JSON object instruction text -> list of outputs (improved: duplicates dropped, order
+kept), and its record (`<output>.puma_run.json`: recipe, settings, decoding).
 
 On a GPU the model runs in bf16 (`--dtype`, as the release generated) and `--batch_size 0`
 (the default) takes as many prompts per call as the estimate of their key/value cache,
@@ -47,13 +56,16 @@ class GenerateConfig:
     top_p: float = 1.0
     early_stopping: bool = True  # beam search stops once num_beams sequences are finished (the release's)
     batch_size: int = 0  # prompts per HF generate call; 0: as many as fit the GPU (8 on a CPU)
-    max_prompt_tokens: int = 1024
+    max_prompt_tokens: int = 1024  # improved recipe: longer prompts keep their first token and their end
+    function_file: str | None = None  # param mode, release recipe: step 3a's predictions fill the prompt's tool
+    mem_token_length: int = 768  # param mode, release recipe: the memory cut of the rebuilt prompt
     max_examples: int = -1
     seed: int = 42
     dtype: str = "auto"  # auto: bfloat16 on a GPU (the release generated in bf16), float32 on a CPU
     backend: str = "auto"  # auto | hf | vllm
     tensor_parallel_size: int = 1  # vllm: GPUs one model is split over
     gpu_memory_utilization: float = 0.9  # vllm: share of GPU memory for weights and KV cache
+    protocol_file: str | None = None  # release recipe: the pack whose prompt texts rebuild the prompts
 
 
 BACKENDS = ("auto", "hf", "vllm")
@@ -81,7 +93,11 @@ def decoding_settings(config: GenerateConfig) -> dict[str, Any]:
     """Function predictions are greedy with 32 new tokens (the release's); parameters use
     the configured decoding."""
     if config.mode == "function":
-        return dict(max_new_tokens=FUNCTION_NEW_TOKENS, num_return_sequences=1, num_beams=1, do_sample=False)
+        return dict(max_new_tokens=FUNCTION_NEW_TOKENS, num_return_sequences=1, num_beams=1, do_sample=False,
+                    temperature=0.0)
+    if config.recipe == "release" and config.num_return_sequences != config.num_beams:
+        raise ValueError(f"--recipe release returns one sequence per beam (the release's test_llama.py): give "
+                         f"--num_return_sequences {config.num_beams} with --num_beams {config.num_beams}")
     return dict(max_new_tokens=config.max_new_tokens, num_return_sequences=config.num_return_sequences,
                 num_beams=config.num_beams, do_sample=config.do_sample, temperature=config.temperature,
                 top_p=config.top_p, early_stopping=config.early_stopping)
@@ -107,12 +123,39 @@ def auto_batch_size(model: Any, dtype: Any, prompt_tokens: int, settings: dict[s
     return size
 
 
-def generate_outputs(config: GenerateConfig, prompts: list[str], log: Callable[[str], None] = print) -> list[list[str]]:
-    """The outputs for each prompt, with the backend `config.backend` resolves to."""
+def release_cue(protocol: Any, mode: str) -> str:
+    """The line after which the release reads a generation (`### Tool:` / `### Tool Parameter:`)."""
+    from PersonalWAB.agents.puma import prompt_cue
+
+    return prompt_cue(protocol.text("puma.function_prompt" if mode == "function" else "puma.param_prompt"))
+
+
+def release_param_prompts(protocol: Any, tokenizer: Any, examples: list[dict[str, Any]],
+                          functions: dict[str, list[str]], mem_token_length: int) -> list[str]:
+    """The release's `load_param_prompt`: the bare instruction, the stored memory cut to
+    `mem_token_length` tokens, the predicted function's text as the tool."""
+    from PersonalWAB.agents.puma import cut_to_tokens
+
+    prompts = []
+    for example in examples:
+        predicted = functions.get(example["instruction"])
+        if not predicted:
+            raise ValueError(f"--function_file has no prediction for the instruction {example['instruction'][:80]!r} "
+                             "(generate the functions of this split first: PUMA/scripts/generate_function.sh)")
+        memory = cut_to_tokens(example["memory"], tokenizer, mem_token_length)
+        prompts.append(protocol.puma_param_prompt(example["instruction"], predicted[0], memory))
+    return prompts
+
+
+def generate_outputs(config: GenerateConfig, prompts: list[str], log: Callable[[str], None] = print,
+                     release_after: str | None = None) -> list[list[str]]:
+    """The outputs for each prompt, with the backend `config.backend` resolves to
+    (`release_after`: decoded as the release, see `PUMA.modeling.generate_texts`)."""
     from PUMA.modeling import encode_prompts, generate_texts, inference_device, load_causal_lm, resolve_dtype
 
     backend = resolve_backend(config.backend)
     settings = decoding_settings(config)
+    max_prompt_tokens = None if release_after is not None else config.max_prompt_tokens
     log(f"generating with the {backend} backend")
     if backend == "vllm":
         from PUMA.vllm_backend import generate_texts_vllm, load_vllm, vllm_dtype
@@ -122,21 +165,23 @@ def generate_outputs(config: GenerateConfig, prompts: list[str], log: Callable[[
                                                  seed=config.seed, tensor_parallel_size=config.tensor_parallel_size,
                                                  gpu_memory_utilization=config.gpu_memory_utilization, log=log)
         return generate_texts_vllm(llm, tokenizer, prompts, lora_request=lora_request,
-                                   max_prompt_tokens=config.max_prompt_tokens, seed=config.seed, **settings)
+                                   max_prompt_tokens=max_prompt_tokens, seed=config.seed,
+                                   release_after=release_after, **settings)
     import torch
 
     device = inference_device()
     dtype = resolve_dtype(config.dtype, device, "bfloat16")
-    model, tokenizer = load_causal_lm(config.model_path, for_generation=True, dtype=dtype)
+    model, tokenizer = load_causal_lm(config.model_path, for_generation=True, dtype=dtype,
+                                      merge=release_after is None)  # the release kept its adapter unmerged
     model = model.to(device)
     batch_size = config.batch_size
     if batch_size <= 0:
-        longest = max((len(ids) for ids in encode_prompts(tokenizer, prompts, config.max_prompt_tokens)), default=1)
+        longest = max((len(ids) for ids in encode_prompts(tokenizer, prompts, max_prompt_tokens)), default=1)
         free = torch.cuda.mem_get_info()[0] if device == "cuda" else None
         batch_size = auto_batch_size(model, dtype, longest, settings, free)
     log(f"{device}, {str(dtype).removeprefix('torch.')}, {batch_size} prompts per batch")
-    return generate_texts(model, tokenizer, prompts, batch_size=batch_size, max_prompt_tokens=config.max_prompt_tokens,
-                          seed=config.seed, log=log, **settings)
+    return generate_texts(model, tokenizer, prompts, batch_size=batch_size, max_prompt_tokens=max_prompt_tokens,
+                          seed=config.seed, log=log, release_after=release_after, **settings)
 
 
 def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) -> Path:
@@ -146,16 +191,39 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
     if config.mode not in ("function", "param"):
         raise ValueError(f"--mode must be function or param, got {config.mode!r}")
     recipe = get_recipe(config.recipe)
-    inputs = {"--data_file": config.data_file, "--model_path": config.model_path}
+    release = recipe.name == "release"
+    if release and config.mode == "param" and not config.function_file:
+        raise ValueError("--recipe release --mode param needs --function_file: the release's prompt names the "
+                         "predicted function (step 3a's output for these instructions)")
+    inputs = {"--data_file": config.data_file, "--model_path": config.model_path,
+              "--function_file": config.function_file if release and config.mode == "param" else None}
     check_inputs(recipe, inputs)
     examples = read_json(config.data_file)
     if config.max_examples > 0:
         examples = examples[:config.max_examples]
-    prompts = {e["instruction"]: e["prompt"] for e in examples}  # repeated instructions keep one entry
-    outputs = generate_outputs(config, list(prompts.values()), log)
-    result = {instruction: list(dict.fromkeys(texts)) for instruction, texts in zip(prompts, outputs)}
+    cue = None
+    if release:
+        from PersonalWAB.protocol import load_protocol
+        from PUMA.modeling import load_tokenizer
+
+        protocol = load_protocol(config.protocol_file)
+        cue = release_cue(protocol, config.mode)
+        texts = [e["prompt"] for e in examples] if config.mode == "function" else release_param_prompts(
+            protocol, load_tokenizer(config.model_path), examples, read_json(config.function_file),
+            config.mem_token_length)
+        prompts = list(zip((e["instruction"] for e in examples), texts))  # one generation per example
+    else:
+        prompts = list({e["instruction"]: e["prompt"] for e in examples}.items())  # repeats keep one entry
+    outputs = generate_outputs(config, [text for _, text in prompts], log, release_after=cue)
+    result = {instruction: texts if release else list(dict.fromkeys(texts))
+              for (instruction, _), texts in zip(prompts, outputs)}  # release: the last repeat's outputs
     path = write_json(config.output_file, result)
-    write_record(path, f"generate_{config.mode}", recipe, config, inputs, decoding=decoding_settings(config))
+    write_record(path, f"generate_{config.mode}", recipe, config, inputs, decoding=decoding_settings(config),
+                 prompts="release load_param_prompt (predicted function, bare instruction)"
+                 if release and config.mode == "param" else "the data file's prompts",
+                 prompt_cut=None if release else config.max_prompt_tokens,
+                 batching="left-padded batches (the release: one prompt per generate call; the same outputs, "
+                          "measured by the parity harness)")
     log(f"{path}: {config.mode} outputs for {len(result)} instructions")
     return path
 

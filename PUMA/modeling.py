@@ -68,10 +68,12 @@ def load_tokenizer(path: str | Path, padding_side: str = "right") -> Any:
     return tokenizer
 
 
-def load_causal_lm(path: str | Path, for_generation: bool = False, dtype: Any = None) -> tuple[Any, Any]:
+def load_causal_lm(path: str | Path, for_generation: bool = False, dtype: Any = None,
+                   merge: bool = True) -> tuple[Any, Any]:
     """(model, tokenizer) from a model folder / hub name, or from a LoRA adapter folder
-    (its base is loaded and the adapter merged in). For generation the tokenizer pads
-    on the left and the model is in eval mode."""
+    (its base is loaded and the adapter merged in; `merge=False` keeps it beside the base,
+    as the release generated, which rounds the same way as the release in half precision).
+    For generation the tokenizer pads on the left and the model is in eval mode."""
     from transformers import AutoModelForCausalLM
 
     path = str(path)
@@ -81,7 +83,8 @@ def load_causal_lm(path: str | Path, for_generation: bool = False, dtype: Any = 
         from peft import PeftModel
 
         base = AutoModelForCausalLM.from_pretrained(adapter_base_path(path), dtype=dtype)
-        model = PeftModel.from_pretrained(base, path).merge_and_unload()
+        model = PeftModel.from_pretrained(base, path)
+        model = model.merge_and_unload() if merge else model
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     if model.config.pad_token_id is None:
@@ -131,37 +134,71 @@ def fitting_batch_size(bytes_per_prompt: int, free_bytes: int, limit: int, headr
     return max(0, min(limit, int(free_bytes * headroom) // max(bytes_per_prompt, 1)))
 
 
+RELEASE_TOP_K = 50  # the HF GenerationConfig default when the release sampled (transformers 4.x)
+
+
+def release_generation_config(max_new_tokens: int, num_beams: int, do_sample: bool, temperature: float) -> Any:
+    """The `GenerationConfig` the release's `test_llama.py` builds: as many sequences returned
+    as beams, early stopping with beams, its temperature (0 when not positive), and the
+    top-k it sampled with."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(num_beams=num_beams, max_new_tokens=max_new_tokens, num_return_sequences=num_beams,
+                            early_stopping=num_beams != 1, use_cache=True,
+                            temperature=temperature if temperature > 0 else 0, do_sample=do_sample,
+                            top_k=RELEASE_TOP_K if do_sample else None)
+
+
+def text_after(header: str, text: str) -> str:
+    """The release's reading of a generation: the whole decoded sequence, stripped, after the
+    last `header` (the prompt's cue), leading whitespace of the answer kept."""
+    return text.strip().split(header)[-1]
+
+
 def generate_texts(model: Any, tokenizer: Any, prompts: list[str], *, max_new_tokens: int = 256,
                    num_return_sequences: int = 1, num_beams: int = 1, do_sample: bool = False,
                    temperature: float = 1.0, top_p: float = 1.0, early_stopping: bool = False, batch_size: int = 8,
                    max_prompt_tokens: int | None = None, seed: int | None = None,
-                   log: Callable[[str], None] | None = None) -> list[list[str]]:
+                   log: Callable[[str], None] | None = None, release_after: str | None = None) -> list[list[str]]:
     """For each prompt, `num_return_sequences` continuations (decoded, stripped), in
     batches padded on the left; generation stops at the EOS token. A batch that runs the
-    GPU out of memory is split in two and retried (down to one prompt)."""
+    GPU out of memory is split in two and retried (down to one prompt).
+
+    `release_after` (the prompt's cue) decodes as the release: its `GenerationConfig`
+    (`release_generation_config`, `num_beams` sequences), the whole sequence decoded and
+    read by `text_after`."""
     import torch
 
     if seed is not None:
         torch.manual_seed(seed)
     device = next(model.parameters()).device
     beams = max(num_beams, 1)
-    settings: dict[str, Any] = {"max_new_tokens": max_new_tokens, "num_return_sequences": num_return_sequences,
-                                "num_beams": beams, "do_sample": do_sample,
-                                "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id}
-    if do_sample:
-        settings.update(temperature=temperature, top_p=top_p)
-    if beams > 1:
-        settings["early_stopping"] = early_stopping
-    if settings["num_beams"] < num_return_sequences and not do_sample:
-        settings["num_beams"] = num_return_sequences
+    if release_after is not None:
+        num_return_sequences = beams
+        config = release_generation_config(max_new_tokens, beams, do_sample, temperature)
+        config.pad_token_id = tokenizer.pad_token_id  # batches are padded (the release generated one prompt at a time)
+        settings: dict[str, Any] = {"generation_config": config}
+    else:
+        settings = {"max_new_tokens": max_new_tokens, "num_return_sequences": num_return_sequences,
+                    "num_beams": beams, "do_sample": do_sample,
+                    "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id}
+        if do_sample:
+            settings.update(temperature=temperature, top_p=top_p)
+        if beams > 1:
+            settings["early_stopping"] = early_stopping
+        if settings["num_beams"] < num_return_sequences and not do_sample:
+            settings["num_beams"] = num_return_sequences
     encoded = encode_prompts(tokenizer, prompts, max_prompt_tokens)
 
     def run(chunk: list[list[int]]) -> list[list[str]]:
         batch = {k: v.to(device) for k, v in left_padded(chunk, tokenizer.pad_token_id).items()}
         with torch.no_grad():
             generated = model.generate(**batch, **settings)
-        texts = [t.strip() for t in tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1]:],
-                                                           skip_special_tokens=True)]
+        if release_after is not None:
+            texts = [text_after(release_after, t) for t in tokenizer.batch_decode(generated, skip_special_tokens=True)]
+        else:
+            texts = [t.strip() for t in tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1]:],
+                                                               skip_special_tokens=True)]
         return [texts[i * num_return_sequences:(i + 1) * num_return_sequences] for i in range(len(chunk))]
 
     outputs: list[list[str]] = []

@@ -47,6 +47,17 @@ IMPROVED_DEPARTURES = (
               "no loss scaling or fp16 overflow; same speed on Ampere and newer GPUs"),
     Departure("score", "a candidate the agent would read as a message (`Say:`) or a stop scores 0",
               "the release scores it as a search query or review, which the agent would never send"),
+    Departure("score", "a review candidate is scored as the environment scores a posted review: the cosine "
+                       "clipped to [0, 1], an empty one as the protocol's placeholder text",
+              "pairs then follow the benchmark's own Result Acc (the release keeps negative cosines and scores "
+              "an empty review as \"\")"),
+    Departure("data", "LLM search labels have their whitespace collapsed and surrounding quotes stripped; an empty "
+                      "reply takes the offline fallback query",
+              "a quoted, multi-line or empty query is not a parameter the agent should learn to send"),
+    Departure("generate_param", "parameters are generated from the example's training prompt (product block, "
+                                "gold function, the step-1 cut), new tokens decoded and stripped, repeats dropped",
+              "the release rebuilds the prompt without the product and with the predicted function, so the model "
+              "generates from a prompt it was never trained on"),
     Departure("dpo_data", "instructions whose candidates all score the same (or that have one) give no pair",
               "chosen and rejected would carry no preference"),
     Departure("dpo", "an over-long prompt loses the end of its memory, never its header or instruction",
@@ -60,6 +71,37 @@ IMPROVED_DEPARTURES = (
     Departure("agent", "`Say:` is recognised in any case and only an exact `stop` stops",
               "the release stops on any output starting with stop (e.g. a query `stop watch`)"),
     Departure("agent", "bf16 live generation on a GPU that supports it (the release: fp16)", "no fp16 overflow"),
+    Departure("agent", "a function output counts when it names exactly one task function anywhere, in any case "
+                       "(e.g. ` Search_Product_By_Query()`)",
+              "the release takes only the exact name; a choice a reader can recognise should not fail the task"),
+    Departure("agent", "in multi-turn (--max_steps N) the agent stops after its one action",
+              "the release decides again every step, the same action until N: the same scores at N times the steps"),
+)
+
+# Where the release's own code is a bug, `--recipe release` keeps the fix and records it here (and in
+# every step's record), so a reader of `puma_run.json` sees each place it differs from the release.
+RELEASE_BUG_FIXES: tuple[Departure, ...] = (
+    Departure("score", "recommend candidates are read as their ASINs, each once, in first-occurrence order",
+              "the release's list(set(...)) orders them by string hash, which Python randomises per process "
+              "(PYTHONHASHSEED): the recommender's input, and so the same candidate's score, changes run to run"),
+    Departure("fast_test", "recommend candidates are read as their ASINs, each once, in first-occurrence order",
+              "the release's list(set(...)) orders them by string hash, which Python randomises per process "
+              "(PYTHONHASHSEED): the recommender's input, and so the same candidate's score, changes run to run"),
+    Departure("data", 'under the release recipe a search label the LLM returned without content (None) is stored '
+                      'as the string "None"',
+              "the release's file keeps null, which its SFT formats into the text it trains on, \"None\"; "
+              "examples here need a string label, and this one trains the same tokens"),
+    Departure("agent", "a function output that is not exactly a task function's name (and whose parameter is no "
+                       "`Say:` message or stop) is sent as a message, scored (0, 0), and the task stops",
+              "the release leaves its action unset, so env.step raises UnboundLocalError, which its "
+              "ThreadPoolExecutor.map re-raises in the main loop: the run dies before its scores, and again on resume"),
+    Departure("agent", "--puma_generate merges an adapter into the base its adapter_config.json names",
+              "the release puts it, unmerged, on a hard-coded meta-llama/Llama-2-7b-chat-hf, the wrong model for an "
+              "adapter trained on another base; merging is the same model up to float rounding"),
+    Departure("agent", "--puma_generate reads the model folder's own tokenizer (AutoTokenizer)",
+              "the release's LlamaTokenizer, in transformers 5 a class that rebuilds Llama's SentencePiece-style "
+              "pipeline over the folder's vocabulary, mis-tokenizes a tokenizer of another kind (same ids on a "
+              "Llama tokenizer)"),
 )
 
 
@@ -78,12 +120,12 @@ class Recipe:
     predicted_type_memory: bool  # step 7
     strict_release_parsing: bool  # step 7
     gpu_eval_dtype: str  # step 7 on a GPU
+    repeat_action: bool = False  # step 7 multi-turn: the decided action every step (the release's agent)
 
     def departures(self, step: str | None = None) -> list[str]:
         """This recipe's departures from the release (one step's, or all), as lines."""
-        if self.name == "release":
-            return []
-        return [d.line() for d in IMPROVED_DEPARTURES if step is None or d.step == step]
+        chosen = RELEASE_BUG_FIXES if self.name == "release" else RELEASE_BUG_FIXES + IMPROVED_DEPARTURES
+        return [d.line() for d in chosen if step is None or d.step == step]
 
 
 SHARED = "memory k = 100 relevant behaviours, recommend memory newest first, the BOS-inclusive 768-token cut, " \
@@ -93,7 +135,7 @@ _RECIPES = {
     "release": Recipe("release", distinct_recommend_label=False, label_only_loss=False, packed_batches=False,
                       gpu_train_dtype="float16", skip_uninformative_pairs=False, keep_prompt_whole=False,
                       training_prompt_at_eval=False, predicted_type_memory=False, strict_release_parsing=True,
-                      gpu_eval_dtype="float16"),
+                      gpu_eval_dtype="float16", repeat_action=True),
     "improved": Recipe("improved", distinct_recommend_label=True, label_only_loss=True, packed_batches=True,
                        gpu_train_dtype="bfloat16", skip_uninformative_pairs=True, keep_prompt_whole=True,
                        training_prompt_at_eval=True, predicted_type_memory=True, strict_release_parsing=False,

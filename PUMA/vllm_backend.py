@@ -93,11 +93,13 @@ def generate_texts_vllm(llm: Any, tokenizer: Any, prompts: list[str], *, lora_re
                         max_new_tokens: int = 256, num_return_sequences: int = 1, num_beams: int = 1,
                         do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
                         early_stopping: bool = True, max_prompt_tokens: int | None = None,
-                        seed: int | None = None) -> list[list[str]]:
+                        seed: int | None = None, release_after: str | None = None) -> list[list[str]]:
     """For each prompt, `num_return_sequences` continuations (decoded, stripped), with the
     decoding arguments of `PUMA.modeling.generate_texts`; vLLM batches all prompts itself.
-    vLLM's beam search has no early-stopping switch: a beam ends at EOS or the length limit."""
-    from PUMA.modeling import encode_prompts
+    vLLM's beam search has no early-stopping switch: a beam ends at EOS or the length limit.
+    `release_after`: sampled with the release's top-k and read from the whole decoded
+    sequence as the release reads it (`PUMA.modeling.text_after`)."""
+    from PUMA.modeling import RELEASE_TOP_K, encode_prompts, text_after
 
     prompt_ids = encode_prompts(tokenizer, prompts, max_prompt_tokens)
     requests = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
@@ -115,8 +117,13 @@ def generate_texts_vllm(llm: Any, tokenizer: Any, prompts: list[str], *, lora_re
         params = SamplingParams(n=num_return_sequences if do_sample else 1,
                                 temperature=temperature if do_sample else 0.0,
                                 top_p=top_p if do_sample else 1.0, seed=seed,
+                                **({"top_k": RELEASE_TOP_K} if do_sample and release_after is not None else {}),
                                 max_tokens=max_new_tokens, detokenize=False)
         results = llm.generate(requests, params, use_tqdm=False, lora_request=lora_request)
         continuations = [[list(output.token_ids) for output in result.outputs] for result in results]
+    if release_after is not None:
+        return [[text_after(release_after, text)
+                 for text in tokenizer.batch_decode([ids + list(tokens) for tokens in outputs], skip_special_tokens=True)]
+                for ids, outputs in zip(prompt_ids, continuations)]
     return [[text.strip() for text in tokenizer.batch_decode(tokens, skip_special_tokens=True)]
             for tokens in continuations]

@@ -40,10 +40,13 @@ for R in $RECIPES; do
     --per_device_train_batch_size 4 --gradient_accumulation_steps 1 --max_length 384 --save_strategy no
   "$PY" -m PUMA.merge --recipe "$R" --adapter_path "$O/sft" --output_dir "$O/sft_merged"
 
-  step "[$R] 3. generation: test functions, train parameter candidates (beam sampling, early stopping)"
-  "$PY" -m PUMA.generate --recipe "$R" --model_path "$O/sft_merged" --mode function \
-    --data_file "$P/function_test.json" --output_file "$O/function_test.json" --batch_size 40
+  step "[$R] 3. generation: functions of both splits, train parameter candidates (beam sampling, early stopping)"
+  for split in train test; do
+    "$PY" -m PUMA.generate --recipe "$R" --model_path "$O/sft_merged" --mode function \
+      --data_file "$P/function_$split.json" --output_file "$O/function_$split.json" --batch_size 40
+  done
   "$PY" -m PUMA.generate --recipe "$R" --model_path "$O/sft_merged" --mode param --data_file "$P/param_train.json" \
+    --function_file "$O/function_train.json" --mem_token_length 192 \
     --output_file "$O/param_candidates_train.json" --max_new_tokens 16 --num_return_sequences 3 --num_beams 3 \
     --do_sample --temperature 1.5 --batch_size 32 --max_prompt_tokens 384
 
@@ -62,7 +65,7 @@ for R in $RECIPES; do
 
   step "[$R] 7. test parameters from the DPO model, then evaluate the puma agent"
   "$PY" -m PUMA.generate --recipe "$R" --model_path "$O/dpo" --mode param --data_file "$P/param_test.json" \
-    --output_file "$O/param_test.json" --max_new_tokens 24 --num_return_sequences 1 --num_beams 1 --no-do_sample \
+    --function_file "$O/function_test.json" --mem_token_length 192 --output_file "$O/param_test.json" --max_new_tokens 24 --num_return_sequences 1 --num_beams 1 --no-do_sample \
     --batch_size 40 --max_prompt_tokens 384
   "$PY" run.py --data_dir "$D" --agent_strategy puma --puma_recipe "$R" --task_split test \
     --puma_function_file "$O/function_test.json" --puma_param_file "$O/param_test.json" \

@@ -119,10 +119,12 @@ def test_short_sft_generate_dpo_pass(tiny_data, tiny_model_dir: Path, tmp_path: 
                               max_length=128, save_strategy="no", logging_steps=1))
     assert (sft / "adapter_config.json").exists()
     merged = merge_adapter(MergeConfig(adapter_path=str(sft), output_dir=str(tmp_path / "merged")))
-    out = generate_file(GenerateConfig(model_path=str(merged), mode="param",
-                                       data_file=str(tmp_path / "function_train.json"),
+    write_json(tmp_path / "param_train.json", [dict(e, memory="") for e in examples])
+    write_json(tmp_path / "functions.json", {e["instruction"]: [e["label"]] for e in examples})
+    out = generate_file(GenerateConfig(model_path=str(merged), mode="param", data_file=str(tmp_path / "param_train.json"),
+                                       function_file=str(tmp_path / "functions.json"),
                                        output_file=str(tmp_path / "cands.json"), max_new_tokens=6,
-                                       num_return_sequences=3, num_beams=1, do_sample=True, batch_size=6),
+                                       num_return_sequences=3, num_beams=3, do_sample=True, batch_size=6),
                         log=lambda _: None)
     candidates = json.loads(out.read_text())
     assert set(candidates) == {t["task"] for t in tasks}
@@ -182,3 +184,108 @@ def test_review_candidates_are_scored_against_the_cached_real_review(tiny_data, 
     assert scores[task["task"]]["Say: hello"] == 0.0
     assert scores[task["task"]]["Unrelated words about tax law."] < 0.9
     assert review_cache_file(tiny_data).exists()  # the real review is kept for the next run
+
+
+def _puma_files(tmp_path: Path, tasks, functions: dict[str, str], params: dict[str, str]) -> tuple[str, str]:
+    """A function and a parameter file (lists of one output, as PUMA/generate.py writes)."""
+    (tmp_path / "f.json").write_text(json.dumps({t["task"]: [functions[t["task"]]] for t in tasks}))
+    (tmp_path / "p.json").write_text(json.dumps({t["task"]: [params[t["task"]]] for t in tasks}))
+    return str(tmp_path / "f.json"), str(tmp_path / "p.json")
+
+
+def _gold(tasks) -> tuple[dict[str, str], dict[str, str]]:
+    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+
+    functions = {t["task"]: FUNCTION_FOR_TASK_TYPE[t["type"]] for t in tasks}
+    params = {t["task"]: {"search": t["target"]["product_info"]["title"], "review": t["target"]["review"]["text"],
+                          "recommend": t["target"]["product_info"]["parent_asin"]}[t["type"]] for t in tasks}
+    return functions, params
+
+
+def test_release_recipe_takes_only_the_exact_function_name(tiny_data, tmp_path: Path):
+    from PersonalWAB.agents.puma import PumaAgent
+
+    tasks = tiny_data.split("test")[:4]
+    functions = {tasks[0]["task"]: SEARCH, tasks[1]["task"]: " Search_Product_By_Query()",
+                 tasks[2]["task"]: "search_product_by_query\n", tasks[3]["task"]: "the weather"}
+    params = {tasks[0]["task"]: "red kettle", tasks[1]["task"]: "red kettle", tasks[2]["task"]: "stop it",
+              tasks[3]["task"]: "Say: which colour?"}
+    files = _puma_files(tmp_path, tasks, functions, params)
+    release, improved = PumaAgent(tiny_data, *files, recipe="release"), PumaAgent(tiny_data, *files, recipe="improved")
+    protocol = project_protocol()
+    assert release.decide(protocol, tasks[0]) == improved.decide(protocol, tasks[0])
+    assert release.decide(protocol, tasks[0]).arguments == {"query": "red kettle"}
+    # the release compares the stored string: any other spelling names no function
+    assert [release.choose_function(protocol, t)[0] for t in tasks] == [SEARCH, None, None, None]
+    assert [improved.choose_function(protocol, t)[0] for t in tasks] == [SEARCH, SEARCH, SEARCH, None]
+    action, failure = release.decision(protocol, tasks[1])
+    assert action.name == "respond" and action.arguments == {"content": " Search_Product_By_Query()"} and failure
+    assert improved.decide(protocol, tasks[1]).arguments == {"query": "red kettle"}
+    # the release reads a `Say:` or stop parameter before it needs the function
+    assert release.decision(protocol, tasks[2]) == (release.decide(protocol, tasks[2]), None)
+    assert release.decide(protocol, tasks[2]).name == "stop"
+    assert release.decide(protocol, tasks[3]).to_dict() == {"name": "respond",
+                                                            "arguments": {"content": "which colour?"}}
+    assert improved.decide(protocol, tasks[3]).arguments == {"content": "the weather"}
+
+
+@pytest.mark.parametrize("recipe", ["release", "improved"])
+def test_a_function_output_naming_no_tool_scores_zero_and_the_run_goes_on(tiny_data, tiny_engines, tmp_path: Path,
+                                                                        recipe):
+    from PersonalWAB.results import load_result_file
+    from PersonalWAB.run import RunConfig, run
+
+    tasks = tiny_data.split("test")[:4]
+    functions, params = _gold(tasks)
+    functions[tasks[1]["task"]] = "Search_Product_By_Query" if recipe == "release" else "no idea"
+    f, p = _puma_files(tmp_path, tasks, functions, params)
+    config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test", end_index=4,
+                       puma_function_file=f, puma_param_file=p, puma_recipe=recipe,
+                       output=str(tmp_path / "r.json"), agent_memory="none")
+    header, path, _ = run(config, log=lambda _: None)
+    records = sorted(load_result_file(path)[1], key=lambda r: r["task_id"])
+    assert len(records) == 4 and not any("error" in r["info"] for r in records)
+    # the release's run dies on this task (its action is unset); scored as the failed task it is
+    failed = records[1]
+    assert failed["action_acc"] == [0.0] and failed["res_acc"] == [0.0]
+    assert failed["info"]["puma_function"].startswith("the function output names no task function")
+    assert [m["role"] for m in failed["traj"]] == ["system", "user", "assistant", "user"]
+    assert all(r["action_acc"] == [1.0] for r in records if r is not failed)
+    assert header["results"]["overall"]["avg_action_acc"] == pytest.approx(0.75)
+
+
+def test_multi_turn_steps_release_repeats_its_action_improved_stops(tiny_data, tiny_engines, tmp_path: Path):
+    from PersonalWAB.results import load_result_file
+    from PersonalWAB.run import RunConfig, run
+
+    tasks = tiny_data.split("test")[:3]
+    functions, params = _gold(tasks)
+    params[tasks[2]["task"]] = "stop"
+    files = _puma_files(tmp_path, tasks, functions, params)
+    results = {}
+    for recipe in ("release", "improved"):
+        config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test", end_index=3,
+                           puma_function_file=files[0], puma_param_file=files[1], puma_recipe=recipe,
+                           max_steps=3, user_mode="offline", output=str(tmp_path / f"{recipe}.json"),
+                           agent_memory="none")
+        header, path, _ = run(config, log=lambda _: None)
+        results[recipe] = header["results"], sorted(load_result_file(path)[1], key=lambda r: r["task_id"])
+    (release_stats, release), (improved_stats, improved) = results["release"], results["improved"]
+    for i in (0, 1):
+        name = functions[tasks[i]["task"]]
+        # the release: the same action each of the 3 steps, each an assistant call and its tool answer
+        assert [a["name"] for a in release[i]["info"]["actions"]] == [name] * 3
+        assert len(release[i]["info"]["usage"]["total_tokens"]) == 3
+        assert len(release[i]["action_acc"]) == 3 and len(set(release[i]["res_acc"])) == 1
+        assert [m["role"] for m in release[i]["traj"]] == ["system", "user"] + ["assistant", "tool"] * 3
+        assert len({m["tool_calls"][0]["function"]["arguments"] for m in release[i]["traj"][2::2]}) == 1
+        # improved: the action once, then stop
+        assert [a["name"] for a in improved[i]["info"]["actions"]] == [name, "stop"]
+        assert len(improved[i]["info"]["usage"]["total_tokens"]) == 2 and len(improved[i]["action_acc"]) == 1
+        assert max(release[i]["res_acc"]) == improved[i]["res_acc"][0]
+    for records in (release, improved):  # a stop parameter: one step under both
+        assert [a["name"] for a in records[2]["info"]["actions"]] == ["stop"] and records[2]["action_acc"] == []
+    for key in ("avg_action_acc", "avg_res_acc"):
+        assert release_stats["overall"][key] == pytest.approx(improved_stats["overall"][key])
+    assert release_stats["overall"]["avg_interaction_times"] == pytest.approx((3 + 3 + 1) / 3)
+    assert improved_stats["overall"]["avg_interaction_times"] == pytest.approx((2 + 2 + 1) / 3)

@@ -51,7 +51,7 @@ def test_recommend_memory_newest_first_keeps_the_latest_purchase(tiny_puma_data,
     from PersonalWAB.agents.puma import cut_to_tokens
 
     tokenizer = load_tokenizer(tiny_model_dir)
-    oldest = [dict(e, memory=cut_to_tokens(protocol.puma_memory(
+    oldest = [dict(e, prompt=cut_to_tokens(protocol.puma_memory(
         puma_behaviours(protocol, tiny_puma_data, t, "recommend", 100)[::-1], "recommend"), tokenizer, 96))
         for t, e in zip(tasks, examples)]
     assert latest_purchase_kept(tiny_puma_data, tasks, oldest)[0] < kept
@@ -180,7 +180,7 @@ def test_generation_settings_and_gpu_batch_size():
     from PUMA.generate import GenerateConfig, auto_batch_size, decoding_settings
 
     assert decoding_settings(GenerateConfig(mode="function")) == dict(
-        max_new_tokens=32, num_return_sequences=1, num_beams=1, do_sample=False)
+        max_new_tokens=32, num_return_sequences=1, num_beams=1, do_sample=False, temperature=0.0)
     candidates = decoding_settings(GenerateConfig(mode="param"))
     assert candidates == dict(max_new_tokens=256, num_return_sequences=10, num_beams=10, do_sample=True,
                               temperature=1.5, top_p=1.0, early_stopping=True)
@@ -348,3 +348,244 @@ def test_gpu_extras_are_pinned_and_configs_parse():
     assert any(line.startswith("deepspeed==") for line in packages)
     for name in ("deepspeed_zero2.json", "deepspeed_zero3.json"):
         assert json.loads((REPO_ROOT / "PUMA" / "configs" / name).read_text())["zero_optimization"]["stage"] in (2, 3)
+
+
+# --- step 3 under --recipe release: the release's test_llama.py ------------------------------------------------
+def test_release_generation_rebuilds_the_prompt_with_the_predicted_function(tiny_model_dir: Path, tmp_path: Path):
+    from PersonalWAB.agents.puma import cut_to_tokens
+    from PUMA.generate import release_cue, release_param_prompts
+    from PUMA.modeling import load_tokenizer
+
+    protocol, tokenizer = project_protocol(), load_tokenizer(tiny_model_dir)
+    memory = "|".join(f"Rating:{i}\nText:a long review number {i} of many words\n" for i in range(200))
+    example = {"instruction": "Write a review of this kettle", "memory": memory,
+               "product": {"title": "Kettle", "price": 9.5, "store": None, "main_category": "Home"}}
+    (prompt,) = release_param_prompts(protocol, tokenizer, [example], {example["instruction"]: ["my_tool", "x"]}, 64)
+    # the bare instruction (no product block), the predicted function's text, the memory cut again to 64 tokens
+    assert prompt == protocol.puma_param_prompt(example["instruction"], "my_tool", cut_to_tokens(memory, tokenizer, 64))
+    assert "Kettle" not in prompt and len(tokenizer(cut_to_tokens(memory, tokenizer, 64))["input_ids"]) <= 64
+    assert prompt.endswith(release_cue(protocol, "param")) and release_cue(protocol, "param").startswith("###")
+    with pytest.raises(ValueError, match="no prediction"):
+        release_param_prompts(protocol, tokenizer, [example], {}, 64)
+
+
+def test_release_reading_of_a_generation_keeps_leading_whitespace_after_the_last_cue():
+    from PUMA.modeling import release_generation_config, text_after
+
+    assert text_after("### Tool Parameter:\n", "Prompt\n### Tool Parameter:\n  red kettle \n") == "  red kettle"
+    assert text_after("### Tool Parameter:\n", "P\n### Tool Parameter:\nA\n### Tool Parameter:\nB") == "B"
+    greedy = release_generation_config(32, 1, False, 0.0)
+    assert (greedy.num_return_sequences, greedy.early_stopping, greedy.temperature, greedy.do_sample) == (1, False, 0, False)
+    sampled = release_generation_config(256, 10, True, 1.5)
+    assert (sampled.num_return_sequences, sampled.early_stopping, sampled.top_k, sampled.temperature) == (10, True, 50, 1.5)
+
+
+def test_release_param_generation_needs_the_function_file_and_one_sequence_per_beam(tmp_path: Path):
+    from PUMA.generate import GenerateConfig, decoding_settings, generate_file
+
+    with pytest.raises(ValueError, match="needs --function_file"):
+        generate_file(GenerateConfig(mode="param", data_file=str(tmp_path / "none.json")), log=lambda _: None)
+    with pytest.raises(ValueError, match="one sequence per beam"):
+        decoding_settings(GenerateConfig(mode="param", num_beams=10, num_return_sequences=4))
+    assert decoding_settings(GenerateConfig(mode="param", recipe="improved", num_beams=10, num_return_sequences=4))
+
+
+def test_release_generation_end_to_end_lists_every_output(tiny_model_dir: Path, tmp_path: Path):
+    from PUMA.generate import GenerateConfig, generate_file
+    from PUMA.modeling import write_json
+
+    examples = [{"instruction": "find a kettle", "memory": "Title:Kettle\nMain Category:Home\n", "product": None},
+                {"instruction": "find a mug", "memory": "", "product": None}]
+    write_json(tmp_path / "param.json", examples)
+    write_json(tmp_path / "functions.json", {e["instruction"]: ["search_product_by_query"] for e in examples})
+    out = generate_file(GenerateConfig(model_path=str(tiny_model_dir), mode="param", data_file=str(tmp_path / "param.json"),
+                                       function_file=str(tmp_path / "functions.json"), output_file=str(tmp_path / "o.json"),
+                                       max_new_tokens=4, num_beams=2, num_return_sequences=2, do_sample=True,
+                                       batch_size=2), log=lambda _: None)
+    outputs = json.loads(out.read_text())
+    assert list(outputs) == [e["instruction"] for e in examples] and all(len(v) == 2 for v in outputs.values())
+    record = json.loads((tmp_path / "o.puma_run.json").read_text())
+    assert record["prompt_cut"] is None and "load_param_prompt" in record["prompts"]
+
+
+# --- batch and precision under --recipe release (issue 19, items 3-4) ------------------------------------------
+@pytest.mark.parametrize("world, accumulation", [(1, 64), (2, 32), (4, 16), (8, 8)])
+def test_release_keeps_64_examples_per_step_on_any_gpu_count(monkeypatch, world: int, accumulation: int):
+    from PUMA.dpo import DPOStepConfig
+    from PUMA.sft import SFTConfig
+
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    for config in (SFTConfig(), DPOStepConfig()):
+        layout = config.batch_layout()
+        assert (layout.world_size, layout.per_device_train_batch_size, layout.gradient_accumulation_steps,
+                layout.global_batch_size) == (world, 1, accumulation, 64)
+        arguments = config.trainer_arguments()
+        assert (arguments["per_device_train_batch_size"], arguments["gradient_accumulation_steps"]) == (1, accumulation)
+    # the improved recipe keeps its per-GPU layout, explicit in Python
+    improved = SFTConfig(recipe="improved").batch_layout()
+    assert (improved.per_device_train_batch_size, improved.gradient_accumulation_steps,
+            improved.global_batch_size) == (4, 4, 16 * world)
+    assert DPOStepConfig(recipe="improved").batch_layout().global_batch_size == 16 * world
+
+
+def test_global_batch_refusal_and_explicit_overrides(monkeypatch):
+    from PUMA.cli import parse_config
+    from PUMA.dpo import DPOStepConfig
+    from PUMA.sft import SFTConfig
+
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    for config in (SFTConfig(), DPOStepConfig()):
+        with pytest.raises(ValueError, match="global batch 64 .* not a multiple of 3 process"):
+            config.check()
+    # an explicit accumulation wins over the recipe's global batch (the smoke's 4 x 1)
+    explicit = SFTConfig(per_device_train_batch_size=4, gradient_accumulation_steps=1).batch_layout()
+    assert (explicit.gradient_accumulation_steps, explicit.global_batch_size) == (1, 12)
+    assert explicit.rule == "--gradient_accumulation_steps"
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    with pytest.raises(ValueError, match="not a multiple of 1 process"):
+        SFTConfig(per_device_train_batch_size=3).batch_layout()
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    chosen = parse_config(SFTConfig, ["--global_batch_size", "32"], "sft", None).batch_layout()
+    assert (chosen.gradient_accumulation_steps, chosen.global_batch_size, chosen.rule) == (8, 32, "--global_batch_size")
+    assert SFTConfig(global_batch_size=32, gradient_accumulation_steps=8).batch_layout().global_batch_size == 32
+    with pytest.raises(ValueError, match="give one of the two"):
+        SFTConfig(global_batch_size=64, gradient_accumulation_steps=8).batch_layout()
+    with pytest.raises(ValueError, match="must be positive"):
+        SFTConfig(gradient_accumulation_steps=-1).batch_layout()
+
+
+def test_precision_path_and_launch_departures():
+    from PUMA.lora import LoRATrainingConfig, launch_departures, precision_path
+
+    release_ds = str(REPO_ROOT / "PUMA" / "configs" / "deepspeed_zero2_release.json")
+    assert precision_path(LoRATrainingConfig(fp16=True, deepspeed=release_ds), "cuda") == "deepspeed-zero2-fp16"
+    assert precision_path(LoRATrainingConfig(fp16=True), "cuda") == "amp-fp16"
+    assert precision_path(LoRATrainingConfig(recipe="improved", bf16=True), "cuda") == "amp-bf16"
+    assert precision_path(LoRATrainingConfig(), "cpu") == "fp32-cpu"
+    zero3 = str(REPO_ROOT / "PUMA" / "configs" / "deepspeed_zero3.json")
+    assert precision_path(LoRATrainingConfig(bf16=True, deepspeed=zero3), "cuda") == "deepspeed-zero3-bf16"
+
+    config = LoRATrainingConfig(fp16=True, global_batch_size=64)
+    layout = config.batch_layout(4)
+    assert launch_departures(config, "sft", layout, "deepspeed-zero2-fp16", "cuda") == []
+    (line,) = launch_departures(config, "sft", layout, "amp-fp16", "cuda")  # DEEPSPEED=none
+    assert line.startswith("sft: precision amp-fp16") and "DEEPSPEED=none" in line
+    small = LoRATrainingConfig(per_device_train_batch_size=4, gradient_accumulation_steps=1)
+    lines = launch_departures(small, "dpo", small.batch_layout(2), "deepspeed-zero2-fp16", "cuda")
+    assert lines == ["dpo: global batch 8 (the release: 64) (chosen at launch (--gradient_accumulation_steps))"]
+    assert launch_departures(small, "sft", small.batch_layout(1), "fp32-cpu", "cpu") == []  # a CPU smoke run
+    improved = LoRATrainingConfig(recipe="improved", bf16=True)
+    assert launch_departures(improved, "sft", improved.batch_layout(2), "amp-bf16", "cuda") == []
+
+
+def test_run_facts_add_a_launch_departure_to_the_record(tmp_path: Path):
+    from types import SimpleNamespace
+
+    import torch
+
+    from PUMA.lora import run_facts
+    from PUMA.recipe import get_recipe, write_record
+    from PUMA.sft import SFTConfig
+
+    config = SFTConfig(fp16=True)
+    weight = torch.nn.Parameter(torch.zeros(2, dtype=torch.float32))
+    trainer = SimpleNamespace(args=SimpleNamespace(world_size=2, per_device_train_batch_size=1,
+                                                   gradient_accumulation_steps=32, device=SimpleNamespace(type="cuda")),
+                              model=SimpleNamespace(parameters=lambda: [weight]))  # a GPU run with DEEPSPEED=none
+    facts = run_facts(trainer, config, "sft")
+    assert facts["precision"] == "amp-fp16" and facts["global_batch_size"] == 64 and facts["world_size"] == 2
+    assert facts["gradient_accumulation_steps"] == 32 and facts["trainable_dtype"] == "float32"
+    write_record(tmp_path / "out", "sft", get_recipe("release"), config, **facts)
+    record = json.loads((tmp_path / "out" / "puma_run.json").read_text())
+    assert record["launch_departures"] and record["departures_from_release"][-1] == record["launch_departures"][0]
+
+
+def test_step_records_state_the_batch_and_precision(tiny_data, tiny_model_dir: Path, tmp_path: Path, monkeypatch):
+    from PUMA.dpo import DPOStepConfig, train_dpo
+    from PUMA.modeling import write_json
+    from PUMA.sft import SFTConfig, build_sft_trainer, train_sft
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    examples = _sft_examples(tiny_data)
+    trainer, _ = build_sft_trainer(SFTConfig(model_path=str(tiny_model_dir), output_dir=str(tmp_path / "d"),
+                                             max_length=64), examples=examples)
+    assert (trainer.args.per_device_train_batch_size, trainer.args.gradient_accumulation_steps) == (1, 64)
+    write_json(tmp_path / "f.json", examples)
+    out = train_sft(SFTConfig(model_path=str(tiny_model_dir), train_on="function", function_data=str(tmp_path / "f.json"),
+                              output_dir=str(tmp_path / "sft"), max_steps=1, per_device_train_batch_size=2,
+                              gradient_accumulation_steps=1, max_length=64, save_strategy="no"))
+    record = json.loads((out / "puma_run.json").read_text())
+    assert {k: record[k] for k in ("world_size", "per_device_train_batch_size", "gradient_accumulation_steps",
+                                   "global_batch_size", "precision", "trainable_dtype", "launch_departures")} == {
+        "world_size": 1, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "global_batch_size": 2,
+        "precision": "fp32-cpu", "trainable_dtype": "float32", "launch_departures": []}
+    assert record["departures_from_release"] == []
+    pairs = [{"prompt": e["prompt"], "chosen": e["label"], "rejected": "nothing"} for e in examples[:4]]
+    write_json(tmp_path / "pairs.json", pairs)
+    out = train_dpo(DPOStepConfig(model_path=str(tiny_model_dir), data_file=str(tmp_path / "pairs.json"),
+                                  output_dir=str(tmp_path / "dpo"), max_steps=1, per_device_train_batch_size=2,
+                                  global_batch_size=4, max_length=96, max_prompt_length=64, save_strategy="no"))
+    record = json.loads((out / "puma_run.json").read_text())
+    assert (record["gradient_accumulation_steps"], record["global_batch_size"], record["batch_rule"],
+            record["precision"]) == (2, 4, "--global_batch_size", "fp32-cpu")
+
+
+def test_deepspeed_path_keeps_the_trained_weights_in_half(tiny_model_dir: Path):
+    import torch
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from PUMA.lora import LoRATrainingConfig, lora_config, trainable_in_float32
+
+    release_ds = str(REPO_ROOT / "PUMA" / "configs" / "deepspeed_zero2_release.json")
+    for deepspeed in (release_ds, None):
+        config = LoRATrainingConfig(fp16=True, deepspeed=deepspeed)
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float16),
+                               lora_config(config))
+        dtypes = {p.dtype for p in trainable_in_float32(model, config).parameters() if p.requires_grad}
+        # DeepSpeed: nothing upcast (the modules saved whole stay fp16; its engine halves the rest)
+        assert (torch.float16 in dtypes) if deepspeed else (dtypes == {torch.float32})
+
+
+def test_release_deepspeed_config_has_the_release_settings():
+    config = json.loads((REPO_ROOT / "PUMA" / "configs" / "deepspeed_zero2_release.json").read_text())
+    assert config["fp16"] == {"enabled": "auto", "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000,
+                              "hysteresis": 2, "min_loss_scale": 1}
+    assert config["zero_optimization"] == {"stage": 2, "allgather_partitions": True, "allgather_bucket_size": 2e8,
+                                           "overlap_comm": True, "reduce_scatter": True, "reduce_bucket_size": 2e8,
+                                           "contiguous_gradients": True}
+    assert all(config[k] == "auto" for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
+                                             "gradient_accumulation_steps", "gradient_clipping"))
+
+
+def _run_script(tmp_path: Path, script: str, gpus: int, **env: str) -> tuple[int, list[str], str]:
+    """Run a training script with `gpus` fake GPUs and a fake Python that prints its argv
+    (and answers the deepspeed check with FAKE_DEEPSPEED_RC)."""
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    (fake / "nvidia-smi").write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: Fake (UUID: x)'\n" for i in range(gpus)))
+    (fake / "python").write_text('#!/bin/sh\n[ "$1" = -c ] && exit "${FAKE_DEEPSPEED_RC:-0}"\nprintf "%s\\n" "$@"\n')
+    for name in ("nvidia-smi", "python"):
+        (fake / name).chmod(0o755)
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("CUDA_VISIBLE_DEVICES", "GPUS", "RECIPE", "DEEPSPEED", "PRECISION", "PUMA_STEP")}
+    done = subprocess.run(["bash", f"PUMA/scripts/{script}"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          env={**clean, "PATH": f"{fake}:{clean['PATH']}", "PUMA_PYTHON": str(fake / "python"), **env})
+    return done.returncode, done.stdout.splitlines(), done.stderr
+
+
+@pytest.mark.parametrize("script, module", [("finetune_function_param.sh", "PUMA.sft"), ("dpo_llama.sh", "PUMA.dpo")])
+def test_release_scripts_launch_deepspeed_zero2_fp16_on_gpus(tmp_path: Path, script: str, module: str):
+    rc, argv, _ = _run_script(tmp_path, script, 2)
+    assert rc == 0 and argv[:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    assert argv[5:7] == ["-m", module] and "--fp16" in argv
+    assert argv[argv.index("--deepspeed") + 1] == "PUMA/configs/deepspeed_zero2_release.json"
+    assert "--gradient_accumulation_steps" not in argv and "--per_device_train_batch_size" not in argv
+    rc, argv, err = _run_script(tmp_path, script, 2, FAKE_DEEPSPEED_RC="1")  # deepspeed not installed
+    assert rc == 3 and not argv and "pip install -r requirements-gpu.txt" in err and "DEEPSPEED=none" in err
+    rc, argv, _ = _run_script(tmp_path, script, 2, FAKE_DEEPSPEED_RC="1", DEEPSPEED="none")  # AMP fp16, by choice
+    assert rc == 0 and "accelerate.commands.launch" in argv and "--fp16" in argv and "--deepspeed" not in argv
+    rc, argv, _ = _run_script(tmp_path, script, 1, RECIPE="improved")
+    assert rc == 0 and "accelerate.commands.launch" in argv and "--bf16" in argv and "--deepspeed" not in argv
+    rc, argv, _ = _run_script(tmp_path, script, 0)  # no GPU: plain Python in fp32
+    assert rc == 0 and argv[:2] == ["-m", module] and "--fp16" not in argv and "--deepspeed" not in argv

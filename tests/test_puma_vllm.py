@@ -28,6 +28,7 @@ class SamplingParams:
     n: int = 1
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k: int = -1
     seed: int | None = None
     max_tokens: int | None = 16
     detokenize: bool = True
@@ -93,7 +94,7 @@ def _data_file(tmp_path: Path) -> Path:
 
 def test_sampled_candidates_are_seeded_samples_of_prompts_cut_on_the_left(fake_vllm, tiny_model_dir: Path, tmp_path: Path):
     out = generate_file(GenerateConfig(model_path=str(tiny_model_dir), data_file=str(_data_file(tmp_path)),
-                                       output_file=str(tmp_path / "cands.json"), backend="vllm",
+                                       output_file=str(tmp_path / "cands.json"), backend="vllm", recipe="improved",
                                        num_return_sequences=4, num_beams=10, do_sample=True, temperature=1.5,
                                        top_p=0.9, max_new_tokens=20, max_prompt_tokens=12, dtype="bfloat16"),
                         log=lambda _: None)
@@ -113,7 +114,7 @@ def test_sampled_candidates_are_seeded_samples_of_prompts_cut_on_the_left(fake_v
 
 def test_beam_candidates_drop_the_prompt_and_keep_the_best_beams(fake_vllm, tiny_model_dir: Path, tmp_path: Path):
     out = generate_file(GenerateConfig(model_path=str(tiny_model_dir), data_file=str(_data_file(tmp_path)),
-                                       output_file=str(tmp_path / "beams.json"), backend="vllm",
+                                       output_file=str(tmp_path / "beams.json"), backend="vllm", recipe="improved",
                                        num_return_sequences=1, num_beams=3, do_sample=False, max_new_tokens=8),
                         log=lambda _: None)
     assert json.loads(out.read_text()) == {"find me a red kettle": ["B00"], "review the mug": ["B10"]}
@@ -135,7 +136,7 @@ def test_adapter_folder_is_served_as_a_lora_on_its_base(fake_vllm, tiny_model_di
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 12, "base_model_name_or_path": str(tiny_model_dir),
                                                              "peft_type": "LORA"}))
     generate_file(GenerateConfig(model_path=str(adapter), data_file=str(_data_file(tmp_path)),
-                                 output_file=str(tmp_path / "cands.json"), backend="vllm", num_return_sequences=2),
+                                 output_file=str(tmp_path / "cands.json"), backend="vllm", recipe="improved", num_return_sequences=2),
                   log=lambda _: None)
     (llm,) = fake_vllm.instances
     assert llm.model == str(tiny_model_dir) and llm.options["tokenizer"] == str(tiny_model_dir)
@@ -168,3 +169,22 @@ def test_lora_rank_rounds_up_to_a_rank_vllm_supports():
     assert [lora_rank_limit(r) for r in (1, 8, 12, 16, 17, 512)] == [1, 8, 16, 16, 32, 512]
     with pytest.raises(ValueError, match="above the largest"):
         lora_rank_limit(600)
+
+
+def test_release_candidates_sample_with_top_k_and_read_the_whole_sequence(fake_vllm, tiny_model_dir: Path,
+                                                                          tmp_path: Path):
+    examples = [{"instruction": i, "prompt": p, "memory": "Title:Kettle\n", "product": None} for i, p in PROMPTS.items()]
+    write_json(tmp_path / "param.json", examples)
+    write_json(tmp_path / "functions.json", {i: ["search_product_by_query"] for i in PROMPTS})
+    out = generate_file(GenerateConfig(model_path=str(tiny_model_dir), data_file=str(tmp_path / "param.json"),
+                                       function_file=str(tmp_path / "functions.json"),
+                                       output_file=str(tmp_path / "cands.json"), backend="vllm", num_return_sequences=2,
+                                       num_beams=2, do_sample=True, temperature=1.5, max_new_tokens=20),
+                        log=lambda _: None)
+    ((kind, requests, params, _),) = fake_vllm.instances[0].calls
+    assert kind == "generate" and params.top_k == 50 and params.n == 2  # the HF default the release sampled with
+    outputs = json.loads(out.read_text())
+    # read as the release: the whole sequence decoded, the text after the prompt's cue (no prompt cut)
+    assert all(len(v) == 2 for v in outputs.values()) and all("Tool Parameter" not in o for v in outputs.values() for o in v)
+    tokenizer = load_tokenizer(tiny_model_dir)
+    assert all(request["prompt_token_ids"][0] == tokenizer.bos_token_id for request in requests)

@@ -62,7 +62,8 @@ def _puma_agent(data: Any, config: Any) -> Any:
         # the task-specific memory ranks behaviours by relevance (the improved recipe by training's text)
         template = DATA_RELEVANCE_TEXT if recipe.training_prompt_at_eval else AGENT_RELEVANCE_TEXT
         build_behaviour_embeddings(data, load_protocol(config.protocol_file), log=None, template=template)
-        generator = LiveGenerator(config.puma_model_path, config.puma_dtype, recipe.gpu_eval_dtype)
+        generator = LiveGenerator(config.puma_model_path, config.puma_dtype, recipe.gpu_eval_dtype,
+                                  release=recipe.name == "release")
     return PumaAgent(data, config.puma_function_file, config.puma_param_file, generator,
                      memory_length=config.memory_length, mem_token_length=config.mem_token_length,
                      recipe=config.puma_recipe)

@@ -1,4 +1,4 @@
-"""PUMA's agent (`--agent_strategy puma`): one function call per task, no API model.
+"""PUMA's agent (`--agent_strategy puma`): one decision per task, no API model.
 
 The function comes from a function file (instruction -> generated output, see
 `PUMA/generate.py`) or, with `--puma_generate`, from the fine-tuned model at
@@ -10,7 +10,9 @@ The task-specific memory, the parameter prompts and the reading of generated
 parameters live here so the training data (`PUMA/data.py`), the scoring step and the
 agent share them. `--puma_recipe` (`PUMA.recipe`) decides what differs: the release's
 agent evaluates with its own prompt, formats the memory for the true task type and reads
-outputs with its prefix rules; the improved recipe evaluates with the training prompt.
+outputs with its prefix rules and exact function names, and repeats its action every step
+of a multi-turn episode; the improved recipe evaluates with the training prompt, reads a
+function name leniently and stops after its one action.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ PARAM_NEW_TOKENS = 256  # parameters, greedy, at evaluation (the release's agent
 # The behaviour text relevance ranks: the release's PUMA data scripts and its agent each use their own.
 DATA_RELEVANCE_TEXT = "puma.behaviour"
 AGENT_RELEVANCE_TEXT = "memory.behaviour"
+
+
+def prompt_cue(template: str) -> str:
+    """A prompt template's last line (`### Tool Parameter:` and its line break), after which
+    the release reads what its model generated."""
+    return template[template.rfind("\n", 0, len(template) - 1) + 1:]
 
 
 def cut_to_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> str:
@@ -144,11 +152,12 @@ class LiveGenerator:
     when there is one, in `dtype` (`auto`: the recipe's GPU dtype there, float32 on a CPU)."""
 
     def __init__(self, model_path: str, dtype: str = "auto", gpu_dtype: str = "float16",
-                 max_new_tokens: int = PARAM_NEW_TOKENS):
+                 max_new_tokens: int = PARAM_NEW_TOKENS, release: bool = False):
         self.model_path = model_path
         self.dtype = dtype
         self.gpu_dtype = gpu_dtype
         self.max_new_tokens = max_new_tokens
+        self.release = release  # the release's agent: adapter unmerged, whole sequence read after the cue
         self._model: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
@@ -165,16 +174,20 @@ class LiveGenerator:
 
                 device = inference_device()
                 dtype = resolve_dtype(self.dtype, device, self.gpu_dtype)
-                model, self._tokenizer = load_causal_lm(self.model_path, for_generation=True, dtype=dtype)
+                model, self._tokenizer = load_causal_lm(self.model_path, for_generation=True, dtype=dtype,
+                                                        merge=not self.release)
                 self._model = model.to(device)
 
-    def generate(self, prompt: str, max_new_tokens: int | None = None) -> str:
+    def generate(self, prompt: str, max_new_tokens: int | None = None, cue: str | None = None) -> str:
+        """Greedy continuation of `prompt`; with `cue` (release), the whole decoded sequence
+        after the prompt's last `cue`, as the release's agent reads it."""
         from PUMA.modeling import generate_texts
 
         self._load()
         with self._lock:
             return generate_texts(self._model, self._tokenizer, [prompt],
-                                  max_new_tokens=max_new_tokens or self.max_new_tokens)[0][0]
+                                  max_new_tokens=max_new_tokens or self.max_new_tokens,
+                                  release_after=cue if self.release else None)[0][0]
 
 
 class PumaAgent(Agent):
@@ -195,7 +208,11 @@ class PumaAgent(Agent):
         self.recipe = get_recipe(recipe)
 
     def choose_function(self, protocol: Protocol, task: dict[str, Any]) -> tuple[str | None, str]:
-        """(the task function named, the raw output); None when the output names none."""
+        """(the task function named, the raw output); None when the output names none.
+
+        Release recipe: the output must be a function's name exactly, as the release compares
+        the stored output (its generation strips it); improved: the one function it names
+        anywhere, in any case."""
         instruction = task["task"]
         if instruction in self.functions:
             raw = self.functions[instruction]
@@ -203,6 +220,8 @@ class PumaAgent(Agent):
             raw = self.generator.generate(protocol.puma_function_prompt(instruction), FUNCTION_NEW_TOKENS)
         else:
             raise ValueError(f"the function file has no entry for instruction {instruction[:80]!r}")
+        if self.recipe.strict_release_parsing:
+            return (raw if raw in TASK_FUNCTIONS else None), raw
         return normalise_function_name(raw), raw
 
     def live_prompt(self, protocol: Protocol, task: dict[str, Any], function_name: str) -> str:
@@ -227,22 +246,46 @@ class PumaAgent(Agent):
             return self.params[instruction]
         if self.generator is None:
             raise ValueError(f"the parameter file has no entry for instruction {instruction[:80]!r}")
-        return self.generator.generate(self.live_prompt(protocol, task, function_name))
+        template = "puma.param_prompt" if self.recipe.training_prompt_at_eval else "puma.agent.param_prompt"
+        return self.generator.generate(self.live_prompt(protocol, task, function_name),
+                                       cue=prompt_cue(protocol.text(template)))
 
     def decide(self, protocol: Protocol, task: dict[str, Any]) -> Action:
+        return self.decision(protocol, task)[0]
+
+    def decision(self, protocol: Protocol, task: dict[str, Any]) -> tuple[Action, str | None]:
+        """(the action, None) or, for a function output naming no task function, (a message
+        carrying that output, scored (0, 0), then the task stops; a note saying why).
+
+        Release recipe: as the release's agent, the parameter output is read first, so a
+        `Say:` message or a stop stands even then (the release's agent builds its parameter
+        prompt for a review when the function is unknown); any other output leaves the
+        release's action unset (PUMA/recipe.py, RELEASE_BUG_FIXES)."""
         function_name, raw = self.choose_function(protocol, task)
-        if function_name is None:  # a function output naming no tool: a message, scored (0, 0)
-            return Action(RESPOND, {"content": raw})
         rules = OutputRules.of(protocol, release=self.recipe.strict_release_parsing)
-        return parse_parameters(function_name, self.parameter_output(protocol, task, function_name), rules)
+        if function_name is not None:
+            return parse_parameters(function_name, self.parameter_output(protocol, task, function_name), rules), None
+        if self.recipe.strict_release_parsing and (task["task"] in self.params or self.generator is not None):
+            special = rules.special(self.parameter_output(protocol, task, REVIEW).strip())
+            if special is not None:
+                return special, None
+        return Action(RESPOND, {"content": raw}), f"the function output names no task function: {raw[:200]!r}"
 
     def solve(self, env: PWABEnv, task_index: int) -> Episode:
+        """One decision per task. Release recipe: the decided action is sent every step, as the
+        release's agent decides again each step (greedy or from files: the same output), until
+        the episode ends (single-turn: at once; multi-turn: `stop` or `--max_steps`). Improved,
+        or a failed decision: the action once, then `stop`."""
         observation, info = env.reset(task_index)
         episode = Episode(traj=[{"role": "system", "content": SYSTEM_PROMPT},
                                 {"role": "user", "content": observation}])
+        decided, failure = self.decision(env.protocol, info["task"])
+        if failure is not None:
+            episode.notes["puma_function"] = failure
+        repeat = self.recipe.repeat_action and failure is None
         done = False
         while not done:
-            action = self.decide(env.protocol, info["task"]) if not episode.actions else Action(STOP)
+            action = decided if repeat or not episode.actions else Action(STOP)
             episode.usage.add_call()
             episode.actions.append(action.to_dict())
             if action.name == RESPOND:
