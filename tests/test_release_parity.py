@@ -117,3 +117,93 @@ def test_requests_are_tied_to_tasks_in_order() -> None:
     result = compare_first_requests(tasks, grouped, other)
     assert (result["requests"].compared, result["requests"].identical) == (2, 1)
     assert result["requests"].first_difference["task"] == 1
+
+
+# --- the `puma` check --------------------------------------------------------------------------------------------
+FAKE_TEST_LLAMA = '''
+import json, sys
+import wandb  # the release's PUMA scripts import it; the worker stubs it when it is not installed
+from transformers import AutoTokenizer, GenerationConfig, LlamaForCausalLM, LlamaTokenizer
+slow = LlamaTokenizer.from_pretrained("meta-llama/Llama-2-7b-chat-hf")
+auto = AutoTokenizer.from_pretrained("meta-llama/Llama-2-7b-chat-hf")
+model = LlamaForCausalLM.from_pretrained("meta-llama/Llama-2-7b-chat-hf")
+ids = slow("find a red kettle", return_tensors="pt").input_ids
+model.generate(ids, generation_config=GenerationConfig(max_new_tokens=3, num_beams=1, do_sample=False))
+json.dump({"same_ids": slow("find a red kettle")["input_ids"] == auto("find a red kettle")["input_ids"],
+           "argv": sys.argv[1:]}, open("out.json", "w"))
+'''
+
+
+def test_puma_worker_loads_the_stand_in_for_the_hub_name_and_records_generate(tmp_path: Path,
+                                                                             tiny_model_dir: Path) -> None:
+    from PersonalWAB.testing.release_mirror import WORKER
+
+    release = fake_release(tmp_path / "release")
+    (release / "PersonalWAB" / "__init__.py").write_text("", encoding="utf-8")
+    (release / "PUMA").mkdir()
+    (release / "PUMA" / "test_llama.py").write_text(FAKE_TEST_LLAMA, encoding="utf-8")
+    mirror = build_mirror(release, fake_data(tmp_path / "data"), parent=tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    out = subprocess.run([sys.executable, str(WORKER), "script", "--mirror", str(mirror.root), "--cwd", str(work),
+                          "--script", "PUMA/test_llama.py", "--hub", f"meta-llama/Llama-2-7b-chat-hf={tiny_model_dir}",
+                          "--record", str(work / "calls.json"), "--", "--test_on", "param"],
+                         capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
+                                                                           "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads((work / "out.json").read_text())
+    assert seen == {"same_ids": True, "argv": ["--test_on", "param"]}  # LlamaTokenizer reads the stand-in's own
+    (call,) = json.loads((work / "calls.json").read_text())["generate"]
+    assert call["settings"]["max_new_tokens"] == 3 and len(call["output_ids"][0]) == len(call["input_ids"][0]) + 3
+
+
+def test_puma_check_compares_every_field_and_request() -> None:
+    from PersonalWAB.testing.parity_puma import compare_examples, compare_requests, label_reply
+
+    release = [{"instruction": "a", "prompt": "P", "target": "x", "mem": "m"},
+               {"instruction": "b", "prompt": "Q", "target": "y", "mem": "n"}]
+    project = [{"instruction": "a", "prompt": "P", "label": "x", "memory": "m"},
+               {"instruction": "b", "prompt": "Q", "label": "y ", "memory": "n"}]
+    tally = compare_examples("param", release, project, ["search", "review"],
+                             {"instruction": "instruction", "prompt": "prompt", "target": "label", "mem": "memory"})
+    assert (tally.compared, tally.identical) == (2, 1) and tally.first_difference["field"] == "label"
+    assert compare_examples("param", release[:1], project, ["search"], {"prompt": "prompt"}).first_difference == {
+        "release": 1, "project": 2}
+    body = {"messages": [{"role": "system", "content": "...\nInstruction: Find me a red kettle please\n..."}],
+            "model": "gpt-4o-mini", "temperature": 0}
+    assert compare_requests([body], [dict(body, model="openai/gpt-4o-mini")]).all_identical
+    assert not compare_requests([body], [dict(body, temperature=0.7)]).all_identical
+    # the scripted labels come in the shapes that tell a raw reply from a cleaned one
+    shapes = {label_reply({"messages": [{"content": f"Instruction: {text}"}]}).content
+              for text in ("find a kettle", "find a kettles", "find a kettlesx")}
+    assert any(s.startswith('"') for s in shapes) and any(s.startswith("  ") for s in shapes)
+
+
+def test_puma_check_candidates_scores_and_settings(tmp_path: Path) -> None:
+    from PersonalWAB.testing.parity_puma import GenerateRecorder, candidates_file, result_scores, settings_of
+
+    (tmp_path / "param_train.json").write_text(json.dumps([
+        {"instruction": "rec", "type": "recommend", "label": "B1, B2, B3"},
+        {"instruction": "rev", "type": "review", "label": "Lovely mug."}]))
+    candidates = json.loads(candidates_file(tmp_path, tmp_path / "c.json").read_text())
+    assert "B1, B1, B2, B3" in candidates["rec"] and "B3,B2,B1" in candidates["rec"]
+    assert "" in candidates["rev"] and "stop" in candidates["rev"]
+    (tmp_path / "r.json").write_text(json.dumps([{"run_args": {}}, {"task_id": 3, "action_acc": [1.0],
+                                                                     "res_acc": [0.25]}]))
+    assert result_scores(tmp_path / "r.json") == {3: [1.0, 0.25]}
+    assert settings_of({"max_new_tokens": 8})["max_new_tokens"] == 8
+    recorder = GenerateRecorder()
+    recorder.calls.append({"settings": {}, "input_ids": [[0, 0, 5, 6], [7, 8, 9, 1]],
+                           "attention_mask": [[0, 0, 1, 1], [1, 1, 1, 1]]})
+    assert recorder.prompts() == [[5, 6], [7, 8, 9, 1]]  # left padding dropped
+
+
+def test_puma_settings_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    from PersonalWAB.testing.parity_session import ParityConfig
+
+    config = ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",), puma_steps=("1", "7"))
+    with pytest.raises(ParityError, match="--puma_steps: unknown '7'"):
+        config.validate()
+    config = ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",), puma_trl_path=str(tmp_path))
+    with pytest.raises(ParityError, match="--puma_trl_path .*no trl package"):
+        config.validate()

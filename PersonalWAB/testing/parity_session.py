@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from PersonalWAB.testing import parity_observations, parity_requests
+from PersonalWAB.testing import parity_observations, parity_puma, parity_requests
 from PersonalWAB.testing.release_mirror import (PINNED_COMMIT, ParityError, ReleaseRunner, build_mirror,
                                                 check_release_dir, data_sources)
 
-CHECKS = ("observations", "first_request", "multiturn_user")
+CHECKS = ("observations", "first_request", "multiturn_user", "puma")
+DEFAULT_CHECKS = CHECKS[:3]  # `puma` trains, generates and re-embeds: run when named
 
 
 @dataclass
@@ -22,7 +23,7 @@ class ParityConfig:
     data_dir: Path
     split: str = "test"
     limit: int | None = None
-    checks: tuple[str, ...] = CHECKS
+    checks: tuple[str, ...] = DEFAULT_CHECKS
     extra_paths: list[str] = field(default_factory=list)
     variants: tuple[str, ...] = tuple(parity_requests.VARIANTS)
     agent_model: str = "gpt-4o-mini"
@@ -32,6 +33,10 @@ class ParityConfig:
     puma_function_file: str | None = None
     work_dir: Path | None = None
     timeout_s: float = 3600
+    puma_model: str | None = None  # the puma check's stand-in model folder (default: a tiny Llama made for the run)
+    puma_new_tokens: int = 48
+    puma_trl_path: str | None = None  # a folder with TRL 0.11 + transformers 4.45 (the release's DPO rows)
+    puma_steps: tuple[str, ...] = parity_puma.STEPS
 
     def validate(self) -> None:
         """Every setting, before any file is written or process started."""
@@ -48,6 +53,14 @@ class ParityConfig:
             raise ParityError("--agent_model and --user_model must differ: requests are told apart by model name")
         if self.timeout_s <= 0:
             raise ParityError(f"--timeout_s {self.timeout_s}: must be positive")
+        unknown = [step for step in self.puma_steps if step not in parity_puma.STEPS]
+        if unknown:
+            raise ParityError(f"--puma_steps: unknown {unknown[0]!r}; expected some of {','.join(parity_puma.STEPS)}")
+        if self.puma_trl_path and not (Path(self.puma_trl_path) / "trl").is_dir():
+            raise ParityError(f"--puma_trl_path {self.puma_trl_path}: no trl package in it (pip install --target DIR "
+                              "--no-deps trl==0.11.4 transformers==4.45.2 ...; see docs/fidelity.md)")
+        if self.puma_model and not (Path(self.puma_model) / "config.json").is_file():
+            raise ParityError(f"--puma_model {self.puma_model}: not a model folder (no config.json)")
         for name, value in (("--protocol_file", self.protocol_file), ("--interec_memory_file", self.interec_memory_file),
                             ("--puma_function_file", self.puma_function_file)):
             if value and not Path(value).is_file():
@@ -155,6 +168,18 @@ def run_session(config: ParityConfig, scratch: Path, repo_root: Path,
             for label, result in results.items():
                 report["checks"][label] = parity_requests.report(result)
                 identical &= parity_requests.all_identical(result)
+        if "puma" in config.checks:
+            setup = parity_puma.PumaSetup(
+                data_dir=Path(config.data_dir).resolve(), work=work / "puma", repo_root=repo_root,
+                protocol_file=config.protocol_file, model_dir=Path(config.puma_model).resolve() if config.puma_model
+                else None, limit=config.limit, param_new_tokens=config.puma_new_tokens, timeout_s=config.timeout_s,
+                trl_path=Path(config.puma_trl_path).resolve() if config.puma_trl_path else None,
+                steps=config.puma_steps)
+            results = parity_puma.run_check(setup, runner, log)
+            for line in parity_puma.summary_lines(setup):
+                log(line)
+            report["checks"]["puma"] = parity_puma.report(setup)
+            identical &= parity_puma.all_identical(results)
     finally:
         if config.work_dir is None:
             mirror.remove()

