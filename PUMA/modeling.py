@@ -139,13 +139,13 @@ RELEASE_TOP_K = 50  # the HF GenerationConfig default when the release sampled (
 
 def release_generation_config(max_new_tokens: int, num_beams: int, do_sample: bool, temperature: float) -> Any:
     """The `GenerationConfig` the release's `test_llama.py` builds: as many sequences returned
-    as beams, early stopping with beams, its temperature (0 when not positive), and the
-    top-k it sampled with."""
+    as beams, early stopping with beams, its temperature when sampling (0 for greedy, as its
+    greedy commands set none), and the top-k it sampled with."""
     from transformers import GenerationConfig
 
     return GenerationConfig(num_beams=num_beams, max_new_tokens=max_new_tokens, num_return_sequences=num_beams,
                             early_stopping=num_beams != 1, use_cache=True,
-                            temperature=temperature if temperature > 0 else 0, do_sample=do_sample,
+                            temperature=temperature if do_sample and temperature > 0 else 0, do_sample=do_sample,
                             top_k=RELEASE_TOP_K if do_sample else None)
 
 

@@ -95,9 +95,10 @@ RELEASE_BUG_FIXES: tuple[Departure, ...] = (
                        "`Say:` message or stop) is sent as a message, scored (0, 0), and the task stops",
               "the release leaves its action unset, so env.step raises UnboundLocalError, which its "
               "ThreadPoolExecutor.map re-raises in the main loop: the run dies before its scores, and again on resume"),
-    Departure("agent", "--puma_generate merges an adapter into the base its adapter_config.json names",
-              "the release puts it, unmerged, on a hard-coded meta-llama/Llama-2-7b-chat-hf, the wrong model for an "
-              "adapter trained on another base; merging is the same model up to float rounding"),
+    Departure("agent", "--puma_generate puts an adapter (unmerged, as the release) on the base its "
+                       "adapter_config.json names",
+              "the release puts it on a hard-coded meta-llama/Llama-2-7b-chat-hf, the wrong model for an adapter "
+              "trained on another base"),
     Departure("agent", "--puma_generate reads the model folder's own tokenizer (AutoTokenizer)",
               "the release's LlamaTokenizer, in transformers 5 a class that rebuilds Llama's SentencePiece-style "
               "pipeline over the folder's vocabulary, mis-tokenizes a tokenizer of another kind (same ids on a "

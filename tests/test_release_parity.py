@@ -192,6 +192,9 @@ def test_puma_check_candidates_scores_and_settings(tmp_path: Path) -> None:
                                                                      "res_acc": [0.25]}]))
     assert result_scores(tmp_path / "r.json") == {3: [1.0, 0.25]}
     assert settings_of({"max_new_tokens": 8})["max_new_tokens"] == 8
+    # the release sampled with its transformers' default top-k; greedy decoding has no sampling settings
+    assert settings_of({"do_sample": True}, release_era=True)["top_k"] == 50
+    assert settings_of({"do_sample": False, "top_k": 50})["top_k"] is None
     recorder = GenerateRecorder()
     recorder.calls.append({"settings": {}, "input_ids": [[0, 0, 5, 6], [7, 8, 9, 1]],
                            "attention_mask": [[0, 0, 1, 1], [1, 1, 1, 1]]})

@@ -24,13 +24,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from PersonalWAB.testing.parity_compare import Tally, first_difference
+from PersonalWAB.testing.parity_compare import Tally, first_difference, score_verdict
 from PersonalWAB.testing.release_mirror import ParityError, ReleaseRunner, finish, launch, log_tail
 from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
 
@@ -237,6 +238,8 @@ def _step1_run(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, histor
                 target = project_data / source.name
                 if source.name == "user_instructions.json":
                     target.write_bytes(tasks_file.read_bytes())
+                elif source.name == "cache":  # a copy: caches keyed by these tasks must not replace the data's
+                    shutil.copytree(source, target, dirs_exist_ok=True)
                 elif not target.exists():
                     target.symlink_to(source, target_is_directory=source.is_dir())
         run_project(setup, "step1", project_command(
@@ -280,7 +283,8 @@ def step2(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     log(f"puma step 2: the first {setup.sft_batches} SFT batches and their loss ...")
     out = setup.work / "release_sft_batches.json"
     log_path = setup.work / "release_step2.log"
-    process = runner.start(["sft_batches", "--param_data", str(release_dir / "param_data.json"), "--function_data",
+    process = runner.start(["sft_batches", "--hub", f"{LLAMA_ID}={model}", "--param_data",
+                            str(release_dir / "param_data.json"), "--function_data",
                             str(release_dir / "function_data.json"), "--model", str(model), "--max_length",
                             str(setup.sft_max_length), "--batches", str(setup.sft_batches), "--out", str(out)],
                            log_path)
@@ -340,10 +344,19 @@ SETTING_KEYS = ("max_new_tokens", "num_beams", "num_return_sequences", "do_sampl
                 "early_stopping", "use_cache")
 
 
-def settings_of(settings: dict[str, Any]) -> dict[str, Any]:
+# GenerationConfig defaults the release's transformers (4.x) applied where its scripts set nothing;
+# transformers 5 leaves these unset, so the release's settings are read with them
+RELEASE_ERA_DEFAULTS = {"top_k": 50}
+
+
+def settings_of(settings: dict[str, Any], release_era: bool = False) -> dict[str, Any]:
     from transformers import GenerationConfig
 
     merged = {**GenerationConfig().to_dict(), **settings}
+    if release_era:
+        merged.update({key: value for key, value in RELEASE_ERA_DEFAULTS.items() if merged.get(key) is None})
+    if not merged.get("do_sample"):  # greedy: the sampling settings play no part
+        merged.update(top_k=None, top_p=None)
     return {key: merged.get(key) for key in SETTING_KEYS}
 
 
@@ -386,7 +399,7 @@ def compare_generation(label: str, setup: PumaSetup, release_calls: dict[str, An
             "instruction": instruction[:80], "diff": first_difference(json.dumps(theirs), json.dumps(ours))})
     setup.results[f"step3 {label} outputs"] = outputs
     settings = Tally()
-    a = settings_of(release_calls["generate"][0]["settings"]) if release_calls["generate"] else {}
+    a = settings_of(release_calls["generate"][0]["settings"], release_era=True) if release_calls["generate"] else {}
     b = settings_of(recorder.calls[0]["settings"]) if recorder.calls else {}
     settings.add("settings", a == b, None if a == b else {"release": a, "project": b})
     setup.results[f"step3 {label} generate settings"] = settings
@@ -438,7 +451,7 @@ def step3(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
                                    max_new_tokens=8, num_beams=10, num_return_sequences=10, do_sample=True,
                                    temperature=1.5)
     tally = Tally()
-    a = settings_of(calls["generate"][0]["settings"]) if calls["generate"] else {}
+    a = settings_of(calls["generate"][0]["settings"], release_era=True) if calls["generate"] else {}
     b = settings_of(recorder.calls[0]["settings"]) if recorder.calls else {}
     tally.add("settings", a == b, None if a == b else {"release": a, "project": b})
     setup.results["step3 DPO candidates generate settings"] = tally
@@ -637,11 +650,14 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, test_count:
     if theirs_file is None:
         raise ParityError(f"the release's run.py wrote no result file under {release_logs}; see {log_path}")
     theirs, ours = result_scores(theirs_file), result_scores(ours_path)
+    kinds = {index: task["type"] for index, task in enumerate(tasks)}
     tally = Tally()
     for task_id in sorted(theirs):
-        same = ours.get(task_id) is not None and all(abs(a - b) <= 1e-6 for a, b in zip(theirs[task_id], ours[task_id]))
-        tally.add("score", same, None if same else {"task": task_id, "release": theirs[task_id],
-                                                    "project": ours.get(task_id)})
+        verdict = score_verdict(theirs[task_id], ours.get(task_id, []), kinds.get(task_id) == "review")
+        if verdict == "floored":  # the environment keeps Result Acc in [0, 1]: a listed deviation
+            tally.note("negative review cosine floored at 0")
+        tally.add(kinds.get(task_id, "?"), verdict != "differs", None if verdict != "differs" else {
+            "task": task_id, "release": theirs[task_id], "project": ours.get(task_id)})
     setup.results["evaluation scores"] = tally
     theirs_prompts = json.loads(record.read_text(encoding="utf-8"))["agent_prompts"]
     ours_prompts_file = setup.work / "project_eval_prompts.json"
