@@ -164,10 +164,10 @@ def test_puma_check_compares_every_field_and_request() -> None:
                {"instruction": "b", "prompt": "Q", "target": "y", "mem": "n"}]
     project = [{"instruction": "a", "prompt": "P", "label": "x", "memory": "m"},
                {"instruction": "b", "prompt": "Q", "label": "y ", "memory": "n"}]
-    tally = compare_examples("param", release, project, ["search", "review"],
+    tally = compare_examples(release, project, ["search", "review"],
                              {"instruction": "instruction", "prompt": "prompt", "target": "label", "mem": "memory"})
     assert (tally.compared, tally.identical) == (2, 1) and tally.first_difference["field"] == "label"
-    assert compare_examples("param", release[:1], project, ["search"], {"prompt": "prompt"}).first_difference == {
+    assert compare_examples(release[:1], project, ["search"], {"prompt": "prompt"}).first_difference == {
         "release": 1, "project": 2}
     body = {"messages": [{"role": "system", "content": "...\nInstruction: Find me a red kettle please\n..."}],
             "model": "gpt-4o-mini", "temperature": 0}

@@ -157,7 +157,7 @@ def compare_fields(tally: Tally, task_type: str, index: int, release: dict[str, 
     tally.add(task_type, True)
 
 
-def compare_examples(label: str, release: list[dict[str, Any]], project: list[dict[str, Any]],
+def compare_examples(release: list[dict[str, Any]], project: list[dict[str, Any]],
                      types: list[str], pairs: dict[str, str]) -> Tally:
     tally = Tally()
     if len(release) != len(project):
@@ -206,10 +206,10 @@ def step1(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, history_fil
         ours_param = json.loads((project_dir / f"param_{split}.json").read_text(encoding="utf-8"))
         types = [e["type"] for e in ours_param]
         setup.results[f"step1 function data [{split}]"] = compare_examples(
-            "function", release_function[split], ours_function, [e["type"] for e in ours_function],
+            release_function[split], ours_function, [e["type"] for e in ours_function],
             {"instruction": "instruction", "prompt": "prompt", "target": "label"})
         setup.results[f"step1 param data [{split}]"] = compare_examples(
-            "param", release_param[split], ours_param, types,
+            release_param[split], ours_param, types,
             {"instruction": "instruction", "prompt": "prompt", "target": "label", "mem": "memory"})
     setup.results["step1 label requests"] = compare_requests(release_requests, project_requests)
     return release_dir, project_dir
@@ -536,7 +536,7 @@ def step5(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     theirs = json.loads(theirs_path.read_text(encoding="utf-8"))["train"]
     ours = json.loads(ours_path.read_text(encoding="utf-8"))
     types = [e["type"] for e in json.loads((project_dir / "param_train.json").read_text("utf-8"))]
-    setup.results["step5 DPO pairs"] = compare_examples("pairs", theirs, ours, types, {
+    setup.results["step5 DPO pairs"] = compare_examples(theirs, ours, types, {
         "instruction": "instruction", "prompt": "prompt", "chosen": "chosen", "rejected": "rejected"})
 
 
