@@ -80,13 +80,12 @@ IMPROVED_DEPARTURES = (
 
 # Where the release's own code is a bug, `--recipe release` keeps the fix and records it here (and in
 # every step's record), so a reader of `puma_run.json` sees each place it differs from the release.
+_ORDERED_ASINS = ("recommend candidates are read as their ASINs, each once, in first-occurrence order",
+                  "the release's list(set(...)) orders them by string hash, which Python randomises per process "
+                  "(PYTHONHASHSEED): the recommender's input, and so the same candidate's score, changes run to run")
 RELEASE_BUG_FIXES: tuple[Departure, ...] = (
-    Departure("score", "recommend candidates are read as their ASINs, each once, in first-occurrence order",
-              "the release's list(set(...)) orders them by string hash, which Python randomises per process "
-              "(PYTHONHASHSEED): the recommender's input, and so the same candidate's score, changes run to run"),
-    Departure("fast_test", "recommend candidates are read as their ASINs, each once, in first-occurrence order",
-              "the release's list(set(...)) orders them by string hash, which Python randomises per process "
-              "(PYTHONHASHSEED): the recommender's input, and so the same candidate's score, changes run to run"),
+    Departure("score", *_ORDERED_ASINS),
+    Departure("fast_test", *_ORDERED_ASINS),
     Departure("data", 'under the release recipe a search label the LLM returned without content (None) is stored '
                       'as the string "None"',
               "the release's file keeps null, which its SFT formats into the text it trains on, \"None\"; "

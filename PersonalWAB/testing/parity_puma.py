@@ -92,12 +92,8 @@ def limited_tasks(data_dir: Path, limit: int | None, out: Path, splits: tuple[st
     return out
 
 
-def python() -> str:
-    return sys.executable
-
-
 def project_command(setup: PumaSetup, module: str, *args: str) -> list[str]:
-    command = [python(), "-m", module, *args]
+    command = [sys.executable, "-m", module, *args]
     if setup.protocol_file and module != "PUMA.tiny_model":
         command += ["--protocol_file", setup.protocol_file]
     return command
@@ -635,7 +631,7 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, test_count:
                                          "--max_concurrency", "1", "--log_dir", str(release_logs)],
                            cwd=setup.work / "release")
     ours_path = setup.work / "project_eval.json"
-    run_project(setup, "evaluation", [python(), "-c", RECORDING_RUN, str(setup.work / "project_eval_prompts.json"),
+    run_project(setup, "evaluation", [sys.executable, "-c", RECORDING_RUN, str(setup.work / "project_eval_prompts.json"),
                                       "--data_dir", str(setup.work / "project_data"),
                                       "--agent_strategy", "puma", "--puma_recipe", "release", "--puma_generate", "1",
                                       "--puma_model_path", str(adapter), "--puma_function_file", str(function_res),
