@@ -41,7 +41,7 @@ SYNTHETIC_NOTE = "synthetic data: these numbers are not comparable to the paper'
 OTHER_DATA_NOTE = ("{source} data, not the official benchmark: these numbers compare only with runs on the same "
                    "data, not with the paper's")
 CUSTOM_NOTE = ("custom run ({why}): these numbers are not comparable to the paper's tables or the leaderboard; "
-               "see README, Fidelity")
+               "see docs/fidelity.md")
 UNPRICED_NOTE = "the model has no price in litellm's table; its calls are counted as costing 0"
 EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 1, 2, 3, 130
 STORE_TRUE_FLAGS = ("verbose", "shuffle", "overwrite")
