@@ -7,7 +7,7 @@ PersonalWAB paper. Each step is a library module with a thin CLI:
 - `PUMA.score`: benchmark scores of every candidate (step 4)
 - `PUMA.dpo_data`: chosen/rejected pairs (step 5)
 - `PUMA.merge`, `PUMA.dpo`: merge the SFT LoRA, then DPO with LoRA (step 6)
-- `PersonalWAB.agents.puma`: the evaluated agent (step 7)
+- `PUMA.agent`: the evaluated agent (step 7); `PUMA.prompting`: its prompts and output reading
 - `PUMA.tiny_model`: a tiny random Llama + local tokenizer for CPU tests and the smoke run
 """
 

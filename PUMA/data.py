@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from PersonalWAB.agents.heuristic import search_query
-from PersonalWAB.agents.puma import TASK_TYPE, cut_to_tokens, parameter_prompt, puma_behaviours
+from PUMA.prompting import TASK_TYPE, cut_to_tokens, parameter_prompt, puma_behaviours
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
 from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
@@ -173,14 +173,14 @@ def prepare_function_data(config: DataConfig, log: Callable[[str], None] = print
 
 
 def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -> list[Path]:
-    from PersonalWAB.agents.puma import DATA_RELEVANCE_TEXT
-    from PersonalWAB.memory_embeddings import build_behaviour_embeddings
+    from PUMA.prompting import PUMA_TEMPLATE
+    from PersonalWAB.memory.embeddings import build_behaviour_embeddings
     from PUMA.modeling import load_tokenizer
 
     recipe = get_recipe(config.recipe)
     data = _load(config)
     protocol = load_protocol(config.protocol_file)
-    build_behaviour_embeddings(data, protocol, log=log, template=DATA_RELEVANCE_TEXT)
+    build_behaviour_embeddings(data, protocol, log=log, template=PUMA_TEMPLATE)
     tokenizer = load_tokenizer(config.model_path)
     client = None
     if config.query_model:

@@ -67,7 +67,7 @@ def fitted_prompt(protocol: Any, tokenizer: Any, example: dict[str, Any], pair: 
     """The example's prompt with as much of its memory as lets prompt + the longer response
     + EOS fit in `max_length` tokens (the prompt as it is when it fits; no memory at all
     when even that is too long: the trainer then shortens the responses)."""
-    from PersonalWAB.agents.puma import cut_to_tokens, parameter_prompt
+    from PUMA.prompting import cut_to_tokens, parameter_prompt
 
     def length(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=True)["input_ids"])

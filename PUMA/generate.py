@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from PersonalWAB.agents.puma import FUNCTION_NEW_TOKENS
+from PUMA.prompting import FUNCTION_NEW_TOKENS
 
 
 @dataclass
@@ -125,7 +125,7 @@ def auto_batch_size(model: Any, dtype: Any, prompt_tokens: int, settings: dict[s
 
 def release_cue(protocol: Any, mode: str) -> str:
     """The line after which the release reads a generation (`### Tool:` / `### Tool Parameter:`)."""
-    from PersonalWAB.agents.puma import prompt_cue
+    from PUMA.prompting import prompt_cue
 
     return prompt_cue(protocol.text("puma.function_prompt" if mode == "function" else "puma.param_prompt"))
 
@@ -134,7 +134,7 @@ def release_param_prompts(protocol: Any, tokenizer: Any, examples: list[dict[str
                           functions: dict[str, list[str]], mem_token_length: int) -> list[str]:
     """The release's `load_param_prompt`: the bare instruction, the stored memory cut to
     `mem_token_length` tokens, the predicted function's text as the tool."""
-    from PersonalWAB.agents.puma import cut_to_tokens
+    from PUMA.prompting import cut_to_tokens
 
     prompts = []
     for example in examples:

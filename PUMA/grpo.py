@@ -170,7 +170,7 @@ def reward_for(config: GRPOStepConfig, functions: dict[str, str],
     under each prompt's function (`functions`: instruction -> function)."""
     from PersonalWAB.build import build_artifacts
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.envs.pwab.engines import shared_engines
+    from PersonalWAB.engines.shared import shared_engines
     from PersonalWAB.paths import default_data_dir
     from PersonalWAB.protocol import load_protocol
 

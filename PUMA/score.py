@@ -85,7 +85,7 @@ def score_jobs(engines: Any, jobs: list[tuple[dict[str, Any], str, str]], recipe
     each in one batch; the recipe decides how a candidate is read and a review scored (module
     docstring). `recipe=None`: every candidate sent as the parameter and scored as the
     environment scores it, the Result Acc in [0, 1] (GRPO's reward)."""
-    from PersonalWAB.agents.puma import OutputRules, parse_parameters
+    from PUMA.prompting import OutputRules, parse_parameters
     from PersonalWAB.build import review_cache_file
     from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
     from PersonalWAB.envs.pwab.scoring import review_similarity, score_attempt
@@ -188,7 +188,7 @@ def load_engines(data_dir: str | None, search_backend: str, protocol_file: str |
     """The benchmark data and its engines (search index and recommender built if missing)."""
     from PersonalWAB.build import build_artifacts
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.envs.pwab.engines import shared_engines
+    from PersonalWAB.engines.shared import shared_engines
     from PersonalWAB.paths import default_data_dir
     from PersonalWAB.protocol import load_protocol
 

@@ -34,7 +34,7 @@ def review_cache_file(data: BenchmarkData) -> Path:
 def cache_review_embeddings(data: BenchmarkData, tasks: list[dict]) -> int:
     """Embed the real reviews of these review tasks (from the cache when possible);
     returns how many had to be encoded."""
-    from PersonalWAB.envs.pwab.text_embedding import shared_embedder
+    from PersonalWAB.engines.text_embedding import shared_embedder
 
     texts = [t["target"]["review"]["text"] for t in tasks if t["type"] == "review"]
     return shared_embedder().remember(texts, cache_file=review_cache_file(data))
@@ -51,7 +51,7 @@ def _record_build_times(data: BenchmarkData, seconds: dict[str, float]) -> None:
 
 def _index_is_current(index_dir: Path, protocol: Protocol) -> bool:
     """Present, and rendered by this protocol's texts; the official prebuilt index is used as it is."""
-    from PersonalWAB.envs.pwab.functions.search.engine import contents_fingerprint
+    from PersonalWAB.engines.search.engine import contents_fingerprint
 
     if not _index_exists(index_dir):
         return False
@@ -76,7 +76,7 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
         for path in remove_stale(folder):
             log(f"removed {path}, left by a build that was killed")
     for backend in search_backends:
-        from PersonalWAB.envs.pwab.functions.search import engine as search_engine
+        from PersonalWAB.engines.search import engine as search_engine
 
         index_dir = artifacts.lucene_index if backend == "lucene" else artifacts.bm25s_index
         if force or not _index_is_current(index_dir, protocol):
@@ -87,7 +87,7 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
             build(data.products, index_dir, protocol.product_block, protocol.contents_fingerprint)
             seconds[f"{backend}_index"] = time.perf_counter() - start
     if recommender and (force or not artifacts.checkpoint.exists()):
-        from PersonalWAB.envs.pwab.functions.recommender.train import SASRecTrainConfig, train_sasrec
+        from PersonalWAB.engines.recommender.train import SASRecTrainConfig, train_sasrec
 
         if not data.is_synthetic:
             log("warning: no official SASRec checkpoint found; training one on the benchmark histories "
@@ -108,14 +108,13 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
             seconds["review_embeddings"] = time.perf_counter() - start
             log(f"embedded {encoded} target reviews into {review_cache_file(data)}")
     if memory_embeddings:
-        from PersonalWAB.memory_embeddings import build_behaviour_embeddings
+        from PersonalWAB.memory.embeddings import build_behaviour_embeddings
 
         seconds.update(build_behaviour_embeddings(data, protocol, force=force, log=log))
     if puma_embeddings:
-        from PersonalWAB.agents.puma import DATA_RELEVANCE_TEXT
-        from PersonalWAB.memory_embeddings import build_behaviour_embeddings
+        from PersonalWAB.memory.embeddings import PUMA_TEMPLATE, build_behaviour_embeddings
 
-        built = build_behaviour_embeddings(data, protocol, force=force, log=log, template=DATA_RELEVANCE_TEXT)
+        built = build_behaviour_embeddings(data, protocol, force=force, log=log, template=PUMA_TEMPLATE)
         seconds.update({f"puma_{name}": value for name, value in built.items()})
     _record_build_times(data, seconds)
     return seconds

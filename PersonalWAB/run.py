@@ -88,7 +88,8 @@ class RunConfig:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from PersonalWAB.agents import AGENT_STRATEGIES
+    from PersonalWAB.agents.registry import STRATEGIES
+    from PersonalWAB.envs.users import USER_MODES
     from PersonalWAB.memory import MEMORY_MODES
 
     p = argparse.ArgumentParser(description="Evaluate an agent on PersonalWAB.",
@@ -98,12 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=d.model,
                    help="the agent's model, any litellm model string (LLM strategies only; offline agents "
                         "refuse it)")
-    p.add_argument("--user_mode", default=d.user_mode, choices=["no", "naive", "human", "offline"],
+    p.add_argument("--user_mode", default=d.user_mode, choices=USER_MODES,
                    help="simulated user of the multi-turn track: naive (LLM), human (terminal), offline "
                         "(rules, no model); no: single-turn")
     p.add_argument("--user_model", default=d.user_model, help="the naive user's model (litellm model string)")
     p.add_argument("--agent_strategy", default=d.agent_strategy, metavar="STRATEGY",
-                   help=f"agent: one of {', '.join(AGENT_STRATEGIES)} (heuristic: offline, no model; puma: "
+                   help=f"agent: one of {', '.join(STRATEGIES)} (heuristic: offline, no model; puma: "
                         "function/parameter files or a fine-tuned model; the others need --model), or your own: "
                         "package.module:ClassName, or the name of a 'pwab.agents' entry point (docs/agents.md)")
     p.add_argument("--temperature", type=float, default=d.temperature, help="sampling temperature of the agent's model")
@@ -166,13 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def protocol_departures(config: RunConfig) -> list[str]:
     """Every setting of this run that departs from what the release does (the texts aside)."""
-    from PersonalWAB.agents import is_builtin
+    from PersonalWAB.agents.registry import builtin
 
     departures = []
-    if config.agent_strategy == "heuristic":
-        departures.append("agent_strategy heuristic: the project's offline agent, not in the release")
-    elif not is_builtin(config.agent_strategy):  # built-in names come first: a custom agent is never the paper's
+    entry = builtin(config.agent_strategy)
+    if entry is None:  # a custom agent is never the paper's
         departures.append(f"agent_strategy {config.agent_strategy}: a custom agent, not in the release")
+    elif not entry.in_release:
+        departures.append(f"agent_strategy {config.agent_strategy}: the project's offline agent, not in the release")
     if config.agent_memory != "none" and config.memory_length != RELEASE_MEMORY_LENGTH:
         departures.append(f"memory_length {config.memory_length}: the release always used {RELEASE_MEMORY_LENGTH}")
     if config.search_backend != "lucene":
@@ -181,11 +183,8 @@ def protocol_departures(config: RunConfig) -> list[str]:
         departures.append("user_mode offline: the project's rule-based user, not the release's LLM user")
     if config.leak_guard:
         departures.append("leak_guard: user messages masked before the agent reads them")
-    if config.agent_strategy == "puma" and config.puma_recipe != "release":
-        from PUMA.recipe import get_recipe
-
-        departures += [f"puma_recipe {config.puma_recipe}: {line}"
-                       for line in get_recipe(config.puma_recipe).departures("agent")]
+    if entry is not None and entry.departures:
+        departures += entry.load("departures")(config)
     return departures
 
 
@@ -273,8 +272,8 @@ class RunOutcome:
 def prepare(config: RunConfig, log: Callable[[str], None] = log_line) -> RunPlan:
     """Check every setting, load the data and the records to keep; nothing is written."""
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.envs.user import get_user
-    from PersonalWAB.envs.pwab.text_embedding import default_backend
+    from PersonalWAB.envs.users import get_user
+    from PersonalWAB.engines.text_embedding import default_backend
     from PersonalWAB.envs.users.offline_user import NOTE as OFFLINE_USER_NOTE
     from PersonalWAB.paths import default_data_dir
     from PersonalWAB.protocol import load_protocol
@@ -289,7 +288,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line) -> RunPlan
         raise SettingsError(str(exc)) from None
     protocol = load_protocol(config.protocol_file)
     if config.search_backend == "lucene":
-        from PersonalWAB.envs.pwab.functions.search.engine import start_jvm_early
+        from PersonalWAB.engines.search.engine import start_jvm_early
 
         start_jvm_early()
     data = load_benchmark_data(config.data_dir or default_data_dir())
@@ -328,12 +327,11 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line) -> RunPlan
 
 def execute(plan: RunPlan, log: Callable[[str], None] = log_line) -> RunOutcome:
     """Build what the tasks need, claim the result file and run the tasks, checkpointing as they finish."""
-    from PersonalWAB.agents import build_agent
+    from PersonalWAB.agents.registry import build_agent
     from PersonalWAB.build import build_artifacts, cache_review_embeddings
-    from PersonalWAB.envs.pwab.engines import shared_engines
+    from PersonalWAB.engines.shared import shared_engines
     from PersonalWAB.envs.pwab.env import PWABEnv
-    from PersonalWAB.envs.user import get_user
-    from PersonalWAB.memory import ReleaseRandomMemory
+    from PersonalWAB.envs.users import get_user
     from PersonalWAB.progress import RunProgress
     from PersonalWAB.results import ResultWriter
     from PersonalWAB.scratch import remove_stale
@@ -350,18 +348,13 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line) -> RunOutcome:
                     recommender="recommend" in kinds, memory_embeddings=ranked_memory and not some_users,
                     log=log, protocol=protocol)
     if some_users:
-        from PersonalWAB.memory_embeddings import shared_behaviour_embeddings
+        from PersonalWAB.memory.embeddings import shared_behaviour_embeddings
 
         shared_behaviour_embeddings(data, protocol).prepare_users(
             users, [tasks[tid]["task"] for _, tid in plan.jobs], log=log)
     engines = shared_engines(data, config.search_backend, protocol)
     cache_review_embeddings(data, [tasks[tid] for _, tid in plan.jobs])
-    random_memory = None
-    if config.agent_memory == "random":  # the release's draws, in its task order (shuffle does not change it)
-        release_order = [(trial, tid) for trial in range(config.num_trials)
-                         for tid in range(config.start_index, plan.end)]
-        random_memory = ReleaseRandomMemory(data, tasks, release_order, config.memory_length, config.seed)
-    agent = build_agent(config.agent_strategy, data, config, random_memory)
+    agent = build_agent(data, config)
 
     def run_one(trial: int, task_id: int) -> dict[str, Any]:
         user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries)

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-MULTI_TURN_USERS = ("naive", "human", "offline")
-OFFLINE_STRATEGIES = ("heuristic", "puma")
+from PersonalWAB.envs.users import MULTI_TURN_USERS
+
 
 
 class SettingsError(ValueError):
@@ -67,50 +67,30 @@ def _check_track(c: Any) -> str | None:
 
 
 def _check_agent(c: Any) -> str | None:
-    from PersonalWAB.agents import is_builtin
+    from PersonalWAB.agents.registry import STRATEGIES, builtin
 
     strategy = c.agent_strategy
-    if not is_builtin(strategy):  # an agent of one's own: importable, with solve(); --model is its own business
+    entry = builtin(strategy)
+    if entry is None:  # an agent of one's own: importable, with solve(); --model is its own business
         from PersonalWAB.agents.custom import AgentLoadError, resolve_agent_class
 
         try:
-            resolve_agent_class(strategy)
+            resolve_agent_class(strategy, STRATEGIES)
         except AgentLoadError as exc:
             return str(exc)
-    elif strategy in OFFLINE_STRATEGIES:
+    elif not entry.needs_model:
         if c.model:
             return (f"--model {c.model} is not used by --agent_strategy {strategy}, which calls no API model "
                     "(the result would carry that model's name): leave --model out, or choose an LLM strategy")
     elif not c.model:
         return f"--agent_strategy {strategy} needs --model (any litellm model string, e.g. gpt-4o-mini)"
-    if strategy == "puma":
-        if c.puma_generate and not c.puma_model_path:
-            return "--puma_generate needs --puma_model_path (a merged model or a LoRA adapter folder)"
-        if not c.puma_generate and not (c.puma_function_file and c.puma_param_file):
-            return ("--agent_strategy puma needs --puma_function_file and --puma_param_file, "
-                    "or --puma_generate with --puma_model_path")
-        problem = _check_puma_recipe(c)
+    if entry is not None and entry.check:
+        problem = entry.load("check")(c)
         if problem:
             return problem
     if c.agent_memory == "interecagent" and not c.interec_memory_file:
         return ("--agent_memory interecagent needs --interec_memory_file (create one with "
                 "scripts/tools/init_interecagent_memory.py)")
-    return None
-
-
-def _check_puma_recipe(c: Any) -> str | None:
-    """A known recipe and dtype, and PUMA outputs made with the same recipe (their records say)."""
-    from PUMA.modeling import DTYPES
-    from PUMA.recipe import check_inputs, get_recipe
-
-    if c.puma_dtype not in DTYPES:
-        return f"--puma_dtype {c.puma_dtype}: expected one of {', '.join(DTYPES)}"
-    try:
-        check_inputs(get_recipe(c.puma_recipe), {"--puma_function_file": c.puma_function_file,
-                                                 "--puma_param_file": c.puma_param_file,
-                                                 "--puma_model_path": c.puma_model_path if c.puma_generate else None})
-    except ValueError as error:
-        return str(error).replace("--recipe", "--puma_recipe").replace("this step runs", "this run uses")
     return None
 
 
@@ -163,9 +143,11 @@ def _writable(folder: Path) -> bool:
 
 def _check_keys(c: Any) -> str | None:
     """Missing provider keys, named before anything runs (a call without one would fail every task)."""
+    from PersonalWAB.agents.registry import builtin
     from PersonalWAB.llm import missing_key_message, missing_keys
 
-    if c.model and c.agent_strategy not in OFFLINE_STRATEGIES:  # a custom agent may call no model
+    entry = builtin(c.agent_strategy)
+    if c.model and (entry is None or entry.needs_model):  # a custom agent may call no model
         keys = missing_keys(c.model, c.api_base)
         if keys:
             return missing_key_message(c.model, keys, "--model", "--api_base")

@@ -77,8 +77,8 @@ def memory_encoding_rate(data: Any, sample: int) -> dict[str, Any]:
     """Texts per second of the exact path on samples of the behaviour and instruction texts
     (taken across the whole data, so their lengths are typical), and the time the whole
     memory cache would take at those rates."""
-    from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
-    from PersonalWAB.memory_embeddings import behaviour_texts, instruction_texts
+    from PersonalWAB.engines.text_embedding import TextEmbedder
+    from PersonalWAB.memory.embeddings import behaviour_texts, instruction_texts
     from PersonalWAB.protocol import load_protocol
 
     protocol = load_protocol()
@@ -111,8 +111,8 @@ def puma_scoring_seconds(data: Any, backend: str) -> dict[str, Any]:
     import random
 
     from benchmark_puma_scoring import candidate_variants
-    from PersonalWAB.envs.pwab.engines import Engines
-    from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
+    from PersonalWAB.engines.shared import Engines
+    from PersonalWAB.engines.text_embedding import TextEmbedder
     from PUMA.score import score_candidates
 
     tasks = data.tasks["train"]
@@ -175,8 +175,8 @@ def scripted_llm_split(data_dir: Path, backend: str, out_dir: Path, concurrency:
     scripted OpenAI-compatible server on 127.0.0.1 (zero model latency): the cost of
     everything around the model (litellm, memory retrieval, engines, checkpointing)."""
     from PersonalWAB.run import RunConfig, run
-    from PersonalWAB.testing.responders import tool_caller
-    from PersonalWAB.testing.scripted_server import ScriptedLLMServer
+    from devtools.responders import tool_caller
+    from devtools.scripted_server import ScriptedLLMServer
 
     with ScriptedLLMServer(tool_caller) as server:
         config = RunConfig(data_dir=str(data_dir), search_backend=backend, agent_strategy="function_calling",
@@ -211,7 +211,7 @@ def main() -> int:
 
     from PersonalWAB.build import build_artifacts
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.envs.pwab.engines import shared_engines
+    from PersonalWAB.engines.shared import shared_engines
 
     data_dir = Path(args.data_dir).resolve()
     start = time.perf_counter()
@@ -258,8 +258,8 @@ def main() -> int:
     figures["puma_scoring_s"] = figures["puma_scoring"]["seconds"]
     figures["load_average_after_puma_scoring"] = load_average()
     if args.agreement_data_dir:
-        from PersonalWAB.envs.pwab.text_embedding import TextEmbedder, shared_embedder
-        from PersonalWAB.memory_embeddings import build_behaviour_embeddings, reference_agreement
+        from PersonalWAB.engines.text_embedding import TextEmbedder, shared_embedder
+        from PersonalWAB.memory.embeddings import build_behaviour_embeddings, reference_agreement
         from PersonalWAB.protocol import load_protocol
 
         small = load_benchmark_data(args.agreement_data_dir)

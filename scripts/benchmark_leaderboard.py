@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from PersonalWAB.leaderboard.summarize import render_markdown, summarize_files  # noqa: E402
 from PersonalWAB.leaderboard.validate import validate_file  # noqa: E402
-from PersonalWAB.testing.result_files import full_split_file  # noqa: E402
+from devtools.result_files import full_split_file  # noqa: E402
 
 
 def main() -> int:

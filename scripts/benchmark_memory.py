@@ -26,10 +26,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from PersonalWAB.data.loader import load_benchmark_data  # noqa: E402
-from PersonalWAB.interec_memory import InterecMemoryStore, initial_memory, write_memory_file  # noqa: E402
+from PersonalWAB.memory.interec import InterecMemoryStore, initial_memory, write_memory_file  # noqa: E402
 from PersonalWAB.memory import MEMORY_MODES, TASK_FUNCTIONS, memory_text  # noqa: E402
 from PersonalWAB.protocol import load_protocol  # noqa: E402
-from PersonalWAB.memory_embeddings import BehaviourEmbeddings  # noqa: E402
+from PersonalWAB.memory.embeddings import BehaviourEmbeddings  # noqa: E402
 
 FUNCTION_OF_TYPE = dict(zip(("search", "recommend", "review"), TASK_FUNCTIONS))
 RECMIND_LENGTH = 400  # the paper's RecMind setting
@@ -59,7 +59,7 @@ def load_averages() -> list[float]:
 
 
 def build(data: Any, keep_cache: bool, threads: int) -> dict[str, Any]:
-    from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
+    from PersonalWAB.engines.text_embedding import TextEmbedder
 
     behaviours = sum(len(h) for h in data.histories.values())
     start = time.perf_counter()
@@ -77,7 +77,7 @@ def build(data: Any, keep_cache: bool, threads: int) -> dict[str, Any]:
 
 def cache_open(data: Any) -> dict[str, Any]:
     """A fresh instance over the built cache, as a new run process would open it."""
-    from PersonalWAB.envs.pwab.text_embedding import shared_embedder
+    from PersonalWAB.engines.text_embedding import shared_embedder
 
     encoder = CountingEncoder(shared_embedder())
     start = time.perf_counter()

@@ -55,7 +55,7 @@ def candidate_variants(data: Any, task: dict[str, Any], rng: random.Random) -> l
 def one_by_one_seconds(engines: Any, tasks: list[dict[str, Any]], candidates: dict[str, list[str]],
                        sample: int) -> tuple[float, int]:
     """Seconds to score `sample` candidates one web-function call at a time."""
-    from PersonalWAB.agents.puma import parse_parameters
+    from PUMA.prompting import parse_parameters
     from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE, WEB_FUNCTIONS
     from PersonalWAB.envs.pwab.functions.base import ToolContext
     from PersonalWAB.envs.pwab.scoring import score_attempt
@@ -84,8 +84,8 @@ def main() -> int:
 
     from PersonalWAB.build import build_artifacts
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.envs.pwab.engines import Engines
-    from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
+    from PersonalWAB.engines.shared import Engines
+    from PersonalWAB.engines.text_embedding import TextEmbedder
     from PUMA.score import score_candidates
 
     data = load_benchmark_data(args.data_dir)

@@ -228,14 +228,14 @@ def make_model(config: BenchmarkConfig, tokenizer: Any) -> Any:
 
 def step1_param_examples(config: BenchmarkConfig, data: Any, tokenizer: Any) -> list[dict[str, Any]]:
     """Step 1's parameter examples of the train split, memory truncated with the benchmark's tokenizer."""
-    from PersonalWAB.agents.puma import DATA_RELEVANCE_TEXT
-    from PersonalWAB.memory_embeddings import build_behaviour_embeddings
+    from PUMA.prompting import PUMA_TEMPLATE
+    from PersonalWAB.memory.embeddings import build_behaviour_embeddings
     from PersonalWAB.protocol import load_protocol
     from PUMA.data import param_examples
 
     protocol = load_protocol()
     build_behaviour_embeddings(data, protocol, log=lambda line: print(line, file=sys.stderr),
-                               template=DATA_RELEVANCE_TEXT)
+                               template=PUMA_TEMPLATE)
     return param_examples(protocol, data, data.split("train"), "train", tokenizer, config.mem_token_length,
                           DataConfig.memory_length)
 

@@ -27,9 +27,9 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from PersonalWAB.testing.cpu_load import competing_processes  # noqa: E402
+from devtools.cpu_load import competing_processes  # noqa: E402
 
-TRAINER = "PersonalWAB.envs.pwab.functions.recommender.train"
+TRAINER = "PersonalWAB.engines.recommender.train"
 # name -> (thread count or None for torch's choice, OMP_WAIT_POLICY or None for the project's default)
 SETTINGS = {
     "project default": (None, None),
@@ -41,7 +41,7 @@ import sys, time
 import PersonalWAB
 import torch
 from PersonalWAB.data.loader import load_benchmark_data
-from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
+from PersonalWAB.engines.text_embedding import TextEmbedder
 data_dir, texts, threads = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 if threads != "None":
     torch.set_num_threads(int(threads))

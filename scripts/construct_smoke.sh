@@ -23,7 +23,7 @@ step "0. the synthetic world as Amazon Reviews 2023 raw files"
 
 step "1. the scripted model server"
 rm -f "$W/server_url"
-"$PY" -m PersonalWAB.testing serve --responder PersonalWAB.testing.construct_responder:respond \
+"$PY" -m devtools serve --responder devtools.construct_responder:respond \
   --url_file "$W/server_url" --max_lifetime_s 1800 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT

@@ -706,7 +706,7 @@ def child_main(ctx: Context) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from PersonalWAB.memory_embeddings import STORE_ENV
+    from PersonalWAB.memory.embeddings import STORE_ENV
 
     try:
         config = parse_args(argv)

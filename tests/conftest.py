@@ -21,7 +21,7 @@ def own_text_store(tmp_path_factory: pytest.TempPathFactory):
     """Embedding vectors the tests make go to a store of their own, not the checkout's."""
     import os
 
-    from PersonalWAB.memory_embeddings import STORE_ENV
+    from PersonalWAB.memory.embeddings import STORE_ENV
 
     saved = os.environ.get(STORE_ENV)
     os.environ[STORE_ENV] = str(tmp_path_factory.mktemp("text_store"))
@@ -94,7 +94,7 @@ def tiny_data(tiny_data_dir: Path):
 def tiny_engines(tiny_data):
     """Engines over tiny data with both search indexes and a trained SASRec."""
     from PersonalWAB.build import build_artifacts
-    from PersonalWAB.envs.pwab.engines import shared_engines
+    from PersonalWAB.engines.shared import shared_engines
 
     build_artifacts(tiny_data, ("lucene", "bm25s"), recommender=True, log=lambda _: None)
     return shared_engines(tiny_data, "lucene")
@@ -124,7 +124,7 @@ def tiny_puma_data(tiny_data_dir: Path, tmp_path_factory: pytest.TempPathFactory
     """The tiny data in a copy whose relevance caches (PUMA's and the agents' behaviour
     texts) come from `HashEncoder`."""
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.memory_embeddings import BehaviourEmbeddings
+    from PersonalWAB.memory.embeddings import BehaviourEmbeddings
     from PersonalWAB.protocol import load_protocol
 
     copy = shutil.copytree(tiny_data_dir, tmp_path_factory.mktemp("tiny_puma") / "data",

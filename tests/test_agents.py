@@ -12,8 +12,8 @@ from PersonalWAB.memory import TASK_TYPE_OF_FUNCTION
 from PersonalWAB.protocol import project_protocol
 from PersonalWAB.results import compute_statistics, load_result_file
 from PersonalWAB.run import RunConfig, run
-from PersonalWAB.testing.responders import instruction_of, react_writer, sensible_call, tool_caller
-from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.responders import instruction_of, react_writer, sensible_call, tool_caller
+from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 from release_fixture import FAKE_TEXTS
 
 SENTINEL_KEY = "sk-SENTINEL-DO-NOT-LEAK-0123456789abcdef"
@@ -250,7 +250,7 @@ def test_every_strategy_and_memory_runs(tiny_data_dir, tiny_engines, tmp_path, s
 
 
 def test_interecagent_memory_is_updated_after_each_task(tiny_data_dir, tiny_engines, tmp_path):
-    from PersonalWAB.interec_memory import InterecMemoryStore
+    from PersonalWAB.memory.interec import InterecMemoryStore
 
     store_file = tmp_path / "interec.json"
     user = tiny_engines.data.tasks["test"][0]["user_id"]

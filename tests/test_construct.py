@@ -28,8 +28,8 @@ from PersonalWAB.data.schema import PROFILE_FIELDS
 from PersonalWAB.data.synthetic import generate_synthetic
 from PersonalWAB.errors import DataError
 from PersonalWAB.llm import LLMError
-from PersonalWAB.testing.construct_responder import respond
-from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.construct_responder import respond
+from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 from tests.conftest import REPO_ROOT
 
 DATA_FILES = ("all_products_part_1.json", "all_products_part_2.json", "user_history_part_1.json",
@@ -232,7 +232,7 @@ def test_a_changed_setting_reruns_only_what_it_reaches(built, server: ScriptedLL
 
 
 def test_new_product_texts_rebuild_only_the_index(built, fake_pack: Path) -> None:
-    from PersonalWAB.envs.pwab.functions.search.engine import contents_fingerprint
+    from PersonalWAB.engines.search.engine import contents_fingerprint
     from PersonalWAB.protocol import load_protocol
 
     out = built[0]
@@ -488,8 +488,8 @@ def test_fetch_streams_the_asked_categories(raw_dir: Path, tmp_path: Path) -> No
 
 def test_scripted_server_runs_from_the_shell(tmp_path: Path) -> None:
     url_file = tmp_path / "url"
-    process = subprocess.Popen([sys.executable, "-m", "PersonalWAB.testing", "serve", "--responder",
-                                "PersonalWAB.testing.construct_responder:respond", "--url_file", str(url_file),
+    process = subprocess.Popen([sys.executable, "-m", "devtools", "serve", "--responder",
+                                "devtools.construct_responder:respond", "--url_file", str(url_file),
                                 "--max_lifetime_s", "120"], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
     try:
         for _ in range(200):

@@ -15,8 +15,8 @@ from PersonalWAB.memory import memory_text
 from PersonalWAB.protocol import project_protocol
 from PersonalWAB.results import compute_statistics, load_result_file
 from PersonalWAB.run import RunConfig, main, run
-from PersonalWAB.testing.responders import tool_caller
-from PersonalWAB.testing.scripted_server import ScriptedLLMServer
+from devtools.responders import tool_caller
+from devtools.scripted_server import ScriptedLLMServer
 from examples.my_agent import TOOLS
 from tests.conftest import REPO_ROOT
 

@@ -4,10 +4,10 @@ import ast
 
 import pytest
 
-from PersonalWAB.envs.pwab.engines import Engines
+from PersonalWAB.engines.shared import Engines
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.envs.pwab.scoring import rank_score
-from PersonalWAB.envs.user import UserSimulator
+from PersonalWAB.envs.users.base import UserSimulator
 from PersonalWAB.types import Action
 
 
@@ -23,7 +23,7 @@ def env(tiny_engines):
 @pytest.fixture(scope="module")
 def fake_env_engines(tiny_data, fake_protocol, tmp_path_factory):
     """Engines whose search index holds the fake release texts' product blocks."""
-    from PersonalWAB.envs.pwab.functions.search.engine import build_bm25s_index
+    from PersonalWAB.engines.search.engine import build_bm25s_index
 
     index = tmp_path_factory.mktemp("fake_index") / "bm25s"
     build_bm25s_index(tiny_data.products, index, fake_protocol.product_block, fake_protocol.contents_fingerprint)

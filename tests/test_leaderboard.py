@@ -23,7 +23,7 @@ from PersonalWAB.leaderboard.summarize import render_csv, render_html, render_ma
 from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.results import build_header
 from PersonalWAB.run import RunConfig, run
-from PersonalWAB.testing.result_files import FUNCTIONS, full_split_file
+from devtools.result_files import FUNCTIONS, full_split_file
 
 
 

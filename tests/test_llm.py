@@ -24,7 +24,7 @@ from PersonalWAB.llm import (
     provider_key,
     route_model,
 )
-from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply, prompt_token_count
+from devtools.scripted_server import ScriptedLLMServer, ScriptedReply, prompt_token_count
 from tests.conftest import REPO_ROOT
 
 SENTINEL = "sk-SENTINEL-DO-NOT-LEAK-123"

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from PersonalWAB.errors import DataError
-from PersonalWAB.interec_memory import InterecMemoryStore, initial_memory, parse_profile, write_memory_file
+from PersonalWAB.memory.interec import InterecMemoryStore, initial_memory, parse_profile, write_memory_file
 from PersonalWAB.memory import (MEMORY_MODES, RECOMMEND, REVIEW, SEARCH, ReleaseRandomMemory, load_function_file,
                                 memory_text, newest_first, retrieve_memory, task_function)
-from PersonalWAB.memory_embeddings import BehaviourEmbeddings, behaviour_texts, shared_behaviour_embeddings
+from PersonalWAB.memory.embeddings import BehaviourEmbeddings, behaviour_texts, shared_behaviour_embeddings
 from PersonalWAB.protocol import project_protocol
-from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL = project_protocol()
@@ -29,7 +29,7 @@ PROTOCOL = project_protocol()
 
 class CountingEncoder:
     def __init__(self):
-        from PersonalWAB.envs.pwab.text_embedding import shared_embedder
+        from PersonalWAB.engines.text_embedding import shared_embedder
 
         self.inner = shared_embedder()
         self.texts = 0
@@ -113,7 +113,7 @@ def test_taskspe_memory_for_the_function_chosen(tiny_data, fake_protocol):
 
 
 def test_relevant_memory_ranks_the_full_behaviour_texts(tiny_data):
-    from PersonalWAB.envs.pwab.text_embedding import shared_embedder
+    from PersonalWAB.engines.text_embedding import shared_embedder
 
     task = _task_with_history(tiny_data)
     past = tiny_data.behaviours_before(task["user_id"], task["timestamp"])
@@ -325,7 +325,7 @@ class StoredCountingEncoder(CountingEncoder):
 
 def test_a_new_data_dir_reuses_the_stored_vectors_of_texts_it_shares(one_user_dir, tmp_path, monkeypatch):
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.memory_embeddings import STORE_ENV
+    from PersonalWAB.memory.embeddings import STORE_ENV
 
     monkeypatch.setenv(STORE_ENV, str(tmp_path / "store"))
     encoder = StoredCountingEncoder()
@@ -351,7 +351,7 @@ def test_a_new_data_dir_reuses_the_stored_vectors_of_texts_it_shares(one_user_di
 def test_a_run_over_some_users_encodes_only_theirs_and_ranks_as_the_whole_cache(tiny_data_dir, tmp_path,
                                                                                monkeypatch):
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.memory_embeddings import STORE_ENV
+    from PersonalWAB.memory.embeddings import STORE_ENV
 
     monkeypatch.setenv(STORE_ENV, str(tmp_path / "store"))
     data = load_benchmark_data(first_users_dir(tiny_data_dir, tmp_path / "two_users", 2))
@@ -386,8 +386,8 @@ def test_a_run_over_some_users_encodes_only_theirs_and_ranks_as_the_whole_cache(
 def test_cached_relevant_memory_equals_pytorch_encoding_each_text_alone(tiny_data):
     """The batched, length-sorted, stored path (ONNX Runtime on a CPU) ranks exactly as
     PyTorch encoding one text at a time."""
-    from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
-    from PersonalWAB.memory_embeddings import reference_agreement
+    from PersonalWAB.engines.text_embedding import TextEmbedder
+    from PersonalWAB.memory.embeddings import reference_agreement
 
     user_id = tiny_data.tasks["test"][0]["user_id"]
     tasks = [t for t in tiny_data.tasks["test"] if t["user_id"] == user_id][:3]

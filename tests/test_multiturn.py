@@ -7,15 +7,15 @@ import json
 import pytest
 
 from PersonalWAB.agents.heuristic import HeuristicAgent, report, satisfied
-from PersonalWAB.envs.user import get_user
+from PersonalWAB.envs.users import get_user
 from PersonalWAB.envs.users.leak_guard import MASK, guard_message
 from PersonalWAB.envs.users.offline_user import OfflineUser
 from PersonalWAB.leaderboard.analysis import attempt_profile, transition_matrices
 from PersonalWAB.protocol import project_protocol
 from PersonalWAB.results import compute_statistics, load_result_file, task_score
 from PersonalWAB.run import RunConfig, run
-from PersonalWAB.testing.responders import instruction_of, sensible_call
-from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.responders import instruction_of, sensible_call
+from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 from PersonalWAB.types import Action
 
 SENTINEL_KEY = "sk-SENTINEL-DO-NOT-LEAK-0123456789abcdef"

@@ -189,9 +189,9 @@ def test_the_release_blocks_show_none_for_store_and_category(fake_protocol) -> N
 
 def test_the_env_shows_none_in_observations_and_the_search_index(data_copy: Path, fake_protocol,
                                                                  tmp_path: Path) -> None:
-    from PersonalWAB.envs.pwab.engines import Engines
+    from PersonalWAB.engines.shared import Engines
     from PersonalWAB.envs.pwab.env import PWABEnv
-    from PersonalWAB.envs.pwab.functions.search.engine import build_bm25s_index
+    from PersonalWAB.engines.search.engine import build_bm25s_index
 
     asin = null_everywhere(data_copy, ["store", "main_category"])
     data = load_benchmark_data(data_copy)

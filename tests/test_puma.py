@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from PersonalWAB.agents.puma import OutputRules, parse_asins, parse_parameters
+from PUMA.prompting import OutputRules, parse_asins, parse_parameters
 from PersonalWAB.protocol import project_protocol
 from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
 
@@ -90,7 +90,7 @@ def test_gold_files_round_trip_through_the_puma_agent(tiny_data, tiny_engines, t
 
 
 def test_missing_instruction_and_bad_function_output(tiny_data, tmp_path: Path):
-    from PersonalWAB.agents.puma import PumaAgent
+    from PUMA.agent import PumaAgent
 
     task = tiny_data.split("test")[0]
     (tmp_path / "f.json").write_text(json.dumps({task["task"]: "I do not know"}))
@@ -141,7 +141,7 @@ def test_short_sft_generate_dpo_pass(tiny_data, tiny_model_dir: Path, tmp_path: 
 def test_search_labels_written_by_an_llm(tiny_data):
     from PersonalWAB.agents.heuristic import search_query
     from PersonalWAB.llm import LLMClient
-    from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+    from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
     from PUMA.data import llm_query
 
     task = next(t for t in tiny_data.split("train") if t["type"] == "search")
@@ -203,7 +203,7 @@ def _gold(tasks) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def test_release_recipe_takes_only_the_exact_function_name(tiny_data, tmp_path: Path):
-    from PersonalWAB.agents.puma import PumaAgent
+    from PUMA.agent import PumaAgent
 
     tasks = tiny_data.split("test")[:4]
     functions = {tasks[0]["task"]: SEARCH, tasks[1]["task"]: " Search_Product_By_Query()",

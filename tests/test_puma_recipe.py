@@ -19,13 +19,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # --- step 1: memory order, k, relevance text, the BOS-inclusive cut ----------------------------------------------
 def test_release_memory_defaults_and_bos_inclusive_cut(tiny_model_dir: Path):
-    from PersonalWAB.agents.puma import DATA_RELEVANCE_TEXT, cut_to_tokens, puma_behaviours
+    from PUMA.prompting import PUMA_TEMPLATE, cut_to_tokens, puma_behaviours
     from PUMA.data import DataConfig
     from PUMA.modeling import load_tokenizer
 
     assert DataConfig().memory_length == 100 and DataConfig().mem_token_length == 768
-    assert DATA_RELEVANCE_TEXT == "puma.behaviour"
-    assert puma_behaviours.__defaults__ == (DATA_RELEVANCE_TEXT,)
+    assert PUMA_TEMPLATE == "puma.behaviour"
+    assert puma_behaviours.__defaults__ == (PUMA_TEMPLATE,)
     tokenizer = load_tokenizer(tiny_model_dir)
     text = " | ".join(f"item {i} kettle mug tea" for i in range(400))
     cut = cut_to_tokens(text, tokenizer, 64)
@@ -35,7 +35,7 @@ def test_release_memory_defaults_and_bos_inclusive_cut(tiny_model_dir: Path):
 
 
 def test_recommend_memory_newest_first_keeps_the_latest_purchase(tiny_puma_data, tiny_model_dir: Path):
-    from PersonalWAB.agents.puma import puma_behaviours
+    from PUMA.prompting import puma_behaviours
     from PUMA.data import latest_purchase_kept, param_examples
     from PUMA.modeling import load_tokenizer
 
@@ -48,7 +48,7 @@ def test_recommend_memory_newest_first_keeps_the_latest_purchase(tiny_puma_data,
     kept, of = latest_purchase_kept(tiny_puma_data, tasks, examples)
     assert of > 0 and kept / of >= 0.95
     # the audit's order (oldest first, then cut) loses it: the same memory, reversed before the cut
-    from PersonalWAB.agents.puma import cut_to_tokens
+    from PUMA.prompting import cut_to_tokens
 
     tokenizer = load_tokenizer(tiny_model_dir)
     oldest = [dict(e, prompt=cut_to_tokens(protocol.puma_memory(
@@ -291,7 +291,7 @@ def test_dpo_prompts_keep_their_instruction(tiny_puma_data, tiny_model_dir: Path
 
 # --- step 7: the release agent's reading rules ---------------------------------------------------------------------
 def test_release_agent_output_rules(fake_protocol):
-    from PersonalWAB.agents.puma import OutputRules, parse_parameters
+    from PUMA.prompting import OutputRules, parse_parameters
 
     release, improved = OutputRules.of(fake_protocol, release=True), OutputRules.of(fake_protocol, release=False)
     assert parse_parameters(SEARCH, "stop watch", release).name == "stop"
@@ -303,7 +303,7 @@ def test_release_agent_output_rules(fake_protocol):
 
 
 def test_release_agent_formats_memory_by_the_true_task_type(tiny_puma_data, tiny_model_dir: Path):
-    from PersonalWAB.agents.puma import LiveGenerator, PumaAgent
+    from PUMA.agent import LiveGenerator, PumaAgent
 
     protocol = project_protocol()
     task = next(t for t in tiny_puma_data.split("test") if t["type"] == "search"
@@ -352,7 +352,7 @@ def test_gpu_extras_are_pinned_and_configs_parse():
 
 # --- step 3 under --recipe release: the release's test_llama.py ------------------------------------------------
 def test_release_generation_rebuilds_the_prompt_with_the_predicted_function(tiny_model_dir: Path, tmp_path: Path):
-    from PersonalWAB.agents.puma import cut_to_tokens
+    from PUMA.prompting import cut_to_tokens
     from PUMA.generate import release_cue, release_param_prompts
     from PUMA.modeling import load_tokenizer
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from PersonalWAB.data.loader import load_benchmark_data
-from PersonalWAB.envs.pwab.functions.recommender.engine import SASRecRecommender
-from PersonalWAB.envs.pwab.functions.recommender.sasrec import SASRec, SASRecConfig
-from PersonalWAB.envs.pwab.functions.recommender.train import (
+from PersonalWAB.engines.recommender.engine import SASRecRecommender
+from PersonalWAB.engines.recommender.sasrec import SASRec, SASRecConfig
+from PersonalWAB.engines.recommender.train import (
     SASRecTrainConfig,
     split_sequences,
     train_sasrec,
@@ -280,7 +280,7 @@ def test_training_learns_the_pattern_deterministically(tmp_path: Path) -> None:
 
 def test_equal_models_give_equal_checkpoint_files(tmp_path, monkeypatch):
     """Rebuilds are checked byte for byte: the scratch name (it holds the pid) must not reach the file."""
-    from PersonalWAB.envs.pwab.functions.recommender.train import save_checkpoint
+    from PersonalWAB.engines.recommender.train import save_checkpoint
 
     torch.manual_seed(0)
     model = SASRec(3, 5, SASRecConfig(hidden_units=8, num_blocks=1))

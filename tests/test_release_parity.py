@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from PersonalWAB.testing.parity_compare import body_difference, first_difference, score_verdict
-from PersonalWAB.testing.parity_requests import ParityModel, by_task, compare_first_requests
-from PersonalWAB.testing.release_mirror import REQUIRED_FILES, ParityError, build_mirror
+from devtools.parity_compare import body_difference, first_difference, score_verdict
+from devtools.parity_requests import ParityModel, by_task, compare_first_requests
+from devtools.release_mirror import REQUIRED_FILES, ParityError, build_mirror
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "tools" / "release_parity.py"
 
@@ -136,7 +136,7 @@ json.dump({"same_ids": slow("find a red kettle")["input_ids"] == auto("find a re
 
 def test_puma_worker_loads_the_stand_in_for_the_hub_name_and_records_generate(tmp_path: Path,
                                                                              tiny_model_dir: Path) -> None:
-    from PersonalWAB.testing.release_mirror import WORKER
+    from devtools.release_mirror import WORKER
 
     release = fake_release(tmp_path / "release")
     (release / "PersonalWAB" / "__init__.py").write_text("", encoding="utf-8")
@@ -158,7 +158,7 @@ def test_puma_worker_loads_the_stand_in_for_the_hub_name_and_records_generate(tm
 
 
 def test_puma_check_compares_every_field_and_request() -> None:
-    from PersonalWAB.testing.parity_puma import compare_examples, compare_requests, label_reply
+    from devtools.parity_puma import compare_examples, compare_requests, label_reply
 
     release = [{"instruction": "a", "prompt": "P", "target": "x", "mem": "m"},
                {"instruction": "b", "prompt": "Q", "target": "y", "mem": "n"}]
@@ -180,7 +180,7 @@ def test_puma_check_compares_every_field_and_request() -> None:
 
 
 def test_puma_check_candidates_scores_and_settings(tmp_path: Path) -> None:
-    from PersonalWAB.testing.parity_puma import GenerateRecorder, candidates_file, result_scores, settings_of
+    from devtools.parity_puma import GenerateRecorder, candidates_file, result_scores, settings_of
 
     (tmp_path / "param_train.json").write_text(json.dumps([
         {"instruction": "rec", "type": "recommend", "label": "B1, B2, B3"},
@@ -202,7 +202,7 @@ def test_puma_check_candidates_scores_and_settings(tmp_path: Path) -> None:
 
 
 def test_puma_settings_are_checked_before_anything_runs(tmp_path: Path) -> None:
-    from PersonalWAB.testing.parity_session import ParityConfig
+    from devtools.parity_session import ParityConfig
 
     config = ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",), puma_steps=("1", "7"))
     with pytest.raises(ParityError, match="--puma_steps: unknown '7'"):

@@ -23,8 +23,8 @@ import pytest
 from PersonalWAB.agents.heuristic import HeuristicAgent
 from PersonalWAB.results import load_result_file, read_run_file
 from PersonalWAB.run import RunConfig, main, run
-from PersonalWAB.testing.responders import tool_caller
-from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.responders import tool_caller
+from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 from tests.conftest import REPO_ROOT
 
 

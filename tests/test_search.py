@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from PersonalWAB.envs.pwab.functions.search import build, engine
+from PersonalWAB.engines.search import build, engine
 from PersonalWAB.errors import DataError, ToolArgumentError
 from PersonalWAB.paths import ArtifactPaths
 from PersonalWAB.protocol import project_protocol
@@ -192,7 +192,7 @@ def test_stored_lengths_follow_lucene_smallfloat() -> None:
 
 def test_importing_the_engine_starts_no_jvm() -> None:
     code = (
-        "import sys, PersonalWAB.envs.pwab.functions.search.engine, PersonalWAB.envs.pwab.functions.search.build\n"
+        "import sys, PersonalWAB.engines.search.engine, PersonalWAB.engines.search.build\n"
         "print(sorted(m for m in ('jnius', 'pyserini', 'bm25s') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from PersonalWAB.envs.pwab import text_embedding
-from PersonalWAB.envs.pwab.text_embedding import BACKEND_ENV, TextEmbedder, default_backend, export_onnx
+from PersonalWAB.engines.text_embedding import BACKEND_ENV, TextEmbedder, default_backend, export_onnx
 
 TEXTS = [
     "",

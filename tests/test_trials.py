@@ -15,8 +15,8 @@ from PersonalWAB.leaderboard.summarize import comparisons, render_csv, render_ma
 from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.results import compute_statistics, load_result_file, task_score
 from PersonalWAB.run import main
-from PersonalWAB.testing.responders import instruction_of, sensible_call
-from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.responders import instruction_of, sensible_call
+from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 from PersonalWAB.trials import pass_hat, t_quantile, trial_statistics
 
 TASKS = 9

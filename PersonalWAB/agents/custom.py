@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import Any, Iterable
 
 ENTRY_POINT_GROUP = "pwab.agents"
 GUIDE = "see docs/agents.md"
@@ -46,22 +46,21 @@ def _import_target(strategy: str, target: str) -> Any:
     return found
 
 
-def _entry_point_target(strategy: str) -> str:
+def _entry_point_target(strategy: str, builtins: Iterable[str]) -> str:
     agents = installed_agents()
     point = agents.get(strategy)
     if point is None:
-        from PersonalWAB.agents import AGENT_STRATEGIES
-
         installed = f"; installed entry points: {', '.join(sorted(agents))}" if agents else ""
-        raise AgentLoadError(f"--agent_strategy {strategy}: not a built-in strategy ({', '.join(AGENT_STRATEGIES)}), "
+        raise AgentLoadError(f"--agent_strategy {strategy}: not a built-in strategy ({', '.join(builtins)}), "
                              f"not package.module:ClassName, and no installed package declares it in the "
                              f"{ENTRY_POINT_GROUP!r} entry point group{installed}")
     return point.value
 
 
-def resolve_agent_class(strategy: str) -> type:
-    """The class `strategy` names, checked to be usable as `cls(data, config).solve(env, task_index)`."""
-    target = strategy if ":" in strategy else _entry_point_target(strategy)
+def resolve_agent_class(strategy: str, builtins: Iterable[str] = ()) -> type:
+    """The class `strategy` names, checked to be usable as `cls(data, config).solve(env, task_index)`;
+    `builtins` (the registry's names) are listed when `strategy` names nothing."""
+    target = strategy if ":" in strategy else _entry_point_target(strategy, builtins)
     found = _import_target(strategy, target)
     name = target.partition(":")[2]
     if not inspect.isclass(found):
@@ -86,8 +85,3 @@ def resolve_agent_class(strategy: str) -> type:
             raise AgentLoadError(f"--agent_strategy {strategy}: class {name}: {what} cannot be called that way "
                                  f"({exc}; {GUIDE})") from None
     return found
-
-
-def build_custom_agent(strategy: str, data: Any, config: Any) -> Any:
-    """`ClassName(data, config)` for the class `strategy` names."""
-    return resolve_agent_class(strategy)(data, config)

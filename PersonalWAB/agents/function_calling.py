@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply
+from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply, memory_settings, model_client
 from PersonalWAB.envs.pwab.env import PWABEnv
+from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.types import RESPOND, Action, Episode, kept_on_failure
 
 SINGLE_TURN_CALL_LIMIT = 10
@@ -77,3 +78,13 @@ class RecMindAgent(FunctionCallingAgent):
     """RecMind: may look products up by ASIN before acting; pairs with `--agent_memory recmind`."""
 
     tool_names = BASE_TOOLS[:3] + (DETAILS,) + BASE_TOOLS[3:]
+
+
+def build_function_calling(data: BenchmarkData, config: Any) -> FunctionCallingAgent:
+    """The `function_calling` strategy for a run (the registry's factory)."""
+    return FunctionCallingAgent(model_client(config), data, memory_settings(data, config))
+
+
+def build_recmind(data: BenchmarkData, config: Any) -> RecMindAgent:
+    """The `recmind` strategy for a run (the registry's factory)."""
+    return RecMindAgent(model_client(config), data, memory_settings(data, config))

@@ -28,7 +28,7 @@ from typing import Any
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.agents.base import Agent
 from PersonalWAB.envs.pwab.env import PWABEnv
-from PersonalWAB.memory import retrieve_memory
+from PersonalWAB.memory import retrieve_memory, run_random_memory
 from PersonalWAB.types import RESPOND, STOP, Action, Episode
 
 SYSTEM_PROMPT = "Offline heuristic agent: one function call chosen by rules, no language model."
@@ -274,3 +274,9 @@ class HeuristicAgent(Agent):
         })
         episode.traj.append({"role": "tool", "tool_call_id": call_id, "name": action.name, "content": observation})
         return observation, done
+
+
+def build(data: BenchmarkData, config: Any) -> HeuristicAgent:
+    """The `heuristic` strategy for a run (the registry's factory)."""
+    return HeuristicAgent(data, config.agent_memory, config.memory_length, config.seed,
+                          run_random_memory(data, config))

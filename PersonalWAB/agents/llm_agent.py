@@ -15,7 +15,7 @@ from PersonalWAB.memory import memory_text
 from PersonalWAB.types import Episode
 
 if TYPE_CHECKING:
-    from PersonalWAB.interec_memory import InterecMemoryStore
+    from PersonalWAB.memory.interec import InterecMemoryStore
     from PersonalWAB.llm import LLMClient, LLMReply
     from PersonalWAB.memory import ReleaseRandomMemory
 
@@ -37,6 +37,31 @@ class MemorySettings:
     function_file: dict[str, str] | None = None
     interec_store: "InterecMemoryStore | None" = None
     random_memory: "ReleaseRandomMemory | None" = None
+
+
+def memory_settings(data: BenchmarkData, config: Any) -> MemorySettings:
+    """The memory a run's settings ask for (`--agent_memory`, `--memory_length`, ...)."""
+    from PersonalWAB.memory import load_function_file, run_random_memory
+
+    store = None
+    if config.agent_memory == "interecagent":
+        if not config.interec_memory_file:
+            raise ValueError("--agent_memory interecagent needs --interec_memory_file (create one with "
+                             "scripts/tools/init_interecagent_memory.py)")
+        from PersonalWAB.memory.interec import InterecMemoryStore
+
+        store = InterecMemoryStore(config.interec_memory_file)
+    function_file = load_function_file(config.puma_function_file) if config.puma_function_file else None
+    return MemorySettings(config.agent_memory, config.memory_length, config.seed, function_file=function_file,
+                          interec_store=store, random_memory=run_random_memory(data, config))
+
+
+def model_client(config: Any) -> "LLMClient":
+    """The run's model (`--model`, `--api_base`, `--temperature`, `--max_retries`)."""
+    from PersonalWAB.llm import LLMClient
+
+    return LLMClient(config.model, api_base=config.api_base, temperature=config.temperature,
+                     max_retries=config.max_retries)
 
 
 def record_call(episode: Episode, reply: "LLMReply") -> None:
@@ -109,7 +134,7 @@ class LLMAgent(Agent):
         store = self.memory.interec_store
         if self.memory.mode != "interecagent" or store is None:
             return
-        from PersonalWAB.interec_memory import parse_profile
+        from PersonalWAB.memory.interec import parse_profile
 
         answer = self.side_call(episode, env.protocol.interecagent_update_prompt(conversation_text(episode.traj)))
         update = parse_profile(answer)

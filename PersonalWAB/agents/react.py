@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply
+from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply, memory_settings, model_client
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.protocol import Protocol
+from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.types import RESPOND, Action, Episode, kept_on_failure
 
 SINGLE_TURN_CALL_LIMIT = 3
@@ -84,3 +85,13 @@ class ReActAgent(LLMAgent):
 
 class ReflectiveReActAgent(ReActAgent):
     reflect = True
+
+
+def build_react(data: BenchmarkData, config: Any) -> ReActAgent:
+    """The `react` strategy for a run (the registry's factory)."""
+    return ReActAgent(model_client(config), data, memory_settings(data, config))
+
+
+def build_react_reflect(data: BenchmarkData, config: Any) -> ReflectiveReActAgent:
+    """The `react_reflect` strategy for a run (the registry's factory)."""
+    return ReflectiveReActAgent(model_client(config), data, memory_settings(data, config))

@@ -154,7 +154,7 @@ def _written_files_ok(ctx: Context) -> bool:
 
 
 def _recommender(ctx: Context) -> Any:
-    from PersonalWAB.envs.pwab.functions.recommender.train import SASRecTrainConfig, train_sasrec
+    from PersonalWAB.engines.recommender.train import SASRecTrainConfig, train_sasrec
 
     config = ctx.config
     data = load_benchmark_data(config.data_dir, reload=True)

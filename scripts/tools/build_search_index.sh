@@ -6,7 +6,7 @@
 #
 # Without --data_dir: the official data in PersonalWAB/envs/pwab/data when it has been placed,
 # otherwise data/synthetic/small. Arguments go unchanged to
-# `python -m PersonalWAB.envs.pwab.functions.search.build`.
+# `python -m PersonalWAB.engines.search.build`.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -15,4 +15,4 @@ if [[ ! -x "$python_bin" ]]; then
     python_bin=python
 fi
 export PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}"
-exec "$python_bin" -m PersonalWAB.envs.pwab.functions.search.build "$@"
+exec "$python_bin" -m PersonalWAB.engines.search.build "$@"

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from PersonalWAB.data.loader import load_benchmark_data  # noqa: E402
 from PersonalWAB.errors import DataError  # noqa: E402
-from PersonalWAB.interec_memory import (KINDS, initial_memory, llm_initial_memory, read_memory_file,  # noqa: E402
+from PersonalWAB.memory.interec import (KINDS, initial_memory, llm_initial_memory, read_memory_file,  # noqa: E402
                                         write_memory_file)
 from PersonalWAB.paths import default_data_dir  # noqa: E402
 

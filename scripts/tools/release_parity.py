@@ -39,8 +39,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from PersonalWAB.testing.parity_requests import VARIANTS
-    from PersonalWAB.testing.parity_session import CHECKS, DEFAULT_CHECKS
+    from devtools.parity_requests import VARIANTS
+    from devtools.parity_session import CHECKS, DEFAULT_CHECKS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("checks", nargs="*", metavar="check", help=f"which checks to run: {', '.join(CHECKS)} (default: {', '.join(DEFAULT_CHECKS)})")
@@ -76,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from PersonalWAB.testing.parity_session import DEFAULT_CHECKS, ParityConfig, run_session
-    from PersonalWAB.testing.release_mirror import ParityError
+    from devtools.parity_session import DEFAULT_CHECKS, ParityConfig, run_session
+    from devtools.release_mirror import ParityError
 
     extra = args.extra_path or [p for p in os.environ.get("PWAB_PARITY_EXTRA", "").split(os.pathsep) if p]
 

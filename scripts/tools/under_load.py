@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from PersonalWAB.testing.cpu_load import competing_processes  # noqa: E402
+from devtools.cpu_load import competing_processes  # noqa: E402
 
 
 def main() -> int:

@@ -20,10 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PersonalWAB.envs.pwab.engines import Engines
+from PersonalWAB.engines.shared import Engines
 from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS, ToolContext
 from PersonalWAB.envs.pwab.scoring import score_attempt
-from PersonalWAB.envs.user import UserSimulator
+from PersonalWAB.envs.users.base import UserSimulator
 from PersonalWAB.protocol import Protocol, load_protocol
 from PersonalWAB.types import RESPOND, STOP, Action, Attempt
 
@@ -152,8 +152,8 @@ def get_env(env_name: str = "pwab", user_mode: str = "no", user_model: str | Non
     """Build the environment over the shared data and engines of `data_dir`
     (default: the official data if placed, else the synthetic default)."""
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.envs.pwab.engines import shared_engines
-    from PersonalWAB.envs.user import get_user
+    from PersonalWAB.engines.shared import shared_engines
+    from PersonalWAB.envs.users import get_user
     from PersonalWAB.paths import default_data_dir
 
     if env_name != "pwab":

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
-from PersonalWAB.envs.pwab.text_embedding import TextEmbedder
+from PersonalWAB.engines.text_embedding import TextEmbedder
 from PersonalWAB.types import Attempt
 
 

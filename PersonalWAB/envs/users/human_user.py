@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, TextIO
 
-from PersonalWAB.envs.user import UserSimulator
+from PersonalWAB.envs.users.base import UserSimulator
 from PersonalWAB.protocol import Protocol
 
 PROMPT = "YOU> "

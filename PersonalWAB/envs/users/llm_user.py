@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PersonalWAB.envs.user import UserSimulator
+from PersonalWAB.envs.users.base import UserSimulator
 from PersonalWAB.protocol import Protocol
 
 TEMPERATURE = 1.0

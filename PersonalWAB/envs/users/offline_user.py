@@ -24,7 +24,7 @@ import re
 from typing import Any
 
 from PersonalWAB.data.product_text import price_value
-from PersonalWAB.envs.user import UserSimulator
+from PersonalWAB.envs.users.base import UserSimulator
 from PersonalWAB.protocol import Protocol
 
 NOTE = ("offline rule-based user simulator (no model): results are not comparable to runs with the "

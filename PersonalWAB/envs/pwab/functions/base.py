@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from PersonalWAB.envs.pwab.engines import Engines
+    from PersonalWAB.engines.shared import Engines
     from PersonalWAB.protocol import Protocol
 
 

@@ -69,13 +69,25 @@ class ReleaseRandomMemory:
         return self._draws.get((trial, task_index))
 
 
+def run_random_memory(data: BenchmarkData, config: Any) -> ReleaseRandomMemory | None:
+    """The run's `random` memory draws (None unless `config.agent_memory` is random), in the
+    release's task order: trials in turn, then the split's tasks from `start_index` (shuffle
+    does not change it)."""
+    if config.agent_memory != "random":
+        return None
+    tasks = data.split(config.task_split)
+    end = len(tasks) if config.end_index == -1 else min(config.end_index, len(tasks))
+    order = [(trial, index) for trial in range(config.num_trials) for index in range(config.start_index, end)]
+    return ReleaseRandomMemory(data, tasks, order, config.memory_length, config.seed)
+
+
 def most_relevant(data: BenchmarkData, task: dict[str, Any], past: list[dict[str, Any]], length: int,
                   protocol: Protocol, template: str = "memory.behaviour") -> list[dict[str, Any]]:
     """The `length` behaviours of `past` (a prefix of the user's history) whose `template`
     text is closest to the instruction, best first; equal scores keep the older behaviour first."""
     if not past:
         return []
-    from PersonalWAB.memory_embeddings import shared_behaviour_embeddings
+    from PersonalWAB.memory.embeddings import shared_behaviour_embeddings
 
     scores = shared_behaviour_embeddings(data, protocol, template).scores(task["user_id"], task["task"], len(past))
     order = np.argsort(-scores, kind="stable")[:length]

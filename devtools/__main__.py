@@ -1,4 +1,4 @@
-"""`python -m PersonalWAB.testing serve --responder MODULE:FUNCTION --url_file FILE`
+"""`python -m devtools serve --responder MODULE:FUNCTION --url_file FILE`
 
 Runs the scripted OpenAI-compatible server on 127.0.0.1 in the foreground, for shell
 scripts that need a model offline (e.g. scripts/construct_smoke.sh). The server's URL
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from PersonalWAB.data.layout import write_atomic
-from PersonalWAB.testing.scripted_server import ScriptedLLMServer
+from devtools.scripted_server import ScriptedLLMServer
 
 
 def _responder(spec: str):
@@ -27,7 +27,7 @@ def _responder(spec: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m PersonalWAB.testing", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m devtools", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the scripted model server")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.envs.pwab.text_embedding import TextEmbedder, shared_embedder
+from PersonalWAB.engines.text_embedding import TextEmbedder, shared_embedder
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_INDEX_DIR
 from PersonalWAB.protocol import Protocol, load_protocol
@@ -48,7 +48,7 @@ class Engines:
         if self._search is None:
             with self._lock:
                 if self._search is None:
-                    from PersonalWAB.envs.pwab.functions.search.engine import (contents_fingerprint,
+                    from PersonalWAB.engines.search.engine import (contents_fingerprint,
                                                                                open_search_engine)
 
                     official = self.search_index.resolve() == OFFICIAL_INDEX_DIR.resolve()
@@ -68,7 +68,7 @@ class Engines:
         if self._recommender is None:
             with self._lock:
                 if self._recommender is None:
-                    from PersonalWAB.envs.pwab.functions.recommender.engine import SASRecRecommender
+                    from PersonalWAB.engines.recommender.engine import SASRecRecommender
 
                     self._recommender = SASRecRecommender(self.checkpoint, self.item_map)
         return self._recommender

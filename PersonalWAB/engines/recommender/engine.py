@@ -21,7 +21,7 @@ from PersonalWAB.errors import DataError
 if TYPE_CHECKING:
     import torch
 
-    from PersonalWAB.envs.pwab.functions.recommender.sasrec import SASRec
+    from PersonalWAB.engines.recommender.sasrec import SASRec
 
 # Sequences scored per forward pass: bounds the (rows x candidates) score matrix.
 ROWS_PER_PASS = 256
@@ -45,7 +45,7 @@ def load_state_dict(path: Path, device: str) -> Mapping[str, torch.Tensor]:
     """The checkpoint's tensors, with a message naming the file for every way reading it can fail."""
     import torch
 
-    from PersonalWAB.envs.pwab.functions.recommender.sasrec import unwrap_state_dict
+    from PersonalWAB.engines.recommender.sasrec import unwrap_state_dict
 
     try:
         with path.open("rb") as handle:
@@ -64,7 +64,7 @@ def load_state_dict(path: Path, device: str) -> Mapping[str, torch.Tensor]:
 
 def load_model(path: Path, device: str = "cpu", num_heads: int = DEFAULT_NUM_HEADS) -> SASRec:
     """A SASRec in eval mode, shaped after the checkpoint's tensors (heads cannot be read off them)."""
-    from PersonalWAB.envs.pwab.functions.recommender.sasrec import SASRec, config_from_state_dict
+    from PersonalWAB.engines.recommender.sasrec import SASRec, config_from_state_dict
 
     state_dict = load_state_dict(path, device)
     try:

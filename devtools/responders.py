@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from PersonalWAB.agents.heuristic import choose_function
-from PersonalWAB.testing.scripted_server import ScriptedReply
+from devtools.scripted_server import ScriptedReply
 
 PLAIN_REVIEW = "I like it. It works as described and the quality is good."
 

@@ -1,6 +1,6 @@
 """Build the search indexes of one data directory.
 
-    python -m PersonalWAB.envs.pwab.functions.search.build --data_dir DIR \
+    python -m PersonalWAB.engines.search.build --data_dir DIR \
         [--backend lucene|bm25s|all] [--threads 2] [--index_dir PATH]
 
 Indexes go where the engines look for them (`ArtifactPaths.for_data_dir(DIR)`) unless
@@ -19,7 +19,7 @@ from PersonalWAB.paths import ArtifactPaths, default_data_dir
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m PersonalWAB.envs.pwab.functions.search.build",
+        prog="python -m PersonalWAB.engines.search.build",
         description="Build the BM25 search indexes (Lucene through Anserini, bm25s) of a data directory.",
     )
     parser.add_argument("--data_dir", type=Path, default=None,
@@ -42,7 +42,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.envs.pwab.functions.search import engine
+    from PersonalWAB.engines.search import engine
     from PersonalWAB.protocol import load_protocol
 
     try:

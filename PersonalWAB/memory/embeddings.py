@@ -51,7 +51,7 @@ from typing import Any, Callable, Protocol as TypingProtocol
 import numpy as np
 
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.envs.pwab.text_embedding import DIMENSION
+from PersonalWAB.engines.text_embedding import DIMENSION
 from PersonalWAB.protocol import Protocol
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
@@ -62,6 +62,7 @@ INSTRUCTIONS = "instruction_embeddings"
 # The behaviour text the agents' relevance ranking embeds; PUMA's data step ranks by its own
 # (`puma.behaviour`), so each template has its own cache.
 MEMORY_TEMPLATE = "memory.behaviour"
+PUMA_TEMPLATE = "puma.behaviour"
 
 
 class Encoder(TypingProtocol):
@@ -242,7 +243,7 @@ class BehaviourEmbeddings:
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            from PersonalWAB.envs.pwab.text_embedding import shared_embedder
+            from PersonalWAB.engines.text_embedding import shared_embedder
 
             self._encoder = shared_embedder()
         return self._encoder

@@ -13,7 +13,7 @@ it starts memorising after a few dozen. The test item is ranked against the
 whole item map after training, next to a most-popular baseline, so the
 recommender's quality is stated rather than assumed.
 
-    python -m PersonalWAB.envs.pwab.functions.recommender.train --data_dir DIR [--epochs N --seed S ...]
+    python -m PersonalWAB.engines.recommender.train --data_dir DIR [--epochs N --seed S ...]
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import torch
 from tqdm import tqdm
 
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
-from PersonalWAB.envs.pwab.functions.recommender.engine import SASRecRecommender, load_item_map
-from PersonalWAB.envs.pwab.functions.recommender.sasrec import SASRec, SASRecConfig
+from PersonalWAB.engines.recommender.engine import SASRecRecommender, load_item_map
+from PersonalWAB.engines.recommender.sasrec import SASRec, SASRecConfig
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import ArtifactPaths
 from PersonalWAB.scratch import atomic_write_text, scratch_path
@@ -396,7 +396,7 @@ def train_sasrec(
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m PersonalWAB.envs.pwab.functions.recommender.train", description=__doc__.split("\n\n")[0]
+        prog="python -m PersonalWAB.engines.recommender.train", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--data_dir", required=True, help="benchmark data directory")
     parser.add_argument("--checkpoint", help="output state dict (default: the data directory's artefact path)")

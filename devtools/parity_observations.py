@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from PersonalWAB.testing.parity_compare import Tally, first_difference, score_verdict, shorten
+from devtools.parity_compare import Tally, first_difference, score_verdict, shorten
 
 UNKNOWN_ASIN = "B000PARITY0"
 STOPWORD_QUERY = "the and of to a"
@@ -78,7 +78,7 @@ def project_side(data_dir: Path, split: str, indices: list[int], on_jobs: Callab
                  protocol_file: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The jobs (actions per task) and this project's results; `on_jobs` gets the jobs as soon
     as they are known, so the release can start on them while the project replays."""
-    from PersonalWAB.agents import build_agent
+    from PersonalWAB.agents.registry import build_agent
     from PersonalWAB.envs.pwab.env import get_env
     from PersonalWAB.protocol import load_protocol
     from PersonalWAB.run import RunConfig
@@ -86,7 +86,7 @@ def project_side(data_dir: Path, split: str, indices: list[int], on_jobs: Callab
 
     env = get_env("pwab", user_mode="no", task_split=split, max_steps=-1, data_dir=data_dir,
                   protocol=load_protocol(protocol_file))
-    heuristic = build_agent("heuristic", env.data, RunConfig(agent_strategy="heuristic"))
+    heuristic = build_agent(env.data, RunConfig(agent_strategy="heuristic"))
     item_map = json.loads((Path(data_dir) / "recommender" / "1000_ids.json").read_text(encoding="utf-8"))
     jobs, firsts = [], []
     for index in indices:
@@ -191,7 +191,7 @@ def all_identical(result: dict[str, Any]) -> bool:
 def run_check(runner: Any, data_dir: Path, split: str, indices: list[int], work_dir: Path,
               protocol_file: str | None = None) -> dict[str, Any]:
     """Replay through both environments (the release in a worker process, in parallel) and compare."""
-    from PersonalWAB.testing.release_mirror import reaped
+    from devtools.release_mirror import reaped
 
     jobs_path, out_path = work_dir / "observation_jobs.json", work_dir / "release_observations.json"
     log_path = work_dir / "release_observations.log"

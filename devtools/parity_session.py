@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from PersonalWAB.testing import parity_observations, parity_puma, parity_requests
-from PersonalWAB.testing.release_mirror import (PINNED_COMMIT, ParityError, ReleaseRunner, build_mirror,
+from devtools import parity_observations, parity_puma, parity_requests
+from devtools.release_mirror import (PINNED_COMMIT, ParityError, ReleaseRunner, build_mirror,
                                                 check_release_dir, data_sources)
 
 CHECKS = ("observations", "first_request", "multiturn_user", "puma")
@@ -96,7 +96,7 @@ def interec_memory_file(config: ParityConfig, work: Path) -> Path:
     if config.interec_memory_file:
         return Path(config.interec_memory_file)
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.interec_memory import initial_memory, write_memory_file
+    from PersonalWAB.memory.interec import initial_memory, write_memory_file
 
     path = work / "interec_memory.json"
     write_memory_file(path, initial_memory(load_benchmark_data(config.data_dir)))

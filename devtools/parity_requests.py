@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PersonalWAB.testing.parity_compare import (Tally, body_difference, canonical, fields_difference,
+from devtools.parity_compare import (Tally, body_difference, canonical, fields_difference,
                                                other_fields, score_verdict)
-from PersonalWAB.testing.responders import sensible_call
-from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.responders import sensible_call
+from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 
 ASK_USER = "Could you tell me a little more about what you are looking for?"
 USER_REPLY = "Something a little cheaper would suit me better, in a darker colour."
@@ -138,7 +138,7 @@ def file_args(setup: RunSetup, variant: Variant, folder: Path) -> list[str]:
 def run_both(setup: RunSetup, runner: Any, label: str, variant: Variant,
              multiturn: bool) -> dict[str, Any]:
     """Both run.py's at once, each against its own scripted server; their request bodies and exit status."""
-    from PersonalWAB.testing.release_mirror import finish, launch, reaped
+    from devtools.release_mirror import finish, launch, reaped
 
     model = ParityModel(setup.agent_model, setup.user_model, multiturn)
     folders = {side: setup.work_dir / label / side for side in ("release", "project")}
@@ -350,7 +350,7 @@ def later_tasks(tasks: list[dict[str, Any]]) -> set[int]:
 
 
 def run_failures(run: dict[str, Any]) -> dict[str, Any]:
-    from PersonalWAB.testing.release_mirror import log_tail
+    from devtools.release_mirror import log_tail
 
     return {side: {"exit": status, "log": run["logs"][side], "tail": log_tail(Path(run["logs"][side]), 8)}
             for side, status in run["status"].items() if status != 0}

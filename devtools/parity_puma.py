@@ -25,15 +25,14 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from PersonalWAB.testing.parity_compare import Tally, first_difference, score_verdict
-from PersonalWAB.testing.release_mirror import ParityError, ReleaseRunner, finish, launch, log_tail
-from PersonalWAB.testing.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.parity_compare import Tally, first_difference, score_verdict
+from devtools.release_mirror import ParityError, ReleaseRunner, finish, launch, log_tail
+from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 
 LLAMA_ID = "meta-llama/Llama-2-7b-chat-hf"
 LABEL_MODEL = "gpt-4o-mini"
@@ -593,7 +592,7 @@ def result_scores(path: Path) -> dict[int, list[float]]:
 RECORDING_RUN = """
 import json, sys
 from pathlib import Path
-from PersonalWAB.agents import puma
+from PUMA import agent as puma
 record, seen, generate = Path(sys.argv[1]), [], puma.LiveGenerator.generate
 def recorded(self, prompt, max_new_tokens=None, **options):
     output = generate(self, prompt, max_new_tokens, **options)

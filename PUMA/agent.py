@@ -7,8 +7,7 @@ generated output, or a list whose first entry counts) or is generated live with
 the PUMA parameter prompt over the task-specific memory.
 
 The task-specific memory, the parameter prompts and the reading of generated
-parameters live here so the training data (`PUMA/data.py`), the scoring step and the
-agent share them. `--puma_recipe` (`PUMA.recipe`) decides what differs: the release's
+parameters are `PUMA.prompting`'s, shared with training and scoring. `--puma_recipe` (`PUMA.recipe`) decides what differs: the release's
 agent evaluates with its own prompt, formats the memory for the true task type and reads
 outputs with its prefix rules and exact function names, and repeats its action every step
 of a multi-turn episode; the improved recipe evaluates with the training prompt, reads a
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,114 +26,14 @@ from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.errors import DataError
-from PersonalWAB.memory import (RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS, TASK_TYPE_OF_FUNCTION, most_relevant,
-                                newest_first, normalise_function_name, past_behaviours)
+from PersonalWAB.memory import REVIEW, TASK_FUNCTIONS, normalise_function_name, past_behaviours
 from PersonalWAB.protocol import Protocol
 from PersonalWAB.types import RESPOND, STOP, Action, Episode
+from PUMA.prompting import (FUNCTION_NEW_TOKENS, MEMORY_TEMPLATE, PARAM_NEW_TOKENS, PUMA_TEMPLATE, TASK_TYPE,
+                            OutputRules, cut_to_tokens, parameter_prompt, parse_parameters, prompt_cue,
+                            puma_memory_text)
 
 SYSTEM_PROMPT = "PUMA agent: function and parameters from a fine-tuned model (or its generated files)."
-TASK_TYPE = TASK_TYPE_OF_FUNCTION
-FUNCTION_NEW_TOKENS = 32  # function predictions (the release's generate_function.sh)
-PARAM_NEW_TOKENS = 256  # parameters, greedy, at evaluation (the release's agent)
-# The behaviour text relevance ranks: the release's PUMA data scripts and its agent each use their own.
-DATA_RELEVANCE_TEXT = "puma.behaviour"
-AGENT_RELEVANCE_TEXT = "memory.behaviour"
-
-
-def prompt_cue(template: str) -> str:
-    """A prompt template's last line (`### Tool Parameter:` and its line break), after which
-    the release reads what its model generated."""
-    return template[template.rfind("\n", 0, len(template) - 1) + 1:]
-
-
-def cut_to_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> str:
-    """`text` through the tokenizer as the release cuts memory: encoded with truncation to
-    `max_tokens` tokens *including* the special tokens the tokenizer adds (Llama's BOS, so
-    767 memory tokens at 768), then decoded without them. No tokenizer or limit: as it is."""
-    if tokenizer is None or max_tokens is None:
-        return text
-    room = max(0, max_tokens - tokenizer.num_special_tokens_to_add())
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"][:room]
-    return tokenizer.decode(ids, skip_special_tokens=True)
-
-
-def puma_behaviours(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], task_type: str, k: int,
-                    relevance_text: str = DATA_RELEVANCE_TEXT) -> list[dict[str, Any]]:
-    """PUMA's task-specific memory before rendering: the `k` past behaviours whose
-    `relevance_text` is closest to the instruction, best first; for a recommendation newest
-    first, so the latest purchases survive the token cut (as the release's PUMA orders it)."""
-    chosen = most_relevant(data, task, past_behaviours(data, task), k, protocol, relevance_text)
-    return newest_first(chosen) if task_type == "recommend" else chosen
-
-
-def puma_memory_text(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], task_type: str, k: int,
-                     tokenizer: Any = None, mem_token_length: int | None = None,
-                     relevance_text: str = DATA_RELEVANCE_TEXT) -> str:
-    """The task-specific memory of a prompt: entries joined by `|`, cut to `mem_token_length` tokens."""
-    behaviours = puma_behaviours(protocol, data, task, task_type, k, relevance_text)
-    return cut_to_tokens(protocol.puma_memory(behaviours, task_type), tokenizer, mem_token_length)
-
-
-def parameter_prompt(protocol: Protocol, instruction: str, function_name: str, memory_text: str,
-                     product: dict[str, Any] | None = None, *, agent: bool = False) -> str:
-    """The parameter prompt for `function_name` (the product is shown for a review only);
-    `agent=True`: the release agent's evaluation prompt instead of the training prompt."""
-    if function_name not in TASK_FUNCTIONS:
-        raise ValueError(f"unknown function {function_name!r}; expected one of {TASK_FUNCTIONS}")
-    return protocol.puma_param_prompt(instruction, function_name, memory_text,
-                                      product if function_name == REVIEW else None, agent=agent)
-
-
-@dataclass(frozen=True)
-class OutputRules:
-    """How a generated parameter is read: a message to the user, a stop, or the parameter.
-
-    `release=True` follows the release's agent (case-sensitive prefix, the message after
-    the last separator, any output starting with the stop word stops); otherwise the
-    prefix matches in any case and only the exact stop word stops."""
-
-    say_prefix: str
-    say_separator: str
-    stop_word: str
-    release: bool
-
-    @classmethod
-    def of(cls, protocol: Protocol, release: bool) -> "OutputRules":
-        return cls(protocol.text("puma.agent.say_prefix"), protocol.text("puma.agent.say_separator"),
-                   protocol.text("puma.agent.stop_prefix"), release)
-
-    def special(self, text: str) -> Action | None:
-        """The message or stop `text` stands for, None for a parameter."""
-        if self.release:
-            if text.startswith(self.say_prefix):
-                return Action(RESPOND, {"content": text.split(self.say_separator)[-1]})
-            return Action(STOP) if text.startswith(self.stop_word) else None
-        if text.lower().startswith(self.say_prefix.lower()):
-            return Action(RESPOND, {"content": text[len(self.say_prefix):].strip()})
-        return Action(STOP) if text.lower() == self.stop_word.lower() else None
-
-
-def parse_asins(text: str) -> list[str]:
-    """Comma-separated ASINs, stripped, empties dropped, de-duplicated keeping the first
-    occurrence's position (the release used an unordered set)."""
-    return list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-
-
-def parse_parameters(function_name: str, output: str, rules: OutputRules | None = None) -> Action:
-    """The action a generated parameter stands for. With `rules`, a message or a stop is
-    recognised first; without, every output is the parameter (the release scores its DPO
-    candidates that way)."""
-    text = output.strip()
-    special = rules.special(text) if rules is not None else None
-    if special is not None:
-        return special
-    if function_name == RECOMMEND:
-        return Action(function_name, {"product_sequence": parse_asins(text)})
-    if function_name == SEARCH:
-        return Action(function_name, {"query": text})
-    if function_name == REVIEW:
-        return Action(function_name, {"review": text})
-    raise ValueError(f"unknown function {function_name!r}; expected one of {TASK_FUNCTIONS}")
 
 
 def load_output_file(path: Path | str, what: str) -> dict[str, str]:
@@ -233,7 +131,7 @@ class PumaAgent(Agent):
         if past_behaviours(self.data, task) or training:
             memory = puma_memory_text(protocol, self.data, task, memory_type, self.memory_length,
                                       self.generator.tokenizer, self.mem_token_length,
-                                      DATA_RELEVANCE_TEXT if training else AGENT_RELEVANCE_TEXT)
+                                      PUMA_TEMPLATE if training else MEMORY_TEMPLATE)
         else:
             memory = cut_to_tokens(protocol.text("puma.agent.no_memory"), self.generator.tokenizer,
                                    self.mem_token_length)
@@ -304,3 +202,57 @@ class PumaAgent(Agent):
             episode.traj.append({"role": "tool", "tool_call_id": call_id, "name": action.name,
                                  "content": observation})
         return episode
+
+
+def build(data: BenchmarkData, config: Any) -> PumaAgent:
+    """The `puma` strategy for a run (the registry's factory): outputs read from files, or
+    generated live by `--puma_model_path`, whose memory ranking needs its embeddings first."""
+    generator = None
+    if config.puma_generate:
+        if not config.puma_model_path:
+            raise ValueError("--puma_generate needs --puma_model_path (a merged model or a LoRA adapter folder)")
+        from PersonalWAB.memory.embeddings import build_behaviour_embeddings
+        from PersonalWAB.protocol import load_protocol
+        from PUMA.recipe import get_recipe
+
+        recipe = get_recipe(config.puma_recipe)
+        # the task-specific memory ranks behaviours by relevance (the improved recipe by training's text)
+        template = PUMA_TEMPLATE if recipe.training_prompt_at_eval else MEMORY_TEMPLATE
+        build_behaviour_embeddings(data, load_protocol(config.protocol_file), log=None, template=template)
+        generator = LiveGenerator(config.puma_model_path, config.puma_dtype, recipe.gpu_eval_dtype,
+                                  release=recipe.name == "release")
+    return PumaAgent(data, config.puma_function_file, config.puma_param_file, generator,
+                     memory_length=config.memory_length, mem_token_length=config.mem_token_length,
+                     recipe=config.puma_recipe)
+
+
+def check_settings(config: Any) -> str | None:
+    """What is wrong with a run's PUMA settings (None: nothing), checked before any file is
+    written: its inputs, a known recipe and dtype, and outputs made with the same recipe."""
+    from PUMA.modeling import DTYPES
+    from PUMA.recipe import check_inputs, get_recipe
+
+    if config.puma_generate and not config.puma_model_path:
+        return "--puma_generate needs --puma_model_path (a merged model or a LoRA adapter folder)"
+    if not config.puma_generate and not (config.puma_function_file and config.puma_param_file):
+        return ("--agent_strategy puma needs --puma_function_file and --puma_param_file, "
+                "or --puma_generate with --puma_model_path")
+    if config.puma_dtype not in DTYPES:
+        return f"--puma_dtype {config.puma_dtype}: expected one of {', '.join(DTYPES)}"
+    try:
+        check_inputs(get_recipe(config.puma_recipe),
+                     {"--puma_function_file": config.puma_function_file,
+                      "--puma_param_file": config.puma_param_file,
+                      "--puma_model_path": config.puma_model_path if config.puma_generate else None})
+    except ValueError as error:
+        return str(error).replace("--recipe", "--puma_recipe").replace("this step runs", "this run uses")
+    return None
+
+
+def departures(config: Any) -> list[str]:
+    """How a run's PUMA agent departs from the release's (none under the release recipe)."""
+    if config.puma_recipe == "release":
+        return []
+    from PUMA.recipe import get_recipe
+
+    return [f"puma_recipe {config.puma_recipe}: {line}" for line in get_recipe(config.puma_recipe).departures("agent")]

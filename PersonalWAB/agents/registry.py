@@ -1,0 +1,60 @@
+"""The one table of agent strategies (`run.py --agent_strategy`) and the one way to build them.
+
+Every strategy, built-in or one's own, is made by a factory called as `factory(data, config)`
+(the run's `BenchmarkData` and `RunConfig`), the signature a custom agent's class already has
+(`PersonalWAB.agents.custom`, docs/agents.md). Built-in entries name their factory, settings
+check and departures as `module:function` strings, imported only when chosen, so this package
+never imports the packages that provide them (PUMA's agent lives in `PUMA.agent`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A built-in strategy: how to build it and what a run with it must know."""
+
+    name: str
+    factory: str  # "module:function" called as function(data, config) -> Agent
+    needs_model: bool  # True: --model is required; False: it calls no API model, so --model is refused
+    in_release: bool  # the release has this agent (else every run with it is custom)
+    check: str | None = None  # "module:function"(config) -> an error message or None, before any file
+    departures: str | None = None  # "module:function"(config) -> lines recorded in the run's protocol
+
+    def load(self, what: str) -> Callable[..., Any]:
+        """The function `what` (factory, check or departures) names."""
+        module, _, name = getattr(self, what).partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
+    Strategy("heuristic", "PersonalWAB.agents.heuristic:build", needs_model=False, in_release=False),
+    Strategy("function_calling", "PersonalWAB.agents.function_calling:build_function_calling",
+             needs_model=True, in_release=True),
+    Strategy("react", "PersonalWAB.agents.react:build_react", needs_model=True, in_release=True),
+    Strategy("react_reflect", "PersonalWAB.agents.react:build_react_reflect", needs_model=True, in_release=True),
+    Strategy("recmind", "PersonalWAB.agents.function_calling:build_recmind", needs_model=True, in_release=True),
+    Strategy("puma", "PUMA.agent:build", needs_model=False, in_release=True,
+             check="PUMA.agent:check_settings", departures="PUMA.agent:departures"),
+)}
+
+
+def builtin(strategy: str) -> Strategy | None:
+    """The built-in entry `strategy` names; None for an agent of one's own."""
+    return STRATEGIES.get(strategy)
+
+
+def build_agent(data: Any, config: Any) -> Any:
+    """The agent `config.agent_strategy` names, built as `factory(data, config)`."""
+    entry = builtin(config.agent_strategy)
+    if entry is None:
+        from PersonalWAB.agents.custom import resolve_agent_class
+
+        return resolve_agent_class(config.agent_strategy, STRATEGIES)(data, config)
+    if entry.needs_model and not config.model:
+        raise ValueError(f"--agent_strategy {entry.name} needs --model (any litellm model string)")
+    return entry.load("factory")(data, config)
