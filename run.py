@@ -1,6 +1,6 @@
 """Evaluate an agent on PersonalWAB: `python run.py --help`."""
 
-from PersonalWAB.run import cli
+from PersonalWAB.runner.cli import cli
 
 if __name__ == "__main__":
     cli()

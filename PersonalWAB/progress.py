@@ -16,7 +16,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from PersonalWAB.results import is_errored, task_score
+from PersonalWAB.metrics import is_errored, task_score
 
 
 class RunProgress:

@@ -1,4 +1,4 @@
-"""Result files in the leaderboard format: statistics, checkpointing and resume.
+"""Result files in the leaderboard format: reading, checkpointing, the header and resume.
 
 A finished file is a JSON list whose first element is the header
 (`run_args`, `total cost` (the agent's, as in the release), per-type `results`, and
@@ -12,6 +12,8 @@ they still load and resume, with only their tasks checked.
 `--resume_from` keeps a file's finished records only when the file belongs to
 the run being resumed: the settings in `RESUME_KEYS` must be equal and every
 record must be the task it claims to be.
+
+The numbers of the header are computed by `PersonalWAB.metrics` from the records.
 """
 
 from __future__ import annotations
@@ -25,14 +27,17 @@ from typing import Any
 
 import orjson
 
-from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.errors import DataError
+from PersonalWAB.gc_pause import gc_paused
+from PersonalWAB.metrics import compute_statistics, is_errored, record_cost, record_user_cost, trial_statistics
+from PersonalWAB.protocol.spec import RELEASE_SHORT
 from PersonalWAB.scratch import atomic_write_text
 
 HEADER_KEYS = ("run_args", "total cost", "results")
 RECORD_KEYS = ("task_id", "action_acc", "res_acc", "info", "traj", "trial")
 TASK_INFO_KEYS = ("user_id", "task", "type", "timestamp", "target")
 UNFINISHED_KEY = "unfinished"
+TRIALS_KEY = "trials"  # the header's spread across trials (`PersonalWAB.metrics.trial_statistics`)
 # run_args that must be equal for `--resume_from` to keep a file's records: what the
 # tasks are (split, data, range) and everything that changes how a task is solved or
 # scored. A key is compared when both runs recorded it (older files lack the newer keys).
@@ -43,12 +48,6 @@ RESUME_KEYS = (
     "puma_function_file", "puma_param_file", "puma_generate", "puma_model_path", "mem_token_length",
     "puma_recipe", "puma_dtype", "protocol",
 )
-
-
-def task_score(action_acc: list[float], res_acc: list[float]) -> tuple[float, float]:
-    """Best attempt among those that called the right function; none -> (0, 0)."""
-    valid = [res for act, res in zip(action_acc, res_acc) if act == 1]
-    return (1.0, max(valid)) if valid else (0.0, 0.0)
 
 
 def task_summary(task: dict[str, Any]) -> dict[str, Any]:
@@ -62,50 +61,15 @@ def task_summary(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def is_errored(record: dict[str, Any]) -> bool:
-    """A task run that ended in an error (it is run again on resume)."""
-    return "error" in record["info"]
-
-
-def record_steps(record: dict[str, Any]) -> int:
-    """Agent model calls of a task run (one usage entry per call)."""
-    return len(record["info"]["usage"]["completion_tokens"])
-
-
-def record_cost(record: dict[str, Any]) -> float:
-    """The agent's cost of a task run (the header's `total cost`, as in the release)."""
-    return float(record["info"]["usage"].get("total_price", 0.0))
-
-
-def record_user_cost(record: dict[str, Any]) -> float:
-    """The simulated user's cost of a task run (the header's `total user cost`)."""
-    return float(record["info"].get("user_cost") or 0.0)
-
-
-def compute_statistics(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per task type and overall: count, Avg Steps, Function Acc, Result Acc."""
-    groups: dict[str, list[dict[str, Any]]] = {kind: [] for kind in TASK_TYPES}
-    for record in records:
-        groups.setdefault(record["info"]["task"]["type"], []).append(record)
-    groups["overall"] = list(records)
-    stats: dict[str, dict[str, float]] = {}
-    for name, members in groups.items():
-        scores = [task_score(r["action_acc"], r["res_acc"]) for r in members]
-        count = len(members)
-        stats[name] = {
-            "total_count": count,
-            "avg_interaction_times": sum(record_steps(r) for r in members) / count if count else 0.0,
-            "avg_action_acc": sum(s[0] for s in scores) / count if count else 0.0,
-            "avg_res_acc": sum(s[1] for s in scores) / count if count else 0.0,
-        }
-    return stats
+def custom_reasons(record: dict[str, Any]) -> list[str]:
+    """Why a run's `protocol` record (`run_args.protocol`) makes it custom ([] for a standard run)."""
+    texts = [] if record.get("texts") == f"release@{RELEASE_SHORT}" else [f"{record.get('texts')} texts"]
+    return texts + list(record.get("departures") or [])
 
 
 def build_header(run_args: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
     """The leaderboard header; with `num_trials` >= 2 it adds the spread across trials
-    (`trials`, see PersonalWAB.trials) beside the original fields, which stay as they are."""
-    from PersonalWAB.trials import TRIALS_KEY, trial_statistics
-
+    (`trials`, see PersonalWAB.metrics) beside the original fields, which stay as they are."""
     header = {
         "run_args": run_args,
         "total cost": sum(record_cost(r) for r in records),
@@ -131,24 +95,58 @@ def _check_record(record: Any, path: Path, index: int) -> None:
 
 @dataclass
 class RunFile:
-    """A parsed result file: `header` is None unless the run finished; `run_args` is None
-    only for files that do not record them (the original release's checkpoints)."""
+    """A result file's parts: the first element of a finished run's file (`header`) or of an
+    unfinished run's checkpoint (`checkpoint`), then the task records. Files of the original
+    release hold records alone (both None)."""
 
+    path: Path
     header: dict[str, Any] | None
-    run_args: dict[str, Any] | None
-    records: list[dict[str, Any]]
+    checkpoint: dict[str, Any] | None
+    records: list[Any]
+
+    @property
+    def first_element(self) -> int:
+        """The position of the first record in the file's JSON list."""
+        return 0 if self.header is None and self.checkpoint is None else 1
+
+    @property
+    def run_args(self) -> dict[str, Any]:
+        """The run's settings; {} when the file records none (or not as an object, which
+        `read_run_file` refuses and the leaderboard's validator reports)."""
+        first = self.header if self.header is not None else self.checkpoint
+        run_args = None if first is None else first.get("run_args")
+        return run_args if isinstance(run_args, dict) else {}
 
 
-def is_checkpoint_header(element: Any) -> bool:
-    """Whether a file's first element is the header of an unfinished run's checkpoint."""
-    return isinstance(element, dict) and element.get(UNFINISHED_KEY) is True and "run_args" in element
+def decode_result_file(raw: bytes) -> Any:
+    """The JSON value of a result file's bytes, parsed with the cyclic collector paused: by
+    orjson (fast), or where it refuses (NaN, huge integers, broken text) by the standard
+    parser, whose values and errors are the ones given. Raises UnicodeDecodeError or
+    json.JSONDecodeError."""
+    with gc_paused():
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return json.loads(raw.decode("utf-8"))
+
+
+def split_result_file(path: Path, content: list[Any]) -> RunFile:
+    """The parts of a result file's JSON list, nothing checked: a checkpoint's or a header's
+    first element (any object with `run_args`), then the records."""
+    first = content[0] if content else None
+    if isinstance(first, dict) and "run_args" in first:
+        if first.get(UNFINISHED_KEY) is True:
+            return RunFile(path, None, first, content[1:])
+        return RunFile(path, first, None, content[1:])
+    return RunFile(path, None, None, content)
 
 
 def read_run_file(path: Path | str) -> RunFile:
-    """Header, run args and task records of a finished file or a checkpoint."""
+    """Header, run args and task records of a finished file or a checkpoint; DataError at
+    the first problem."""
     path = Path(path)
     try:
-        content = json.loads(path.read_text(encoding="utf-8"))
+        content = decode_result_file(path.read_bytes())
     except FileNotFoundError:
         raise DataError(f"{path}: result file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -157,23 +155,17 @@ def read_run_file(path: Path | str) -> RunFile:
         raise DataError(f"{path}: not valid JSON, possibly truncated ({exc})") from None
     if not isinstance(content, list):
         raise DataError(f"{path}: a result file is a JSON list, got {type(content).__name__}")
-    header = run_args = None
-    first = content[0] if content else None
-    if is_checkpoint_header(first):
-        run_args = first["run_args"]
-    elif isinstance(first, dict) and "run_args" in first:
-        header = first
+    parsed = split_result_file(path, content)
+    if parsed.header is not None:
         for key in HEADER_KEYS:
-            if key not in header:
+            if key not in parsed.header:
                 raise DataError(f"{path}: header lacks {key!r}")
-        run_args = header["run_args"]
-    offset = 0 if run_args is None and header is None else 1
-    if offset and not isinstance(run_args, dict):
+    first = parsed.header if parsed.header is not None else parsed.checkpoint
+    if first is not None and not isinstance(first["run_args"], dict):
         raise DataError(f"{path}: run_args is not an object")
-    records = content[offset:]
-    for index, record in enumerate(records, start=offset):
+    for index, record in enumerate(parsed.records, start=parsed.first_element):
         _check_record(record, path, index)
-    return RunFile(header, run_args, records)
+    return parsed
 
 
 def load_result_file(path: Path | str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -204,7 +196,7 @@ def resumable_records(path: Path | str, run_args: dict[str, Any], tasks: list[di
     path = Path(path)
     parsed = read_run_file(path)
     notes: list[str] = []
-    if parsed.run_args is None:
+    if parsed.header is None and parsed.checkpoint is None:
         notes.append(f"{path} records no run settings (an older format): only its tasks were checked")
     else:
         differing = resume_mismatches(parsed.run_args, run_args)
@@ -334,35 +326,3 @@ class ResultWriter:
             header = build_header(self.run_args, self.records)
             _atomic_write_json(self.path, [header, *self.records])
             return header
-
-
-def count_errors(records: list[dict[str, Any]]) -> dict[str, int]:
-    """Errored task runs per task type and overall."""
-    counts = {"overall": 0}
-    for record in records:
-        if is_errored(record):
-            kind = record["info"]["task"]["type"]
-            counts[kind] = counts.get(kind, 0) + 1
-            counts["overall"] += 1
-    return counts
-
-
-def format_statistics_table(stats: dict[str, dict[str, float]], title: str = "",
-                            errors: dict[str, int] | None = None) -> str:
-    """The per-type table printed at the end of a run; with `errors` (from `count_errors`)
-    an `errored` column marks the rows that include tasks which ended in an error
-    (they count as 0/0 until resumed)."""
-    errored = bool(errors and errors.get("overall"))
-    lines = [title] if title else []
-    lines.append(f"{'type':<10} {'tasks':>6} {'Function Acc':>13} {'Result Acc':>11} {'Avg Steps':>10}"
-                 + (f" {'errored':>8}" if errored else ""))
-    for name in (*TASK_TYPES, "overall"):
-        row = stats.get(name)
-        if row is None:
-            continue
-        lines.append(
-            f"{name:<10} {row['total_count']:>6} {row['avg_action_acc']:>13.3f} "
-            f"{row['avg_res_acc']:>11.3f} {row['avg_interaction_times']:>10.2f}"
-            + (f" {errors.get(name, 0) or '':>8}" if errored else "")
-        )
-    return "\n".join(lines)

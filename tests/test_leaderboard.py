@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 from PersonalWAB.leaderboard.__main__ import main
 from PersonalWAB.leaderboard.analysis import action_sequence, attempt_profile, transition_matrices
 from PersonalWAB.leaderboard.pack import pack_file
@@ -22,8 +23,9 @@ from PersonalWAB.leaderboard.report import render_report
 from PersonalWAB.leaderboard.summarize import render_csv, render_html, render_markdown, summarize_files
 from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.results import build_header
-from PersonalWAB.run import RunConfig, run
-from devtools.result_files import FUNCTIONS, full_split_file
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
+from devtools.result_files import full_split_file
 
 
 
@@ -257,7 +259,8 @@ def test_action_sequences_transitions_and_attempts(files):
     name = {"search": "search", "recommend": "recommend", "review": "review"}[record["info"]["task"]["type"]]
     assert action_sequence(record) == ["respond", name, name, name, "stop"]
     react = copy.deepcopy(record)
-    react["traj"] = [{"role": "assistant", "content": f'Thought: go\nAction: {{"name": "{FUNCTIONS[name]}"}}'}] * 3 + [
+    react["traj"] = [{"role": "assistant",
+                      "content": f'Thought: go\nAction: {{"name": "{FUNCTION_FOR_TASK_TYPE[name]}"}}'}] * 3 + [
         {"role": "assistant", "content": "Thought: done\nAction: stop\nArguments: {}"}]
     assert action_sequence(react) == [name, name, name, "stop"]
     react["traj"] = react["traj"][:1]  # disagrees with info.actions: info.actions wins

@@ -148,7 +148,7 @@ def test_the_fingerprint_follows_the_data_bytes(tiny_data, data_copy):
 
 def test_importing_the_run_modules_loads_nothing_heavy():
     code = (
-        "import sys, run, PersonalWAB.run, PersonalWAB.envs.pwab.env, PersonalWAB.agents.heuristic, "
+        "import sys, run, PersonalWAB.runner.cli, PersonalWAB.envs.pwab.env, PersonalWAB.agents.heuristic, "
         "PersonalWAB.engines.shared, PersonalWAB.build, PersonalWAB.results;"
         "from PersonalWAB.data import loader;"
         "heavy = [m for m in ('torch', 'jnius', 'sentence_transformers', 'transformers', 'bm25s', 'litellm') "

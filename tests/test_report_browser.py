@@ -20,7 +20,8 @@ import pytest
 import websocket
 
 from PersonalWAB.leaderboard.report import write_report
-from PersonalWAB.run import RunConfig, run
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
 from tests.conftest import REPO_ROOT
 
 PAYLOAD = "<script>window.__pwned = 1;</script><img src=x onerror=window.__pwned=2> Nice lip balm."

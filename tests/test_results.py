@@ -3,15 +3,13 @@ import json
 import pytest
 
 from PersonalWAB.errors import DataError
+from PersonalWAB.metrics import compute_statistics, format_statistics_table, task_score
 from PersonalWAB.results import (
     RESUME_KEYS,
     ResultWriter,
-    compute_statistics,
-    format_statistics_table,
     load_result_file,
     read_run_file,
     resume_mismatches,
-    task_score,
 )
 
 

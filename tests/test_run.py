@@ -8,8 +8,11 @@ from collections import Counter
 import pytest
 
 from PersonalWAB.agents.heuristic import HeuristicAgent
-from PersonalWAB.results import compute_statistics, load_result_file
-from PersonalWAB.run import RunConfig, main, run
+from PersonalWAB.metrics import compute_statistics
+from PersonalWAB.results import load_result_file
+from PersonalWAB.runner.cli import main
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
 from tests.conftest import REPO_ROOT
 
 
@@ -46,7 +49,7 @@ def test_result_file_format_and_recomputable_header(tiny_data_dir, tiny_engines,
 
 
 def test_departures_are_recorded(tiny_data_dir, tiny_engines, tmp_path):
-    from PersonalWAB.run import protocol_departures
+    from PersonalWAB.runner.labels import protocol_departures
 
     assert protocol_departures(config(tiny_data_dir, tmp_path, agent_strategy="function_calling")) == []
     departures = protocol_departures(config(tiny_data_dir, tmp_path, agent_strategy="function_calling",

@@ -22,7 +22,9 @@ import pytest
 
 from PersonalWAB.agents.heuristic import HeuristicAgent
 from PersonalWAB.results import load_result_file, read_run_file
-from PersonalWAB.run import RunConfig, main, run
+from PersonalWAB.runner.cli import main
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
 from devtools.responders import tool_caller
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 from tests.conftest import REPO_ROOT
@@ -117,7 +119,7 @@ def test_default_names_are_unique_per_run(tiny_data_dir, tiny_engines, tmp_path,
         def now(cls, tz=None):
             return cls(2026, 1, 2, 3, 4)
 
-    monkeypatch.setattr("PersonalWAB.run.datetime", SameMinute)
+    monkeypatch.setattr("PersonalWAB.runner.records.datetime", SameMinute)
     paths = [run(RunConfig(data_dir=str(tiny_data_dir), log_dir=str(tmp_path), seed=seed, end_index=3), log=quiet)[1]
              for seed in (1, 2, 3)]
     assert len(set(paths)) == 3 and paths[0].name.endswith("_01020304.json")

@@ -13,11 +13,11 @@ import pytest
 
 from PersonalWAB.leaderboard.summarize import comparisons, render_csv, render_markdown, summarize_files
 from PersonalWAB.leaderboard.validate import validate_file
-from PersonalWAB.results import compute_statistics, load_result_file, task_score
-from PersonalWAB.run import main
+from PersonalWAB.metrics import compute_statistics, pass_hat, t_quantile, task_score, trial_statistics
+from PersonalWAB.results import load_result_file
+from PersonalWAB.runner.cli import main
 from devtools.responders import instruction_of, sensible_call
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
-from PersonalWAB.trials import pass_hat, t_quantile, trial_statistics
 
 TASKS = 9
 SEARCH = "search_product_by_query"

@@ -11,18 +11,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from PersonalWAB.data.schema import TASK_TYPES
-from PersonalWAB.results import task_score
+from PersonalWAB.data.schema import TASK_TYPE_OF_FUNCTION, TASK_TYPES
+from PersonalWAB.metrics import task_score
+from PersonalWAB.types import RESPOND, STOP
 
 # Short labels for the functions an agent can call (plus the respond pseudo-action).
-ACTION_LABELS = {
-    "search_product_by_query": "search",
-    "get_recommendations_by_history": "recommend",
-    "add_product_review": "review",
-    "get_product_details_by_asin": "details",
-    "respond": "respond",
-    "stop": "stop",
-}
+ACTION_LABELS = {**TASK_TYPE_OF_FUNCTION, "get_product_details_by_asin": "details", RESPOND: "respond", STOP: "stop"}
 START, END, OTHER = "start", "end", "other"
 STATE_ORDER = (START, "search", "recommend", "review", "details", "respond", "stop", OTHER, END)
 # A ReAct-style assistant message names its action on an `Action:` line, either as a

@@ -24,7 +24,7 @@ from PersonalWAB.leaderboard.analysis import is_solved
 from PersonalWAB.leaderboard.summarize import (CUSTOM_NOTE, MULTI_TURN, SYNTHETIC_NOTE, TABLE_CSS, row_from_report,
                                                render_html_tables)
 from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, validate_file
-from PersonalWAB.results import record_steps, task_score
+from PersonalWAB.metrics import record_steps, task_score
 
 MAX_TEXT = 3000  # characters kept of each message in the task list
 MAX_PROBLEMS = 200  # problems listed on the page (the rest are counted)

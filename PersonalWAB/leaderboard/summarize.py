@@ -19,7 +19,7 @@ from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, run_track, validate_file
-from PersonalWAB.trials import interval
+from PersonalWAB.metrics import interval
 
 GROUPS = (*TASK_TYPES, "overall")
 GROUP_TITLES = {"search": "Search", "recommend": "Recommendation", "review": "Review", "overall": "Overall"}
@@ -43,7 +43,7 @@ class Row:
     total_cost: float
     flags: list[str]
     valid: bool
-    trials: dict[str, Any] | None = None  # the spread across trials (PersonalWAB.trials), recomputed
+    trials: dict[str, Any] | None = None  # the spread across trials (PersonalWAB.metrics), recomputed
 
     @property
     def num_trials(self) -> int:

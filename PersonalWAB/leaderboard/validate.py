@@ -19,19 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-import orjson
-
 from PersonalWAB.data.schema import TASK_TYPES
-from PersonalWAB.gc_pause import gc_paused
+from PersonalWAB.metrics import compute_statistics, record_cost, trial_statistics
 from PersonalWAB.results import (
     HEADER_KEYS,
     RECORD_KEYS,
     TASK_INFO_KEYS,
-    compute_statistics,
-    is_checkpoint_header,
-    record_cost,
+    TRIALS_KEY,
+    RunFile,
+    custom_reasons,
+    decode_result_file,
+    split_result_file,
 )
-from PersonalWAB.trials import TRIALS_KEY, trial_statistics
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 STANDARD, CUSTOM = "standard", "custom"
@@ -65,35 +64,13 @@ class Problem:
 
 
 @dataclass
-class ResultFile:
-    """A parsed result file: the header (None for an interrupted run), its task records and,
-    for an interrupted run's checkpoint, the checkpoint's first element (which holds run_args)."""
-
-    path: Path
-    header: dict[str, Any] | None
-    records: list[dict[str, Any]]
-    checkpoint: dict[str, Any] | None = None
-
-    @property
-    def first_element(self) -> int:
-        return 1 if self.header is not None or self.checkpoint is not None else 0
-
-    @property
-    def run_args(self) -> dict[str, Any]:
-        """The header's (or checkpoint's) run args; {} when there are none (or they are malformed,
-        which is reported)."""
-        run_args = (self.header or self.checkpoint or {}).get("run_args")
-        return run_args if isinstance(run_args, dict) else {}
-
-
-@dataclass
 class ValidationReport:
     """Everything `validate` found out about one file."""
 
     path: Path
     problems: list[Problem] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
-    result: ResultFile | None = None
+    result: RunFile | None = None
     statistics: dict[str, dict[str, float]] | None = None
     total_cost: float | None = None
     trials: dict[str, Any] | None = None  # the spread across trials, recomputed (None below 2 trials)
@@ -136,7 +113,7 @@ class ValidationReport:
         }
 
 
-def run_track(result: ResultFile) -> str:
+def run_track(result: RunFile) -> str:
     """`multi-turn` iff run_args.max_steps > 0; a file without a header has no known track."""
     if result.header is None:
         return "unknown (no header)"
@@ -149,8 +126,6 @@ def protocol_label(run_args: dict[str, Any]) -> tuple[str, list[str]]:
     texts with no departure. A file without `protocol` and without `project_version` was
     written by the release's own run.py: standard. One from an older version of this project
     (project texts, the only ones it had): custom."""
-    from PersonalWAB.run import custom_reasons
-
     record = run_args.get("protocol")
     if record is None:
         if "project_version" in run_args:
@@ -225,10 +200,10 @@ def _describe_previous(element: int, last: Any) -> str:
     return f"truncated: the last complete element is {element - 1}"
 
 
-def read_result_file(path: Path | str) -> tuple[ResultFile | None, list[Problem]]:
+def read_result_file(path: Path | str) -> tuple[RunFile | None, list[Problem]]:
     """Parse a result file without giving up on the first bad record.
 
-    Unlike `PersonalWAB.results.load_result_file`, which stops at the first
+    Unlike `PersonalWAB.results.read_run_file`, which stops at the first
     problem, this returns whatever it could read so every problem can be listed.
     """
     path = Path(path)
@@ -238,32 +213,21 @@ def read_result_file(path: Path | str) -> tuple[ResultFile | None, list[Problem]
         return None, [Problem(ERROR, f"cannot read the file ({exc})")]
     if not raw.strip():
         return None, [Problem(ERROR, "the file is empty")]
-    try:
-        with gc_paused():
-            content = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        try:  # the standard parser also accepts NaN/Infinity, which the record checks then report
-            text = raw.decode("utf-8")
-            with gc_paused():
-                content = json.loads(text)
-        except UnicodeDecodeError as exc:
-            return None, [Problem(ERROR, f"not UTF-8 text ({exc})")]
-        except json.JSONDecodeError as exc:
-            return None, [_locate_json_break(text, exc)]
+    try:  # the standard parser also accepts NaN/Infinity, which the record checks then report
+        content = decode_result_file(raw)
+    except UnicodeDecodeError as exc:
+        return None, [Problem(ERROR, f"not UTF-8 text ({exc})")]
+    except json.JSONDecodeError as exc:
+        return None, [_locate_json_break(raw.decode("utf-8"), exc)]
     if not isinstance(content, list):
         return None, [Problem(ERROR, f"a result file is a JSON list, got {type(content).__name__}")]
-    if content and is_checkpoint_header(content[0]):
-        return ResultFile(path, None, content[1:], checkpoint=content[0]), []
-    header = None
-    if content and isinstance(content[0], dict) and "run_args" in content[0]:
-        header, content = content[0], content[1:]
-    return ResultFile(path, header, content), []
+    return split_result_file(path, content), []
 
 
 class _Checker:
     """Collects the problems of one file; one method per aspect of the format."""
 
-    def __init__(self, result: ResultFile, data: Any | None):
+    def __init__(self, result: RunFile, data: Any | None):
         self.result = result
         self.data = data
         self.problems: list[Problem] = []
@@ -564,7 +528,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def validate_result(result: ResultFile, data: Any | None = None) -> ValidationReport:
+def validate_result(result: RunFile, data: Any | None = None) -> ValidationReport:
     """Validate a parsed file; `data` (a BenchmarkData) enables the checks against the split."""
     report = ValidationReport(result.path, result=result)
     checker = _Checker(result, data)

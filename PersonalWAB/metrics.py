@@ -1,4 +1,8 @@
-"""Spread across trials: what `--num_trials k` adds to a result header.
+"""What a run's records score: the task score, the per-type statistics of a result header,
+and the spread across trials that `--num_trials k` adds to it.
+
+Everything here is a pure function of task records (the result file's format is
+`PersonalWAB.results`), so `leaderboard validate` recomputes a header's numbers exactly.
 
 Single runs of an agent benchmark differ by several points from run to run (sampling
 temperature, provider nondeterminism), so one number cannot tell two methods apart. With
@@ -22,8 +26,7 @@ and, over the group's tasks:
 - `result_identical`: the share of tasks whose best Result Acc is the same (within 1e-9)
   in every trial.
 
-The section is a pure function of the records, so `leaderboard validate` recomputes it
-exactly; the header's original fields are untouched.
+The header's original fields are untouched by the `trials` section.
 """
 
 from __future__ import annotations
@@ -37,9 +40,85 @@ from PersonalWAB.data.schema import TASK_TYPES
 LEVEL = 0.95
 SAME_RESULT = 1e-9  # best Result Acc values closer than this are the same
 STATISTICS = ("avg_action_acc", "avg_res_acc", "avg_interaction_times")
-TRIALS_KEY = "trials"
 INTERVAL_NOTE = ("95% t-interval of the mean over trials: mean ± t(0.975, k-1) * std / sqrt(k), "
                  "kept within [0, 1] for the accuracies")
+
+
+def task_score(action_acc: list[float], res_acc: list[float]) -> tuple[float, float]:
+    """Best attempt among those that called the right function; none -> (0, 0)."""
+    valid = [res for act, res in zip(action_acc, res_acc) if act == 1]
+    return (1.0, max(valid)) if valid else (0.0, 0.0)
+
+
+def is_errored(record: dict[str, Any]) -> bool:
+    """A task run that ended in an error (it is run again on resume)."""
+    return "error" in record["info"]
+
+
+def record_steps(record: dict[str, Any]) -> int:
+    """Agent model calls of a task run (one usage entry per call)."""
+    return len(record["info"]["usage"]["completion_tokens"])
+
+
+def record_cost(record: dict[str, Any]) -> float:
+    """The agent's cost of a task run (the header's `total cost`, as in the release)."""
+    return float(record["info"]["usage"].get("total_price", 0.0))
+
+
+def record_user_cost(record: dict[str, Any]) -> float:
+    """The simulated user's cost of a task run (the header's `total user cost`)."""
+    return float(record["info"].get("user_cost") or 0.0)
+
+
+def compute_statistics(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per task type and overall: count, Avg Steps, Function Acc, Result Acc."""
+    groups: dict[str, list[dict[str, Any]]] = {kind: [] for kind in TASK_TYPES}
+    for record in records:
+        groups.setdefault(record["info"]["task"]["type"], []).append(record)
+    groups["overall"] = list(records)
+    stats: dict[str, dict[str, float]] = {}
+    for name, members in groups.items():
+        scores = [task_score(r["action_acc"], r["res_acc"]) for r in members]
+        count = len(members)
+        stats[name] = {
+            "total_count": count,
+            "avg_interaction_times": sum(record_steps(r) for r in members) / count if count else 0.0,
+            "avg_action_acc": sum(s[0] for s in scores) / count if count else 0.0,
+            "avg_res_acc": sum(s[1] for s in scores) / count if count else 0.0,
+        }
+    return stats
+
+
+def count_errors(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Errored task runs per task type and overall."""
+    counts = {"overall": 0}
+    for record in records:
+        if is_errored(record):
+            kind = record["info"]["task"]["type"]
+            counts[kind] = counts.get(kind, 0) + 1
+            counts["overall"] += 1
+    return counts
+
+
+def format_statistics_table(stats: dict[str, dict[str, float]], title: str = "",
+                            errors: dict[str, int] | None = None) -> str:
+    """The per-type table printed at the end of a run; with `errors` (from `count_errors`)
+    an `errored` column marks the rows that include tasks which ended in an error
+    (they count as 0/0 until resumed)."""
+    errored = bool(errors and errors.get("overall"))
+    lines = [title] if title else []
+    lines.append(f"{'type':<10} {'tasks':>6} {'Function Acc':>13} {'Result Acc':>11} {'Avg Steps':>10}"
+                 + (f" {'errored':>8}" if errored else ""))
+    for name in (*TASK_TYPES, "overall"):
+        row = stats.get(name)
+        if row is None:
+            continue
+        lines.append(
+            f"{name:<10} {row['total_count']:>6} {row['avg_action_acc']:>13.3f} "
+            f"{row['avg_res_acc']:>11.3f} {row['avg_interaction_times']:>10.2f}"
+            + (f" {errors.get(name, 0) or '':>8}" if errored else "")
+        )
+    return "\n".join(lines)
 
 
 def t_two_sided_cdf(t: float, df: int) -> float:
@@ -91,8 +170,6 @@ def pass_hat(correct: list[int], trials: int) -> dict[str, float]:
 
 def trial_statistics(records: list[dict[str, Any]], num_trials: int) -> dict[str, Any] | None:
     """The header's `trials` section for a run of `num_trials` trials (None below 2)."""
-    from PersonalWAB.results import compute_statistics, task_score
-
     if num_trials < 2 or not records:
         return None
     by_trial = [[r for r in records if r["trial"] == trial] for trial in range(num_trials)]

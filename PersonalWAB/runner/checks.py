@@ -4,7 +4,8 @@ A run that would fail, or silently do something else than asked (no memory under
 `last` label, a model name on a result that used none, an existing result replaced),
 stops here with one line naming the setting and what to do, and `run.py` exits 2.
 Checks that need the data (the task range, `--resume_from` belonging to this run)
-follow in `PersonalWAB.run` once the data is loaded, still before anything is written.
+follow in `PersonalWAB.runner.execute.prepare` once the data is loaded, still before
+anything is written.
 """
 
 from __future__ import annotations
@@ -12,17 +13,17 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
 
 from PersonalWAB.envs.users import MULTI_TURN_USERS
-
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.resume import resumes_in_place
 
 
 class SettingsError(ValueError):
     """A run setting that cannot work; the message names it (run.py exits 2)."""
 
 
-def check_settings(config: Any) -> None:
+def check_settings(config: RunConfig) -> None:
     """Raise SettingsError for the first setting that cannot work."""
     for check in (_check_numbers, _check_track, _check_agent, _check_inputs, _check_output, _check_keys):
         problem = check(config)
@@ -30,7 +31,7 @@ def check_settings(config: Any) -> None:
             raise SettingsError(problem)
 
 
-def _check_numbers(c: Any) -> str | None:
+def _check_numbers(c: RunConfig) -> str | None:
     if not math.isfinite(c.temperature) or c.temperature < 0:
         return f"--temperature {c.temperature}: must be a finite number >= 0"
     at_least = {"--max_concurrency": (c.max_concurrency, 1), "--num_trials": (c.num_trials, 1),
@@ -48,7 +49,7 @@ def _check_numbers(c: Any) -> str | None:
     return None
 
 
-def _check_track(c: Any) -> str | None:
+def _check_track(c: RunConfig) -> str | None:
     if c.max_steps == 0 or c.max_steps < -1:
         return f"--max_steps {c.max_steps}: -1 is the single-turn track, N > 0 the multi-turn step budget"
     if c.user_mode in MULTI_TURN_USERS and c.max_steps == -1:
@@ -66,7 +67,7 @@ def _check_track(c: Any) -> str | None:
     return None
 
 
-def _check_agent(c: Any) -> str | None:
+def _check_agent(c: RunConfig) -> str | None:
     from PersonalWAB.agents.registry import STRATEGIES, builtin
 
     strategy = c.agent_strategy
@@ -94,7 +95,7 @@ def _check_agent(c: Any) -> str | None:
     return None
 
 
-def _check_inputs(c: Any) -> str | None:
+def _check_inputs(c: RunConfig) -> str | None:
     files = {"--resume_from": c.resume_from, "--puma_function_file": c.puma_function_file,
              "--puma_param_file": c.puma_param_file, "--interec_memory_file": c.interec_memory_file}
     for flag, value in files.items():
@@ -103,14 +104,14 @@ def _check_inputs(c: Any) -> str | None:
     return None
 
 
-def output_target(c: Any) -> Path | None:
+def output_target(c: RunConfig) -> Path | None:
     """The result file the settings name, or None when run.py derives one under --log_dir."""
     if c.output:
         return Path(c.output)
     return Path(c.resume_from) if c.resume_from else None
 
 
-def _check_output(c: Any) -> str | None:
+def _check_output(c: RunConfig) -> str | None:
     target = output_target(c)
     if target is None:
         folder = Path(c.log_dir)
@@ -118,7 +119,7 @@ def _check_output(c: Any) -> str | None:
     flag = "--output" if c.output else "--resume_from"
     if target.is_dir():
         return f"{flag} {target}: is a folder; name a result file"
-    resuming_in_place = bool(c.resume_from) and target.resolve() == Path(c.resume_from).resolve()
+    resuming_in_place = resumes_in_place(c, target)
     if resuming_in_place and c.overwrite:
         return "--overwrite would discard the finished tasks --resume_from keeps; drop one of them"
     if target.exists() and not (resuming_in_place or c.overwrite):
@@ -141,7 +142,7 @@ def _writable(folder: Path) -> bool:
     return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
 
 
-def _check_keys(c: Any) -> str | None:
+def _check_keys(c: RunConfig) -> str | None:
     """Missing provider keys, named before anything runs (a call without one would fail every task)."""
     from PersonalWAB.agents.registry import builtin
     from PersonalWAB.llm import missing_key_message, missing_keys

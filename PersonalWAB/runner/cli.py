@@ -1,0 +1,91 @@
+"""`python run.py`: evaluate an agent on a task split and write a leaderboard result file.
+
+Tasks run on `--max_concurrency` threads that share one data object and one set
+of engines. Finished tasks are checkpointed into the result file as they
+complete; `--resume_from FILE` skips the tasks that file already holds (tasks
+that ended in an error are run again) once it has checked that the file belongs
+to this run.
+
+Exit status of `main`: 0 all tasks ran; 1 a fatal model error stopped the run
+(missing or refused key, unknown model); 2 a setting or input file is wrong
+(nothing was written); 3 some tasks ended in an error (resume to run them
+again); 130 interrupted (Ctrl-C). Every stop after the result file was claimed
+prints the `--resume_from` command that finishes the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from PersonalWAB.errors import DataError, FatalError
+from PersonalWAB.metrics import count_errors, format_statistics_table, format_trial_table
+from PersonalWAB.results import TRIALS_KEY
+from PersonalWAB.runner.config import parse_config
+from PersonalWAB.runner.execute import RunPlan, execute, prepare
+from PersonalWAB.runner.labels import result_notes
+from PersonalWAB.runner.resume import resume_command
+
+EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 1, 2, 3, 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the evaluation `argv` (default: the command line) asks for; the exit status."""
+    config = parse_config(argv)
+    try:
+        plan = prepare(config)
+    except (DataError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SETTINGS
+    try:
+        outcome = execute(plan)
+    except KeyboardInterrupt:
+        _report_stop(plan, "interrupted")
+        return EXIT_INTERRUPTED
+    except FatalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        _report_stop(plan, "stopped")
+        return EXIT_FATAL
+    except (DataError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        _report_stop(plan, "stopped")
+        return EXIT_SETTINGS
+    run_args = outcome.header["run_args"]
+    errors = count_errors(outcome.records)
+    print(format_statistics_table(outcome.header["results"],
+                                  title=f"Results ({run_args['data_source']}; {outcome.wall_s:.1f} s)",
+                                  errors=errors))
+    if TRIALS_KEY in outcome.header:
+        print(format_trial_table(outcome.header[TRIALS_KEY]))
+    for note in result_notes(run_args):
+        print(f"note: {note}")
+    print(f"result file: {outcome.output}")
+    if errors["overall"]:
+        print(f"{errors['overall']} task(s) ended in an error and score 0 until run again (rows marked under "
+              f"'errored'); finish them with:\n  {resume_command(config, outcome.output)}", file=sys.stderr)
+        return EXIT_TASK_ERRORS
+    return 0
+
+
+def cli(argv: list[str] | None = None) -> None:
+    """`python run.py` and `pwab run`: `main`, then leave without the interpreter's shutdown. Everything the
+    run keeps is on disk by then, and the shutdown has nothing left to save: after a finished
+    run it only tears down the loaded data and the JVM (~1 s on `full`, 40% of a short run's
+    wall time); after Ctrl-C or a fatal error it would wait for the tasks still in flight and
+    the library threads they use (a model call can take minutes)."""
+    code = main(argv)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _report_stop(plan: RunPlan, how: str) -> None:
+    """Say what a stopped run kept and the command that finishes it."""
+    if plan.writer is None:
+        print(f"{how} before any task ran; no result file was written", file=sys.stderr)
+        return
+    done, total = len(plan.writer.records), len(plan.kept) + len(plan.jobs)
+    print(f"{how}: {done} of {total} task(s) finished and kept in {plan.output}; finish the run with:\n"
+          f"  {resume_command(plan.config, plan.output)}", file=sys.stderr)

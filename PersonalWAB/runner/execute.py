@@ -1,0 +1,179 @@
+"""A run in two steps: `prepare` checks everything and plans the work without writing a
+file (a `RunPlan`); `execute` builds what the tasks need, claims the result file and runs
+the tasks, checkpointing each record as it finishes (a `RunOutcome`)."""
+
+from __future__ import annotations
+
+import random
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from PersonalWAB import __version__
+from PersonalWAB.errors import DataError, FatalError
+from PersonalWAB.progress import log_line
+from PersonalWAB.results import ResultWriter
+from PersonalWAB.runner.checks import SettingsError, check_settings, output_target
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.labels import UNPRICED_NOTE, protocol_record
+from PersonalWAB.runner.pool import finished_records
+from PersonalWAB.runner.records import default_output_path, make_record
+from PersonalWAB.runner.resume import kept_and_left, resumes_in_place
+
+
+@dataclass
+class RunPlan:
+    """A checked run: its tasks, the records kept from --resume_from and where results go.
+
+    `prepare` builds it without writing anything; `execute` fills in `writer` once it has
+    claimed the result file, so whoever stops a run knows what was saved and where."""
+
+    config: RunConfig
+    data: Any
+    tasks: list[dict[str, Any]]
+    jobs: list[tuple[int, int]]
+    kept: list[dict[str, Any]]
+    run_args: dict[str, Any]
+    output: Path
+    claim: str  # "unique" (a derived name), "new" (--output, must not exist) or "replace"
+    protocol: Any  # the texts the run shows models (`PersonalWAB.protocol.Protocol`)
+    end: int  # the task index the run stops before
+    writer: ResultWriter | None = None
+
+
+@dataclass
+class RunOutcome:
+    """A finished run: its header, where the file is, the wall time of its tasks and all records."""
+
+    header: dict[str, Any]
+    output: Path
+    wall_s: float
+    records: list[dict[str, Any]]
+
+
+def prepare(config: RunConfig, log: Callable[[str], None] = log_line) -> RunPlan:
+    """Check every setting, load the data and the records to keep; nothing is written."""
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.envs.users import get_user
+    from PersonalWAB.engines.text_embedding import default_backend
+    from PersonalWAB.envs.users.offline_user import NOTE as OFFLINE_USER_NOTE
+    from PersonalWAB.paths import default_data_dir
+    from PersonalWAB.protocol import load_protocol
+
+    check_settings(config)
+    get_user(config.user_mode, config.user_model, config.user_api_base, config.seed)  # fail early on bad settings
+    try:
+        embedding_backend = default_backend()
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    protocol = load_protocol(config.protocol_file)
+    if config.search_backend == "lucene":
+        from PersonalWAB.engines.search.jvm import start_jvm_early
+
+        start_jvm_early()
+    data = load_benchmark_data(config.data_dir or default_data_dir())
+    for warning in data.warnings:
+        log(f"warning: {warning}")
+    tasks = data.split(config.task_split)
+    end = len(tasks) if config.end_index == -1 else min(config.end_index, len(tasks))
+    if config.start_index >= end:
+        raise SettingsError(f"--start_index {config.start_index}: the {config.task_split} split has only "
+                            f"{len(tasks)} tasks")
+    task_ids = list(range(config.start_index, end))
+    if config.shuffle:
+        random.Random(config.seed).shuffle(task_ids)
+    run_args = {**asdict(config), "data_dir": str(data.data_dir), "data_source": data.source,
+                "data_fingerprint": data.fingerprint, "project_version": __version__,
+                "protocol": protocol_record(protocol, config), "embedding_backend": embedding_backend}
+    if config.user_mode == "offline":
+        run_args["user_simulator_note"] = OFFLINE_USER_NOTE
+    kept, jobs = kept_and_left(config, run_args, tasks, task_ids, log)
+
+    output = output_target(config)
+    if output is None:
+        return RunPlan(config, data, tasks, jobs, kept, run_args, default_output_path(config, end), "unique",
+                       protocol, end)
+    return RunPlan(config, data, tasks, jobs, kept, run_args, output,
+                   "replace" if resumes_in_place(config, output) or config.overwrite else "new", protocol, end)
+
+
+def execute(plan: RunPlan, log: Callable[[str], None] = log_line) -> RunOutcome:
+    """Build what the tasks need, claim the result file and run the tasks, checkpointing as they finish."""
+    from PersonalWAB.agents.registry import build_agent
+    from PersonalWAB.build import build_artifacts, cache_review_embeddings
+    from PersonalWAB.engines.shared import shared_engines
+    from PersonalWAB.envs.pwab.env import PWABEnv
+    from PersonalWAB.envs.users import get_user
+    from PersonalWAB.progress import RunProgress
+    from PersonalWAB.scratch import remove_stale
+    from PersonalWAB.types import Episode
+
+    config, data, tasks, run_args, protocol = plan.config, plan.data, plan.tasks, plan.run_args, plan.protocol
+    for path in remove_stale(plan.output.parent):
+        log(f"removed {path}, left by a run that was killed")
+    kinds = {tasks[tid]["type"] for _, tid in plan.jobs}
+    ranked_memory = config.agent_memory in ("relevant", "taskspe")
+    users = {tasks[tid]["user_id"] for _, tid in plan.jobs}
+    some_users = ranked_memory and len(users) < len(data.histories)  # encode theirs only, unless built
+    build_artifacts(data, (config.search_backend,) if "search" in kinds else (),
+                    recommender="recommend" in kinds, memory_embeddings=ranked_memory and not some_users,
+                    log=log, protocol=protocol)
+    if some_users:
+        from PersonalWAB.memory.embeddings import shared_behaviour_embeddings
+
+        shared_behaviour_embeddings(data, protocol).prepare_users(
+            users, [tasks[tid]["task"] for _, tid in plan.jobs], log=log)
+    engines = shared_engines(data, config.search_backend, protocol)
+    cache_review_embeddings(data, [tasks[tid] for _, tid in plan.jobs])
+    agent = build_agent(data, config)
+
+    def run_one(trial: int, task_id: int) -> dict[str, Any]:
+        user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries)
+        env = PWABEnv(engines, config.task_split, user, config.max_steps, protocol=protocol,
+                      leak_guard=config.leak_guard, trial=trial)
+        try:
+            episode = agent.solve(env, task_id)
+        except (DataError, FatalError):
+            raise
+        except Exception as exc:  # an agent/API failure is recorded; resume retries the task
+            # what the episode did before failing (calls made, their cost) is kept
+            episode = getattr(exc, "episode", None) or Episode()
+            episode.error = f"{type(exc).__name__}: {exc}"
+            if config.verbose:
+                traceback.print_exc()
+        if episode.usage.price_unknown:
+            run_args["cost_note"] = UNPRICED_NOTE
+        if user is not None:
+            episode.user_cost = user.cost
+        return make_record(task_id, trial, tasks[task_id], env, episode)
+
+    writer = ResultWriter(plan.output, run_args, plan.kept)
+    plan.output = writer.start(unique=plan.claim == "unique", replace=plan.claim == "replace")
+    plan.writer = writer
+    resumed = f"; {len(plan.kept)} kept from {config.resume_from}" if config.resume_from else ""
+    log(f"running {len(plan.jobs)} task(s) of the {config.task_split} split ({data.source}) "
+        f"with {config.agent_strategy}, memory {config.agent_memory}, {protocol.name} texts{resumed}; "
+        f"results in {plan.output}")
+    start = time.perf_counter()
+    with RunProgress(len(plan.jobs) + len(plan.kept), plan.kept) as bar:
+        try:
+            for record in finished_records(plan.jobs, run_one, config.max_concurrency):
+                writer.add(record)
+                bar.update(record)
+                if config.verbose:
+                    log(f"task {record['task_id']} ({record['info']['task']['type']}): "
+                        f"action_acc {record['action_acc']} res_acc {[round(r, 3) for r in record['res_acc']]}")
+        except BaseException:
+            writer.flush()
+            raise
+    header = writer.finalize()
+    return RunOutcome(header, plan.output, time.perf_counter() - start, writer.records)
+
+
+def run(config: RunConfig, log: Callable[[str], None] = log_line) -> tuple[dict[str, Any], Path, float]:
+    """Run the configured evaluation; return the result header, the file path and wall seconds."""
+    outcome = execute(prepare(config, log), log)
+    return outcome.header, outcome.output, outcome.wall_s

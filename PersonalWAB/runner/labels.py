@@ -1,0 +1,62 @@
+"""What a run must say about itself: how it departs from the release (its `protocol`
+record, which makes it standard or custom) and the notes printed beside its numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PersonalWAB.agents.registry import builtin
+from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
+from PersonalWAB.results import custom_reasons
+from PersonalWAB.runner.config import RunConfig
+
+SYNTHETIC_NOTE = "synthetic data: these numbers are not comparable to the paper's"
+OTHER_DATA_NOTE = ("{source} data, not the official benchmark: these numbers compare only with runs on the same "
+                   "data, not with the paper's")
+CUSTOM_NOTE = ("custom run ({why}): these numbers are not comparable to the paper's tables or the leaderboard; "
+               "see docs/fidelity.md")
+UNPRICED_NOTE = "the model has no price in litellm's table; its calls are counted as costing 0"
+
+
+def protocol_departures(config: RunConfig) -> list[str]:
+    """Every setting of this run that departs from what the release does (the texts aside)."""
+    departures = []
+    entry = builtin(config.agent_strategy)
+    if entry is None:  # a custom agent is never the paper's
+        departures.append(f"agent_strategy {config.agent_strategy}: a custom agent, not in the release")
+    elif not entry.in_release:
+        departures.append(f"agent_strategy {config.agent_strategy}: the project's offline agent, not in the release")
+    if config.agent_memory != "none" and config.memory_length != RELEASE_MEMORY_LENGTH:
+        departures.append(f"memory_length {config.memory_length}: the release always used {RELEASE_MEMORY_LENGTH}")
+    if config.search_backend != "lucene":
+        departures.append(f"search_backend {config.search_backend}: the release searched with Lucene")
+    if config.user_mode == "offline":
+        departures.append("user_mode offline: the project's rule-based user, not the release's LLM user")
+    if config.leak_guard:
+        departures.append("leak_guard: user messages masked before the agent reads them")
+    if entry is not None and entry.departures:
+        departures += entry.load("departures")(config)
+    return departures
+
+
+def protocol_record(protocol: Any, config: RunConfig) -> dict[str, Any]:
+    """`run_args.protocol`: the texts used and every departure; standard only with the
+    pinned release's texts and none."""
+    departures = protocol_departures(config)
+    return {"texts": protocol.name, "departures": departures,
+            "standard": protocol.is_pinned_release and not departures}
+
+
+def result_notes(run_args: dict[str, Any]) -> list[str]:
+    """What a reader of a finished run's numbers must know: data other than the official
+    benchmark, and a custom run's reasons."""
+    source = run_args["data_source"]
+    notes = []
+    if source.startswith("synthetic"):
+        notes.append(SYNTHETIC_NOTE)
+    elif source != "official":
+        notes.append(OTHER_DATA_NOTE.format(source=source))
+    record = run_args["protocol"]
+    if not record["standard"]:
+        notes.append(CUSTOM_NOTE.format(why="; ".join(custom_reasons(record))))
+    return notes

@@ -1,0 +1,47 @@
+"""The task pool: a run's jobs on worker threads, their records handed back as they finish."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+def finished_records(jobs: list[tuple[int, int]], run_one: Callable[[int, int], dict[str, Any]],
+                     workers: int) -> Iterator[dict[str, Any]]:
+    """Run the jobs on `workers` threads and yield each record as it finishes.
+
+    The threads are daemons and the caller only ever waits on a queue, so Ctrl-C (or a
+    fatal error) stops the run at once: tasks still in flight are abandoned, not awaited
+    (they are unfinished and run again on resume). An exception a task lets through
+    (data errors, fatal model errors, an interrupt) is raised here and stops the rest.
+    """
+    pending: queue.Queue[tuple[int, int]] = queue.Queue()
+    for job in jobs:
+        pending.put(job)
+    done: queue.Queue[tuple[dict[str, Any] | None, BaseException | None]] = queue.Queue()
+    stop = threading.Event()
+
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                trial, task_id = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                done.put((run_one(trial, task_id), None))
+            except BaseException as exc:  # handed to the caller, which stops the run
+                done.put((None, exc))
+                return
+
+    for number in range(min(workers, len(jobs))):
+        threading.Thread(target=work, name=f"task-worker-{number}", daemon=True).start()
+    try:
+        for _ in jobs:
+            record, failure = done.get()
+            if failure is not None:
+                raise failure
+            yield record
+    finally:
+        stop.set()

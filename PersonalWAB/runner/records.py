@@ -1,0 +1,49 @@
+"""What a run writes: one record per task run, and the result file's name when the
+settings name none."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from PersonalWAB.results import task_summary
+from PersonalWAB.runner.config import RunConfig
+
+
+def default_output_path(config: RunConfig, end_index: int) -> Path:
+    """`<log_dir>/<track>/step..._MMDDHHMM.json`, named after the settings (the writer adds
+    `-N` when two runs of the same minute share it)."""
+    track = "singleturn" if config.max_steps == -1 else "multiturn"
+    model = (config.model or "offline").replace("/", "_")
+    user = (config.user_model or ("none" if config.user_mode == "no" else config.user_mode)).replace("/", "_")
+    stamp = datetime.now().strftime("%m%d%H%M")
+    strategy = re.sub(r"[^\w.-]", "_", config.agent_strategy)  # a custom agent's module:Class
+    name = (f"step{config.max_steps}_{strategy}-{model}-{config.temperature}"
+            f"_mem{config.agent_memory}_range{config.start_index}-{end_index}_user{user}_{stamp}.json")
+    return Path(config.log_dir) / track / name
+
+
+def make_record(task_id: int, trial: int, task: dict[str, Any], env: Any, episode: Any) -> dict[str, Any]:
+    """The result file's record of one task run: its attempts' scores, what the agent did and
+    what it cost (`episode`), and the error that ended it, if any."""
+    info: dict[str, Any] = {
+        "task": task_summary(task),
+        "actions": [a for a in episode.actions if a["name"] != "respond"],
+        "user_cost": episode.user_cost,
+        "usage": episode.usage.to_dict(),
+    }
+    if env.leak_flags:
+        info["leak_guard"] = env.leak_flags
+    info.update(episode.notes)
+    if episode.error:
+        info["error"] = episode.error
+    return {
+        "task_id": task_id,
+        "action_acc": [a.function_acc for a in env.attempts],
+        "res_acc": [a.result_acc for a in env.attempts],
+        "info": info,
+        "traj": episode.traj,
+        "trial": trial,
+    }

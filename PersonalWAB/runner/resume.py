@@ -1,0 +1,49 @@
+"""Resuming a run: the records `--resume_from` keeps, the tasks left to run, and the
+`run.py` command line that finishes a run that stopped early."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from PersonalWAB.results import resumable_records
+from PersonalWAB.runner.config import RunConfig, is_switch
+
+NOT_REPEATED = ("resume_from", "output", "overwrite")  # settings the resume command replaces
+
+
+def resumes_in_place(config: RunConfig, target: Path) -> bool:
+    """Whether the run writes its result into the very file it resumes."""
+    return bool(config.resume_from) and target.resolve() == Path(config.resume_from).resolve()
+
+
+def kept_and_left(config: RunConfig, run_args: dict[str, Any], tasks: list[dict[str, Any]], task_ids: list[int],
+                  log: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+    """The records kept from `--resume_from` (none without it) and the (trial, task id) jobs
+    left to run, in the run's order."""
+    kept: list[dict[str, Any]] = []
+    if config.resume_from:
+        kept, notes = resumable_records(config.resume_from, run_args, tasks, set(task_ids), config.num_trials)
+        for note in notes:
+            log(f"note: {note}")
+    done_keys = {(r["trial"], r["task_id"]) for r in kept}
+    jobs = [(trial, tid) for trial in range(config.num_trials) for tid in task_ids if (trial, tid) not in done_keys]
+    return kept, jobs
+
+
+def resume_command(config: RunConfig, output: Path) -> str:
+    """The run.py command line that finishes this run: its non-default settings and --resume_from."""
+    defaults = RunConfig()
+    words = ["python", "run.py"]
+    for item in fields(RunConfig):
+        value = getattr(config, item.name)
+        if item.name in NOT_REPEATED or value == getattr(defaults, item.name):
+            continue
+        if is_switch(item):
+            words.append(f"--{item.name}")
+        else:
+            words += [f"--{item.name}", str(int(value) if isinstance(value, bool) else value)]
+    return shlex.join(words + ["--resume_from", str(output)])
