@@ -20,6 +20,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_INDEX_DIR, default_data_dir
 from PersonalWAB.protocol import Protocol, load_protocol
 from PersonalWAB.scratch import atomic_write_text, remove_stale
+from PersonalWAB.engines.search import BACKENDS
 
 
 def _index_exists(path: Path) -> bool:
@@ -51,7 +52,7 @@ def _record_build_times(data: BenchmarkData, seconds: dict[str, float]) -> None:
 
 def _index_is_current(index_dir: Path, protocol: Protocol) -> bool:
     """Present, and rendered by this protocol's texts; the official prebuilt index is used as it is."""
-    from PersonalWAB.engines.search.engine import contents_fingerprint
+    from PersonalWAB.engines.search.common import contents_fingerprint
 
     if not _index_exists(index_dir):
         return False
@@ -76,15 +77,14 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
         for path in remove_stale(folder):
             log(f"removed {path}, left by a build that was killed")
     for backend in search_backends:
-        from PersonalWAB.engines.search import engine as search_engine
+        from PersonalWAB.engines.search import build_index
 
         index_dir = artifacts.lucene_index if backend == "lucene" else artifacts.bm25s_index
         if force or not _index_is_current(index_dir, protocol):
             log(f"building the {backend} search index of {len(data.products)} products in {index_dir} "
                 f"({protocol.name} product texts; one-time)")
             start = time.perf_counter()
-            build = search_engine.build_lucene_index if backend == "lucene" else search_engine.build_bm25s_index
-            build(data.products, index_dir, protocol.product_block, protocol.contents_fingerprint)
+            build_index(backend, data.products, index_dir, protocol.product_block, protocol.contents_fingerprint)
             seconds[f"{backend}_index"] = time.perf_counter() - start
     if recommender and (force or not artifacts.checkpoint.exists()):
         from PersonalWAB.engines.recommender.train import SASRecTrainConfig, train_sasrec
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m PersonalWAB.build", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default=None, help="data directory (default: official data, else synthetic)")
-    parser.add_argument("--search_backend", choices=("lucene", "bm25s", "all"), default="lucene")
+    parser.add_argument("--search_backend", choices=(*BACKENDS, "all"), default="lucene")
     parser.add_argument("--no_recommender", action="store_true", help="skip training SASRec")
     parser.add_argument("--no_memory_embeddings", action="store_true",
                         help="skip the behaviour/instruction embeddings used by relevant and taskspe memory")
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="release protocol pack whose texts the index and memory embeddings hold "
                              "(default: the default pack when placed, else the project's texts)")
     args = parser.parse_args(argv)
-    backends = ("lucene", "bm25s") if args.search_backend == "all" else (args.search_backend,)
+    backends = BACKENDS if args.search_backend == "all" else (args.search_backend,)
     try:
         data = load_benchmark_data(args.data_dir or default_data_dir())
         seconds = build_artifacts(data, backends, recommender=not args.no_recommender,

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT))  # devtools/ (the scripted model server) lives at the root, outside the packages
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -160,7 +160,8 @@ def function_latencies(data: Any, engines: Any, samples: int) -> dict[str, dict[
 
 
 def whole_split(data_dir: Path, backend: str, memory: str, concurrency: int, out_dir: Path) -> dict[str, Any]:
-    from PersonalWAB.run import RunConfig, run
+    from PersonalWAB.runner.config import RunConfig
+    from PersonalWAB.runner.execute import run
 
     config = RunConfig(data_dir=str(data_dir), search_backend=backend, agent_memory=memory,
                        max_concurrency=concurrency, output=str(out_dir / f"test_split_{memory}.json"))
@@ -174,7 +175,8 @@ def scripted_llm_split(data_dir: Path, backend: str, out_dir: Path, concurrency:
     """Whole test split with the function-calling agent and relevant memory against a
     scripted OpenAI-compatible server on 127.0.0.1 (zero model latency): the cost of
     everything around the model (litellm, memory retrieval, engines, checkpointing)."""
-    from PersonalWAB.run import RunConfig, run
+    from PersonalWAB.runner.config import RunConfig
+    from PersonalWAB.runner.execute import run
     from devtools.responders import tool_caller
     from devtools.scripted_server import ScriptedLLMServer
 
@@ -189,10 +191,12 @@ def scripted_llm_split(data_dir: Path, backend: str, out_dir: Path, concurrency:
 
 
 def main() -> int:
+    from PersonalWAB.engines.search import BACKENDS
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data_dir", default="data/synthetic/full")
     parser.add_argument("--out", default="data/benchmark.json")
-    parser.add_argument("--search_backend", default="lucene", choices=["lucene", "bm25s"])
+    parser.add_argument("--search_backend", default="lucene", choices=BACKENDS)
     parser.add_argument("--max_concurrency", type=int, default=2)
     parser.add_argument("--samples", type=int, default=200, help="calls per function for latency")
     parser.add_argument("--llm_agent", action="store_true",

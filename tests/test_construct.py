@@ -189,7 +189,8 @@ def test_build_writes_a_valid_benchmark(built) -> None:
 
 
 def test_built_directory_runs_on_both_tracks(built, tmp_path: Path) -> None:
-    from PersonalWAB.run import RunConfig, run
+    from PersonalWAB.runner.config import RunConfig
+    from PersonalWAB.runner.execute import run
 
     data_dir = str(built[0] / "data")
     single, _, _ = run(RunConfig(data_dir=data_dir, agent_memory="last", output=str(tmp_path / "st.json")), log=quiet)
@@ -232,7 +233,7 @@ def test_a_changed_setting_reruns_only_what_it_reaches(built, server: ScriptedLL
 
 
 def test_new_product_texts_rebuild_only_the_index(built, fake_pack: Path) -> None:
-    from PersonalWAB.engines.search.engine import contents_fingerprint
+    from PersonalWAB.engines.search.common import contents_fingerprint
     from PersonalWAB.protocol import load_protocol
 
     out = built[0]

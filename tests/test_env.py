@@ -23,7 +23,7 @@ def env(tiny_engines):
 @pytest.fixture(scope="module")
 def fake_env_engines(tiny_data, fake_protocol, tmp_path_factory):
     """Engines whose search index holds the fake release texts' product blocks."""
-    from PersonalWAB.engines.search.engine import build_bm25s_index
+    from PersonalWAB.engines.search.bm25s import build_bm25s_index
 
     index = tmp_path_factory.mktemp("fake_index") / "bm25s"
     build_bm25s_index(tiny_data.products, index, fake_protocol.product_block, fake_protocol.contents_fingerprint)

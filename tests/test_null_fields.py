@@ -191,7 +191,7 @@ def test_the_env_shows_none_in_observations_and_the_search_index(data_copy: Path
                                                                  tmp_path: Path) -> None:
     from PersonalWAB.engines.shared import Engines
     from PersonalWAB.envs.pwab.env import PWABEnv
-    from PersonalWAB.engines.search.engine import build_bm25s_index
+    from PersonalWAB.engines.search.bm25s import build_bm25s_index
 
     asin = null_everywhere(data_copy, ["store", "main_category"])
     data = load_benchmark_data(data_copy)

@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from PersonalWAB.engines.search import build, engine
+from PersonalWAB.engines.search import BACKENDS, SearchEngine, build, open_search_engine
+from PersonalWAB.engines.search.analyzer import analyze, lucene_stored_length
+from PersonalWAB.engines.search.bm25s import BM25sSearchEngine
+from PersonalWAB.engines.search.common import MAX_QUERY_TERMS, contents_fingerprint
+from PersonalWAB.engines.search.jvm import on_jvm
 from PersonalWAB.errors import DataError, ToolArgumentError
 from PersonalWAB.paths import ArtifactPaths
 from PersonalWAB.protocol import project_protocol
@@ -63,19 +67,19 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def engines(data_dir: Path) -> dict[str, engine.SearchEngine]:
+def engines(data_dir: Path) -> dict[str, SearchEngine]:
     artifacts = ArtifactPaths.for_data_dir(data_dir)
     def contents_of(asin: str) -> str:
         return PROTOCOL.product_block(PRODUCTS[asin])
 
     return {
-        "lucene": engine.open_search_engine("lucene", artifacts.lucene_index, contents_of),
-        "bm25s": engine.open_search_engine("bm25s", artifacts.bm25s_index, contents_of),
+        "lucene": open_search_engine("lucene", artifacts.lucene_index, contents_of),
+        "bm25s": open_search_engine("bm25s", artifacts.bm25s_index, contents_of),
     }
 
 
-@pytest.fixture(params=engine.BACKENDS)
-def search_engine(request: pytest.FixtureRequest, engines: dict) -> engine.SearchEngine:
+@pytest.fixture(params=BACKENDS)
+def search_engine(request: pytest.FixtureRequest, engines: dict) -> SearchEngine:
     return engines[request.param]
 
 
@@ -86,7 +90,7 @@ def test_cli_writes_indexes_where_engines_look_and_reports(data_dir: Path, tmp_p
     out = tmp_path / "elsewhere"
     assert build.main(["--data_dir", str(data_dir), "--backend", "bm25s", "--index_dir", str(out)]) == 0
     assert f"bm25s: {N_PRODUCTS} documents indexed into {out}" in capsys.readouterr().out
-    assert engine.BM25sSearchEngine(out, str).name == "bm25s"
+    assert BM25sSearchEngine(out, str).name == "bm25s"
 
 
 def test_distinctive_word_finds_its_product_first(search_engine) -> None:
@@ -119,8 +123,8 @@ def test_both_backends_show_the_contents_the_index_holds(engines: dict, data_dir
     assert engines["lucene"].contents(hits) == engines["bm25s"].contents(hits) == \
         [PROTOCOL.product_block(PRODUCTS[asin]) for asin in hits]
     artifacts = ArtifactPaths.for_data_dir(data_dir)
-    assert engine.contents_fingerprint(artifacts.lucene_index) == PROTOCOL.contents_fingerprint
-    assert engine.contents_fingerprint(artifacts.bm25s_index) == PROTOCOL.contents_fingerprint
+    assert contents_fingerprint(artifacts.lucene_index) == PROTOCOL.contents_fingerprint
+    assert contents_fingerprint(artifacts.bm25s_index) == PROTOCOL.contents_fingerprint
 
 
 @pytest.mark.parametrize("query", [
@@ -139,23 +143,23 @@ def test_queries_that_are_not_text_are_argument_errors(search_engine, query) -> 
 
 
 def test_queries_longer_than_lucene_allows_fail_alike(search_engine) -> None:
-    query = " ".join(f"word{i}" for i in range(engine.MAX_QUERY_TERMS + 5))
+    query = " ".join(f"word{i}" for i in range(MAX_QUERY_TERMS + 5))
     with pytest.raises(ToolArgumentError, match="distinct terms"):
         search_engine.search(query)
 
 
-@pytest.mark.parametrize("backend", engine.BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_missing_index_names_directory_and_build_command(tmp_path: Path, backend: str) -> None:
     index_dir = ArtifactPaths.for_data_dir(tmp_path).lucene_index if backend == "lucene" else tmp_path / "nowhere"
     with pytest.raises(DataError) as error:
-        engine.open_search_engine(backend, index_dir, str)
+        open_search_engine(backend, index_dir, str)
     message = str(error.value)
     assert str(index_dir) in message and "build_search_index.sh" in message and f"--backend {backend}" in message
 
 
 def test_unknown_backend_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown search backend"):
-        engine.open_search_engine("elastic", tmp_path, str)
+        open_search_engine("elastic", tmp_path, str)
 
 
 def test_concurrent_searches_match_sequential_ones(search_engine) -> None:
@@ -181,18 +185,19 @@ def test_analyzer_tokenises_like_lucene() -> None:
         utils = autoclass("io.anserini.analysis.AnalyzerUtils")
         return [list(utils.analyze(analyzer, text).toArray()) for text in texts]
 
-    assert [engine.analyze(text) for text in texts] == engine._on_jvm(lucene_terms, texts)
+    assert [analyze(text) for text in texts] == on_jvm(lucene_terms, texts)
 
 
 def test_stored_lengths_follow_lucene_smallfloat() -> None:
     # Values read from org.apache.lucene.util.SmallFloat.byte4ToInt(intToByte4(n)).
     known = {0: 0, 23: 23, 39: 39, 40: 40, 41: 40, 59: 56, 100: 96, 665: 664, 1000: 984, 100000: 98328}
-    assert {n: engine.lucene_stored_length(n) for n in known} == known
+    assert {n: lucene_stored_length(n) for n in known} == known
 
 
 def test_importing_the_engine_starts_no_jvm() -> None:
     code = (
-        "import sys, PersonalWAB.engines.search.engine, PersonalWAB.engines.search.build\n"
+        "import sys, PersonalWAB.engines.search.build, PersonalWAB.engines.search.lucene, "
+        "PersonalWAB.engines.search.bm25s\n"
         "print(sorted(m for m in ('jnius', 'pyserini', 'bm25s') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,

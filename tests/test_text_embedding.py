@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from PersonalWAB.envs.pwab import text_embedding
+from PersonalWAB.engines import text_embedding
 from PersonalWAB.engines.text_embedding import BACKEND_ENV, TextEmbedder, default_backend, export_onnx
 
 TEXTS = [

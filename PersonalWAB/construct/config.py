@@ -14,8 +14,8 @@ from PersonalWAB.data.loader import INSTRUCTIONS_FILE
 from PersonalWAB.data.schema import BEHAVIOUR_SPLITS
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import CONSTRUCTION_MANIFEST, OFFICIAL_DATA_DIR
+from PersonalWAB.engines.search import BACKENDS
 
-SEARCH_BACKENDS = ("lucene", "bm25s")
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ class BuildConfig:
                 problems.append(f"--{name} must not be negative, got {getattr(self, name)}")
         if not self.temperature >= 0:
             problems.append(f"--temperature must not be negative, got {self.temperature}")
-        if not self.search_backends or any(b not in SEARCH_BACKENDS for b in self.search_backends):
+        if not self.search_backends or any(b not in BACKENDS for b in self.search_backends):
             problems.append(f"--search_backend: expected lucene, bm25s or all, got {list(self.search_backends)}")
         if not self.model.strip():
             problems.append("--model: give a litellm model string")
@@ -182,7 +182,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sasrec_patience", type=int, default=d.sasrec_patience)
     parser.add_argument("--sasrec_seed", type=int, default=d.sasrec_seed)
     parser.add_argument("--sasrec_threads", type=int, default=None, help="torch threads (fix it for identical weights)")
-    parser.add_argument("--search_backend", choices=("lucene", "bm25s", "all"), default="lucene")
+    parser.add_argument("--search_backend", choices=(*BACKENDS, "all"), default="lucene")
     parser.add_argument("--protocol_file", default=None,
                         help="release protocol pack whose product texts the search index holds (as in "
                              "`python -m PersonalWAB.build`; default: the default pack when placed, else the "
@@ -190,7 +190,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> BuildConfig:
-    backends = SEARCH_BACKENDS if args.search_backend == "all" else (args.search_backend,)
+    backends = BACKENDS if args.search_backend == "all" else (args.search_backend,)
     values = {f.name: getattr(args, f.name) for f in fields(BuildConfig) if hasattr(args, f.name)}
     values.update(raw_dir=Path(args.raw_dir), out=Path(args.out), search_backends=backends,
                   categories=names(args.categories), profile_splits=names(args.profile_splits))

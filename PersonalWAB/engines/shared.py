@@ -16,20 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.engines.search import BACKENDS, SearchEngine, open_search_engine
+from PersonalWAB.engines.search.common import contents_fingerprint
 from PersonalWAB.engines.text_embedding import TextEmbedder, shared_embedder
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_INDEX_DIR
 from PersonalWAB.protocol import Protocol, load_protocol
-
-SEARCH_BACKENDS = ("lucene", "bm25s")
 
 
 class Engines:
     def __init__(self, data: BenchmarkData, search_backend: str = "lucene", protocol: Protocol | None = None,
                  search_index: Path | None = None, checkpoint: Path | None = None,
                  item_map: Path | None = None, embedder: TextEmbedder | None = None):
-        if search_backend not in SEARCH_BACKENDS:
-            raise DataError(f"unknown search backend {search_backend!r}; expected one of {SEARCH_BACKENDS}")
+        if search_backend not in BACKENDS:
+            raise DataError(f"unknown search backend {search_backend!r}; expected one of {BACKENDS}")
         artifacts = data.artifacts
         self.data = data
         self.protocol = protocol or load_protocol()
@@ -44,13 +44,10 @@ class Engines:
         self._lock = threading.Lock()
 
     @property
-    def search(self) -> Any:
+    def search(self) -> SearchEngine:
         if self._search is None:
             with self._lock:
                 if self._search is None:
-                    from PersonalWAB.engines.search.engine import (contents_fingerprint,
-                                                                               open_search_engine)
-
                     official = self.search_index.resolve() == OFFICIAL_INDEX_DIR.resolve()
                     if not official and contents_fingerprint(self.search_index) != self.protocol.contents_fingerprint:
                         raise DataError(

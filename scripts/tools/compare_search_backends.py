@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from PersonalWAB.data.loader import load_benchmark_data  # noqa: E402
-from PersonalWAB.engines.search.engine import SearchEngine, open_search_engine  # noqa: E402
+from PersonalWAB.engines.search import SearchEngine, open_search_engine  # noqa: E402
 from PersonalWAB.protocol import load_protocol  # noqa: E402
 from PersonalWAB.paths import ArtifactPaths, default_data_dir  # noqa: E402
 

@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from PersonalWAB.engines.search import BACKENDS, build_index
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import ArtifactPaths, default_data_dir
 
@@ -24,7 +25,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--data_dir", type=Path, default=None,
                         help="data directory (default: the official data when placed, else data/synthetic/small)")
-    parser.add_argument("--backend", choices=("lucene", "bm25s", "all"), default="all")
+    parser.add_argument("--backend", choices=(*BACKENDS, "all"), default="all")
     parser.add_argument("--threads", type=int, default=2, help="Anserini indexing threads")
     parser.add_argument("--index_dir", type=Path, default=None,
                         help="where to write the index (only with a single --backend)")
@@ -42,22 +43,17 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     from PersonalWAB.data.loader import load_benchmark_data
-    from PersonalWAB.engines.search import engine
     from PersonalWAB.protocol import load_protocol
 
     try:
         protocol = load_protocol(args.protocol_file)
         data = load_benchmark_data(args.data_dir or default_data_dir())
         artifacts = ArtifactPaths.for_data_dir(data.data_dir)
-        backends = ("lucene", "bm25s") if args.backend == "all" else (args.backend,)
+        backends = BACKENDS if args.backend == "all" else (args.backend,)
         for backend in backends:
-            if backend == "lucene":
-                report = engine.build_lucene_index(data.products, args.index_dir or artifacts.lucene_index,
-                                                   protocol.product_block, protocol.contents_fingerprint,
-                                                   threads=args.threads)
-            else:
-                report = engine.build_bm25s_index(data.products, args.index_dir or artifacts.bm25s_index,
-                                                  protocol.product_block, protocol.contents_fingerprint)
+            default_index = artifacts.lucene_index if backend == "lucene" else artifacts.bm25s_index
+            report = build_index(backend, data.products, args.index_dir or default_index, protocol.product_block,
+                                 protocol.contents_fingerprint, threads=args.threads)
             print(f"{backend}: {report['documents']} documents indexed into {report['index_dir']} "
                   f"in {report['seconds']:.1f} s")
     except DataError as exc:
