@@ -16,7 +16,6 @@ function name leniently and stops after its one action.
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,13 @@ from typing import Any
 from PersonalWAB.agents.base import Agent
 from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.data.schema import REVIEW, TASK_FUNCTIONS, TASK_TYPE_OF_FUNCTION
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.errors import DataError
-from PersonalWAB.memory import REVIEW, TASK_FUNCTIONS, normalise_function_name, past_behaviours
+from PersonalWAB.memory import normalise_function_name, past_behaviours
 from PersonalWAB.protocol import Protocol
 from PersonalWAB.types import RESPOND, STOP, Action, Episode
-from PUMA.prompting import (FUNCTION_NEW_TOKENS, MEMORY_TEMPLATE, PARAM_NEW_TOKENS, PUMA_TEMPLATE, TASK_TYPE,
+from PUMA.prompting import (FUNCTION_NEW_TOKENS, MEMORY_TEMPLATE, PARAM_NEW_TOKENS, PUMA_TEMPLATE,
                             OutputRules, cut_to_tokens, parameter_prompt, parse_parameters, prompt_cue,
                             puma_memory_text)
 
@@ -127,7 +127,7 @@ class PumaAgent(Agent):
         formatted for the true task type (the function only names the tool), the word the
         release writes for a user without history. Improved: the training prompt throughout."""
         training = self.recipe.training_prompt_at_eval
-        memory_type = TASK_TYPE[function_name] if self.recipe.predicted_type_memory else task["type"]
+        memory_type = TASK_TYPE_OF_FUNCTION[function_name] if self.recipe.predicted_type_memory else task["type"]
         if past_behaviours(self.data, task) or training:
             memory = puma_memory_text(protocol, self.data, task, memory_type, self.memory_length,
                                       self.generator.tokenizer, self.mem_token_length,
@@ -158,7 +158,7 @@ class PumaAgent(Agent):
         Release recipe: as the release's agent, the parameter output is read first, so a
         `Say:` message or a stop stands even then (the release's agent builds its parameter
         prompt for a review when the function is unknown); any other output leaves the
-        release's action unset (PUMA/recipe.py, RELEASE_BUG_FIXES)."""
+        release's action unset (`bug_fixes` in PUMA/configs/release.yaml)."""
         function_name, raw = self.choose_function(protocol, task)
         rules = OutputRules.of(protocol, release=self.recipe.strict_release_parsing)
         if function_name is not None:
@@ -185,22 +185,14 @@ class PumaAgent(Agent):
         while not done:
             action = decided if repeat or not episode.actions else Action(STOP)
             episode.usage.add_call()
-            episode.actions.append(action.to_dict())
-            if action.name == RESPOND:
-                episode.traj.append({"role": "assistant", "content": action.arguments.get("content", "")})
-                observation, _, done, _ = env.step(action)
-                if observation:
-                    episode.traj.append({"role": "user", "content": observation})
-                continue
-            call_id = f"call_{len(episode.actions) - 1}"
-            episode.traj.append({
-                "role": "assistant", "content": None,
-                "tool_calls": [{"id": call_id, "type": "function",
-                                "function": {"name": action.name, "arguments": json.dumps(action.arguments)}}],
-            })
+            episode.record_action(action)
             observation, _, done, _ = env.step(action)
-            episode.traj.append({"role": "tool", "tool_call_id": call_id, "name": action.name,
-                                 "content": observation})
+            if action.name == RESPOND:
+                episode.record_message("assistant", action.arguments.get("content", ""))
+                if observation:
+                    episode.record_message("user", observation)
+            else:
+                episode.record_tool_call(action, observation)
         return episode
 
 

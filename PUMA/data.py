@@ -36,10 +36,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from PersonalWAB.agents.heuristic import search_query
-from PUMA.prompting import TASK_TYPE, cut_to_tokens, parameter_prompt, puma_behaviours
+from PUMA.prompting import cut_to_tokens, parameter_prompt, puma_behaviours
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
-from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
+from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE, RECOMMEND, REVIEW, SEARCH, TASK_TYPE_OF_FUNCTION
 from PersonalWAB.protocol import Protocol, load_protocol
 from PUMA.cli import add_dataclass_arguments, config_from_args
 from PUMA.modeling import write_json
@@ -124,8 +123,8 @@ def param_examples(protocol: Protocol, data: BenchmarkData, tasks: list[dict[str
     examples = []
     for task in tasks:
         function = gold_function(task)
-        behaviours = puma_behaviours(protocol, data, task, TASK_TYPE[function], memory_length)
-        full_memory = protocol.puma_memory(behaviours, TASK_TYPE[function])
+        behaviours = puma_behaviours(protocol, data, task, TASK_TYPE_OF_FUNCTION[function], memory_length)
+        full_memory = protocol.puma_memory(behaviours, TASK_TYPE_OF_FUNCTION[function])
         memory = cut_to_tokens(full_memory, tokenizer, mem_token_length)
         product = task["target"]["product_info"] if function == REVIEW else None
         examples.append({"instruction": task["task"], "type": task["type"], "split": split, "function": function,

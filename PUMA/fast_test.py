@@ -15,7 +15,7 @@ For every task of the split (default `test`):
   - review: the task scores the raw MiniLM cosine (not clipped) of the LAST candidate; an
     empty candidate is the review "".
 Recommend candidates are read as their ASINs, each once, in first-occurrence order (the
-release's `list(set(...))` order follows the hash seed; `RELEASE_BUG_FIXES`).
+release's `list(set(...))` order follows the hash seed; `bug_fixes` in PUMA/configs/release.yaml).
 
 Printed: the release's table (per task type and overall: Total, Tool Accuracy Avg, Result
 Avg). Written (`--output_file`): the summary and every task's scores (the function read,
@@ -56,7 +56,7 @@ class FastTestConfig:
 
 def predicted_type(function_output: Any) -> str:
     """The task type the release reads off a function output (compared as it is)."""
-    from PersonalWAB.memory import RECOMMEND, SEARCH
+    from PersonalWAB.data.schema import RECOMMEND, SEARCH
 
     return "search" if function_output == SEARCH else "recommend" if function_output == RECOMMEND else "review"
 
@@ -86,7 +86,7 @@ def evaluate(engines: Any, tasks: list[dict[str, Any]], function_outputs: dict[s
              param_outputs: dict[str, Any]) -> list[dict[str, Any]]:
     """Every task's row: instruction, type, function (the output read), function_acc,
     result_acc and candidate_scores (empty for a wrong function)."""
-    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+    from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
     from PUMA.score import score_jobs
 
     rows: list[dict[str, Any]] = []

@@ -9,13 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.memory import (RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS, TASK_TYPE_OF_FUNCTION, most_relevant,
-                                newest_first, past_behaviours)
+from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS
+from PersonalWAB.memory import most_relevant, newest_first, past_behaviours
 from PersonalWAB.memory.embeddings import MEMORY_TEMPLATE, PUMA_TEMPLATE
 from PersonalWAB.protocol import Protocol
 from PersonalWAB.types import RESPOND, STOP, Action
 
-TASK_TYPE = TASK_TYPE_OF_FUNCTION
 FUNCTION_NEW_TOKENS = 32  # function predictions (the release's generate_function.sh)
 PARAM_NEW_TOKENS = 256  # parameters, greedy, at evaluation (the release's agent)
 # The behaviour text relevance ranks: the release's PUMA data scripts rank by `PUMA_TEMPLATE`,

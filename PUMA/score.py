@@ -16,7 +16,7 @@ for the first result whose text contains the target ASIN, or the review's MiniLM
   keeps the instructions in the order of their first task;
 - recommend candidates: split on ",", stripped, each ASIN once. The release's
   `list(set(...))` orders them by string hash, which changes with PYTHONHASHSEED; here they
-  keep their first-occurrence order (`RELEASE_BUG_FIXES`).
+  keep their first-occurrence order (`bug_fixes` in PUMA/configs/release.yaml).
 `--recipe improved` reads candidates as the improved agent does (a `Say:` message or a
 `stop` scores 0) and scores reviews as the environment does (an empty review is the
 protocol's placeholder text, the cosine is clipped to [0, 1]).
@@ -87,9 +87,8 @@ def score_jobs(engines: Any, jobs: list[tuple[dict[str, Any], str, str]], recipe
     environment scores it, the Result Acc in [0, 1] (GRPO's reward)."""
     from PUMA.prompting import OutputRules, parse_parameters
     from PersonalWAB.build import review_cache_file
-    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+    from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE, RECOMMEND, REVIEW, SEARCH
     from PersonalWAB.envs.pwab.scoring import review_similarity, score_attempt
-    from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
     from PersonalWAB.types import Action
     from PUMA.recipe import get_recipe
 
@@ -149,7 +148,7 @@ def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict
     """instruction -> {candidate: score} for the instructions of `tasks` in `candidates`, in
     task order; a repeated instruction is scored against its last task. `recipe`: "release" or
     "improved" as step 4 (`score_file`) passes it; None: `score_jobs`'s environment scoring."""
-    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+    from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 
     jobs = []  # (task, function, candidate)
     for instruction, task in tasks_by_instruction(tasks).items():

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from PersonalWAB.envs.pwab.env import PWABEnv
-from PersonalWAB.results import task_score
+from PersonalWAB.metrics import task_score
 from PersonalWAB.types import RESPOND, STOP, Action
 
 SINGLE_TURN_STEP_LIMIT = 10  # the release's function-calling agent gives up after 10 calls

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -93,6 +94,35 @@ class Episode:
     def steps(self) -> int:
         """Agent model calls: the benchmark's Avg Steps counts these."""
         return self.usage.calls
+
+    def record_action(self, action: Action) -> None:
+        """Keep an action sent to `env.step`. Record it before the step, so that a task that
+        fails inside the step (a user model's API error) still shows the action."""
+        self.actions.append(action.to_dict())
+
+    def record_message(self, role: str, content: Any) -> None:
+        """Add one plain chat message to `traj`: what the agent said (or thought) as
+        `assistant`, the user's reply (or a tool result shown as text) as `user`."""
+        self.traj.append({"role": role, "content": content})
+
+    def record_tool_call(self, action: Action, observation: str, message: dict[str, Any] | None = None) -> None:
+        """Add a function call and its result to `traj`: the assistant message that makes the
+        call, then the `tool` message carrying `observation`, paired by the call's id.
+
+        `message`: the model's reply that made the call. It is kept with only its first tool
+        call, whose id (the model's own) pairs the result, so what goes back to the model is
+        its own reply. None (an agent that calls functions without a model's tool call): the
+        call is written here, with the id `call_{n}` for the episode's n-th action, counted
+        from 0; `action` is that action, recorded last (`record_action` comes first)."""
+        if message is None:
+            call = {"id": f"call_{len(self.actions) - 1}", "type": "function",
+                    "function": {"name": action.name, "arguments": json.dumps(action.arguments)}}
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        else:
+            call = message["tool_calls"][0]
+            message = {**message, "tool_calls": [call]}
+        self.traj.append(message)
+        self.traj.append({"role": "tool", "tool_call_id": call["id"], "name": action.name, "content": observation})
 
 
 @contextmanager

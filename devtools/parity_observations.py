@@ -81,7 +81,7 @@ def project_side(data_dir: Path, split: str, indices: list[int], on_jobs: Callab
     from PersonalWAB.agents.registry import build_agent
     from PersonalWAB.envs.pwab.env import get_env
     from PersonalWAB.protocol import load_protocol
-    from PersonalWAB.run import RunConfig
+    from PersonalWAB.runner.config import RunConfig
     from tqdm import tqdm
 
     env = get_env("pwab", user_mode="no", task_split=split, max_steps=-1, data_dir=data_dir,

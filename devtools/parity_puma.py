@@ -602,7 +602,7 @@ def recorded(self, prompt, max_new_tokens=None, **options):
     return output
 puma.LiveGenerator.generate = recorded
 sys.argv = ["run.py", *sys.argv[2:]]
-from PersonalWAB.run import cli
+from PersonalWAB.runner.cli import cli
 cli()
 """
 

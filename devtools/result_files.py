@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 from PersonalWAB.results import build_header
-
-FUNCTIONS = {"search": "search_product_by_query", "recommend": "get_recommendations_by_history",
-             "review": "add_product_review"}
 
 
 def full_split_file(path: Path, seed: int, multi_turn: bool) -> None:
@@ -19,7 +17,7 @@ def full_split_file(path: Path, seed: int, multi_turn: bool) -> None:
     for task_id, kind in enumerate(kinds):
         attempts = 1 + (task_id + seed) % 3 if multi_turn else 1
         res = [((task_id * 7 + seed * 13 + k) % 101) / 100 for k in range(attempts)]
-        action = {"name": FUNCTIONS[kind], "arguments": {"query": f"q{task_id}"}}
+        action = {"name": FUNCTION_FOR_TASK_TYPE[kind], "arguments": {"query": f"q{task_id}"}}
         records.append({
             "task_id": task_id, "action_acc": [float((task_id + seed) % 17 != 0)] * attempts, "res_acc": res,
             "info": {"task": {"user_id": f"U{task_id % 1000:04d}", "task": f"instruction {task_id}", "type": kind,

@@ -17,11 +17,12 @@ import json
 from typing import Any
 
 from PersonalWAB.agents.base import Agent
+from PersonalWAB.data.schema import TASK_FUNCTIONS
 from PersonalWAB.llm import LLMClient
 from PersonalWAB.memory import memory_text
-from PersonalWAB.types import RESPOND, Action, Episode, kept_on_failure
+from PersonalWAB.types import RESPOND, STOP, Action, Episode, kept_on_failure
 
-TOOLS = ("search_product_by_query", "get_recommendations_by_history", "add_product_review", "stop")
+TOOLS = (*TASK_FUNCTIONS, STOP)
 MEMORIES = ("none", "last", "random", "relevant", "recmind")  # the modes memory_text renders with no extra input
 SINGLE_TURN_STEPS = 10
 
@@ -48,31 +49,28 @@ class MyAgent(Agent):
         with kept_on_failure(Episode(traj=[{"role": "system", "content": system},
                                            {"role": "user", "content": observation}])) as episode:
             for _ in range(env.max_steps if env.max_steps > 0 else SINGLE_TURN_STEPS):
-                action = self.act(episode, env.tools_info(TOOLS))
+                message, action = self.act(episode, env.tools_info(TOOLS))
+                episode.record_action(action)
                 observation, _, done, _ = env.step(action)  # the scores are the runner's, not the agent's
-                episode.actions.append(action.to_dict())
                 if action.name == RESPOND:
-                    episode.traj.append({"role": "user", "content": observation})
+                    episode.record_message("assistant", message.get("content"))
+                    episode.record_message("user", observation)
                 else:
-                    call_id = episode.traj[-1]["tool_calls"][0]["id"]
-                    episode.traj.append({"role": "tool", "tool_call_id": call_id, "name": action.name,
-                                         "content": observation})
+                    episode.record_tool_call(action, observation, message)  # the model's own call id
                 if done:
                     break
         return episode
 
-    def act(self, episode: Episode, tools: list[dict[str, Any]]) -> Action:
-        """One model call: the reply's first tool call, or its text as a message to the user."""
+    def act(self, episode: Episode, tools: list[dict[str, Any]]) -> tuple[dict[str, Any], Action]:
+        """One model call: (the reply, its first tool call or its text as a message to the user)."""
         reply = self.client.complete(episode.traj, tools=tools, tool_choice="auto")
         episode.usage.add_call(reply.prompt_tokens, reply.completion_tokens, reply.prompt_price,
                                reply.completion_price)  # one step (Avg Steps) and its cost
         calls = reply.message.get("tool_calls") or []
         if not calls:
-            episode.traj.append({"role": "assistant", "content": reply.message.get("content")})
-            return Action(RESPOND, {"content": reply.message.get("content") or ""})
-        episode.traj.append({**reply.message, "tool_calls": calls[:1]})
+            return reply.message, Action(RESPOND, {"content": reply.message.get("content") or ""})
         try:
             arguments = json.loads(calls[0]["function"].get("arguments") or "{}")
         except json.JSONDecodeError:
             arguments = {}  # the function then answers with an error and the attempt scores 0
-        return Action(calls[0]["function"]["name"], arguments if isinstance(arguments, dict) else {})
+        return reply.message, Action(calls[0]["function"]["name"], arguments if isinstance(arguments, dict) else {})

@@ -23,15 +23,14 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 
-from PersonalWAB.data.loader import load_benchmark_data  # noqa: E402
-from PersonalWAB.memory.interec import InterecMemoryStore, initial_memory, write_memory_file  # noqa: E402
-from PersonalWAB.memory import MEMORY_MODES, TASK_FUNCTIONS, memory_text  # noqa: E402
-from PersonalWAB.protocol import load_protocol  # noqa: E402
-from PersonalWAB.memory.embeddings import BehaviourEmbeddings  # noqa: E402
+from PersonalWAB.data.loader import load_benchmark_data
+from PersonalWAB.memory.interec import InterecMemoryStore, initial_memory, write_memory_file
+from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
+from PersonalWAB.memory import MEMORY_MODES, memory_text
+from PersonalWAB.protocol import load_protocol
+from PersonalWAB.memory.embeddings import BehaviourEmbeddings
 
-FUNCTION_OF_TYPE = dict(zip(("search", "recommend", "review"), TASK_FUNCTIONS))
 RECMIND_LENGTH = 400  # the paper's RecMind setting
 
 
@@ -94,7 +93,7 @@ def latencies(data: Any, split: str, length: int, store: InterecMemoryStore) -> 
         for task in tasks:
             start = time.perf_counter()
             text = memory_text(load_protocol(), data, task, mode, mode_length,
-                               tool_name=FUNCTION_OF_TYPE[task["type"]], preferences=store.get(task["user_id"])) or ""
+                               tool_name=FUNCTION_FOR_TASK_TYPE[task["type"]], preferences=store.get(task["user_id"])) or ""
             samples.append((time.perf_counter() - start) * 1000)
             characters.append(len(text))
         results[mode] = {"length": mode_length, "ms": percentiles(samples),

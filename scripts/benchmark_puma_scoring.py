@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 
 CANDIDATES_PER_INSTRUCTION = 10
 
@@ -56,7 +55,8 @@ def one_by_one_seconds(engines: Any, tasks: list[dict[str, Any]], candidates: di
                        sample: int) -> tuple[float, int]:
     """Seconds to score `sample` candidates one web-function call at a time."""
     from PUMA.prompting import parse_parameters
-    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE, WEB_FUNCTIONS
+    from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
+    from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS
     from PersonalWAB.envs.pwab.functions.base import ToolContext
     from PersonalWAB.envs.pwab.scoring import score_attempt
 

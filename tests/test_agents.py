@@ -8,10 +8,12 @@ import pytest
 
 from PersonalWAB.agents.react import parse_react
 from PersonalWAB.agents.llm_agent import UnusableReply, conversation_text
-from PersonalWAB.memory import TASK_TYPE_OF_FUNCTION
+from PersonalWAB.data.schema import TASK_TYPE_OF_FUNCTION
 from PersonalWAB.protocol import project_protocol
-from PersonalWAB.results import compute_statistics, load_result_file
-from PersonalWAB.run import RunConfig, run
+from PersonalWAB.metrics import compute_statistics
+from PersonalWAB.results import load_result_file
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
 from devtools.responders import instruction_of, react_writer, sensible_call, tool_caller
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 from release_fixture import FAKE_TEXTS
@@ -338,3 +340,31 @@ def test_calls_made_before_a_task_fails_are_still_counted(tiny_data_dir, tiny_en
 
 def tools_seen(request):
     return sum(1 for m in request["messages"] if m["role"] == "tool")
+
+
+def test_invented_tool_call_ids_count_the_episode_actions_from_zero(tiny_data, tiny_engines):
+    from PersonalWAB.agents.heuristic import HeuristicAgent
+    from PersonalWAB.envs.pwab.env import PWABEnv
+    from PersonalWAB.envs.users.offline_user import OfflineUser
+
+    env = PWABEnv(tiny_engines, "test", user=OfflineUser(seed=0), max_steps=10)
+    episode = HeuristicAgent(tiny_data, "none").solve(env, 0)
+    calls = [m["tool_calls"][0]["id"] for m in episode.traj if m.get("tool_calls")]
+    results = [m["tool_call_id"] for m in episode.traj if m["role"] == "tool"]
+    assert calls == results == [f"call_{n}" for n, a in enumerate(episode.actions) if a["name"] != "respond"]
+    assert calls[0] == "call_0" and "respond" in [a["name"] for a in episode.actions]
+
+
+def test_a_model_tool_call_keeps_its_own_id_and_only_the_first_call():
+    from PersonalWAB.types import Action, Episode
+
+    episode = Episode()
+    action = Action("stop", {})
+    message = {"role": "assistant", "content": "done", "tool_calls": [
+        {"id": "abc", "type": "function", "function": {"name": "stop", "arguments": "{}"}},
+        {"id": "def", "type": "function", "function": {"name": "stop", "arguments": "{}"}}]}
+    episode.record_action(action)
+    episode.record_tool_call(action, "###STOP###", message)
+    assert episode.traj == [{**message, "tool_calls": message["tool_calls"][:1]},
+                            {"role": "tool", "tool_call_id": "abc", "name": "stop", "content": "###STOP###"}]
+    assert len(message["tool_calls"]) == 2 and episode.actions == [{"name": "stop", "arguments": {}}]

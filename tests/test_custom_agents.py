@@ -13,8 +13,11 @@ from PersonalWAB.agents.custom import ENTRY_POINT_GROUP, installed_agents
 from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.memory import memory_text
 from PersonalWAB.protocol import project_protocol
-from PersonalWAB.results import compute_statistics, load_result_file
-from PersonalWAB.run import RunConfig, main, run
+from PersonalWAB.metrics import compute_statistics
+from PersonalWAB.results import load_result_file
+from PersonalWAB.runner.cli import main
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
 from devtools.responders import tool_caller
 from devtools.scripted_server import ScriptedLLMServer
 from examples.my_agent import TOOLS
@@ -119,7 +122,7 @@ def test_unusable_agents_stop_with_one_clear_line(strategy, message, tiny_data_d
 
 
 def test_default_result_name_of_a_custom_agent_is_a_plain_file_name(tmp_path):
-    from PersonalWAB.run import default_output_path
+    from PersonalWAB.runner.records import default_output_path
 
     path = default_output_path(RunConfig(agent_strategy=EXAMPLE, log_dir=str(tmp_path)), 10)
     assert path.parent == tmp_path / "singleturn" and ":" not in path.name

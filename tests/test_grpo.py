@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from PUMA.prompting import parameter_prompt
-from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 from PersonalWAB.protocol import project_protocol
 from PUMA.grpo import GRPOStepConfig, ResultAccReward, build_grpo_trainer, check_config
 from PUMA.modeling import write_json

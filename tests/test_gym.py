@@ -5,10 +5,10 @@ import random
 import pytest
 
 from PersonalWAB.envs.pwab.env import PWABEnv
-from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 from PersonalWAB.envs.users.offline_user import OfflineUser
 from PersonalWAB.gym import SINGLE_TURN_STEP_LIMIT, PWABGymEnv, make
-from PersonalWAB.results import task_score
+from PersonalWAB.metrics import task_score
 
 NAMES = ("search_product_by_query", "get_recommendations_by_history", "add_product_review",
          "get_product_details_by_asin", "stop", "respond", "no_such_function")

@@ -17,8 +17,9 @@ import pytest
 
 from PersonalWAB.errors import DataError
 from PersonalWAB.memory.interec import InterecMemoryStore, initial_memory, parse_profile, write_memory_file
-from PersonalWAB.memory import (MEMORY_MODES, RECOMMEND, REVIEW, SEARCH, ReleaseRandomMemory, load_function_file,
-                                memory_text, newest_first, retrieve_memory, task_function)
+from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH
+from PersonalWAB.memory import (MEMORY_MODES, ReleaseRandomMemory, load_function_file, memory_text, newest_first,
+                                retrieve_memory, task_function)
 from PersonalWAB.memory.embeddings import BehaviourEmbeddings, behaviour_texts, shared_behaviour_embeddings
 from PersonalWAB.protocol import project_protocol
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply

@@ -12,8 +12,10 @@ from PersonalWAB.envs.users.leak_guard import MASK, guard_message
 from PersonalWAB.envs.users.offline_user import OfflineUser
 from PersonalWAB.leaderboard.analysis import attempt_profile, transition_matrices
 from PersonalWAB.protocol import project_protocol
-from PersonalWAB.results import compute_statistics, load_result_file, task_score
-from PersonalWAB.run import RunConfig, run
+from PersonalWAB.metrics import compute_statistics, task_score
+from PersonalWAB.results import load_result_file
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
 from devtools.responders import instruction_of, sensible_call
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 from PersonalWAB.types import Action

@@ -10,7 +10,7 @@ import pytest
 
 from PUMA.prompting import OutputRules, parse_asins, parse_parameters
 from PersonalWAB.protocol import project_protocol
-from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
+from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH
 
 
 def test_parameter_parsing_rules():
@@ -61,8 +61,9 @@ def test_collator_masks_prompt_and_padding_and_loss_covers_labels_only(tiny_mode
 
 
 def test_gold_files_round_trip_through_the_puma_agent(tiny_data, tiny_engines, tmp_path: Path):
-    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
-    from PersonalWAB.run import RunConfig, run
+    from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
+    from PersonalWAB.runner.config import RunConfig
+    from PersonalWAB.runner.execute import run
 
     tasks = tiny_data.split("test")
     functions = {t["task"]: [FUNCTION_FOR_TASK_TYPE[t["type"]]] for t in tasks}
@@ -161,7 +162,8 @@ def test_search_labels_written_by_an_llm(tiny_data):
 
 def test_live_generation_with_the_puma_agent(tiny_data, tiny_engines, tiny_model_dir: Path, tmp_path: Path):
     from PersonalWAB.results import load_result_file
-    from PersonalWAB.run import RunConfig, run
+    from PersonalWAB.runner.config import RunConfig
+    from PersonalWAB.runner.execute import run
 
     config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test",
                        puma_generate=True, puma_model_path=str(tiny_model_dir), end_index=3,
@@ -194,7 +196,7 @@ def _puma_files(tmp_path: Path, tasks, functions: dict[str, str], params: dict[s
 
 
 def _gold(tasks) -> tuple[dict[str, str], dict[str, str]]:
-    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+    from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 
     functions = {t["task"]: FUNCTION_FOR_TASK_TYPE[t["type"]] for t in tasks}
     params = {t["task"]: {"search": t["target"]["product_info"]["title"], "review": t["target"]["review"]["text"],
@@ -233,7 +235,8 @@ def test_release_recipe_takes_only_the_exact_function_name(tiny_data, tmp_path: 
 def test_a_function_output_naming_no_tool_scores_zero_and_the_run_goes_on(tiny_data, tiny_engines, tmp_path: Path,
                                                                         recipe):
     from PersonalWAB.results import load_result_file
-    from PersonalWAB.run import RunConfig, run
+    from PersonalWAB.runner.config import RunConfig
+    from PersonalWAB.runner.execute import run
 
     tasks = tiny_data.split("test")[:4]
     functions, params = _gold(tasks)
@@ -256,7 +259,8 @@ def test_a_function_output_naming_no_tool_scores_zero_and_the_run_goes_on(tiny_d
 
 def test_multi_turn_steps_release_repeats_its_action_improved_stops(tiny_data, tiny_engines, tmp_path: Path):
     from PersonalWAB.results import load_result_file
-    from PersonalWAB.run import RunConfig, run
+    from PersonalWAB.runner.config import RunConfig
+    from PersonalWAB.runner.execute import run
 
     tasks = tiny_data.split("test")[:3]
     functions, params = _gold(tasks)

@@ -131,7 +131,7 @@ def _fast_test_files(tiny_data, tmp_path: Path) -> tuple[list[dict], dict, dict]
 
 
 def test_fast_test_semantics_on_tiny_data(tiny_data, tiny_engines, tmp_path: Path):
-    from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+    from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
     from PUMA.fast_test import evaluate, summarize
     from PUMA.score import score_jobs
 

@@ -14,13 +14,14 @@ import json
 from typing import Any
 
 from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply, memory_settings, model_client
-from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.types import RESPOND, Action, Episode, kept_on_failure
+from PersonalWAB.data.schema import TASK_FUNCTIONS
+from PersonalWAB.envs.pwab.env import PWABEnv
+from PersonalWAB.types import RESPOND, STOP, Action, Episode, kept_on_failure
 
 SINGLE_TURN_CALL_LIMIT = 10
 DETAILS = "get_product_details_by_asin"
-BASE_TOOLS = ("search_product_by_query", "get_recommendations_by_history", "add_product_review", "stop")
+BASE_TOOLS = (*TASK_FUNCTIONS, STOP)
 
 
 def message_action(message: dict[str, Any]) -> Action:
@@ -59,16 +60,13 @@ class FunctionCallingAgent(LLMAgent):
             except UnusableReply as exc:
                 episode.notes["format_error"] = str(exc)
                 break
-            episode.actions.append(action.to_dict())
+            episode.record_action(action)
             observation, _, done, _ = env.step(action)
             if action.name == RESPOND:
-                episode.traj.append({"role": "assistant", "content": reply.message.get("content")})
-                episode.traj.append({"role": "user", "content": observation})
+                episode.record_message("assistant", reply.message.get("content"))
+                episode.record_message("user", observation)
             else:
-                first = reply.message["tool_calls"][0]
-                episode.traj.append({**reply.message, "tool_calls": [first]})
-                episode.traj.append({"role": "tool", "tool_call_id": first["id"], "name": action.name,
-                                     "content": observation})
+                episode.record_tool_call(action, observation, reply.message)
             if done:
                 break
         self.after_task(env, task, episode)

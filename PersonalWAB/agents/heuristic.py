@@ -20,13 +20,13 @@ after `max_attempts` attempts; without feedback it makes one attempt and stops.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections import Counter
 from typing import Any
 
-from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.agents.base import Agent
+from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.memory import retrieve_memory, run_random_memory
 from PersonalWAB.types import RESPOND, STOP, Action, Episode
@@ -67,10 +67,10 @@ def content_words(text: str) -> set[str]:
 def choose_function(instruction: str) -> str:
     text = instruction.lower()
     if any(cue in text for cue in REVIEW_CUES):
-        return "add_product_review"
+        return REVIEW
     if any(cue in text for cue in RECOMMEND_CUES):
-        return "get_recommendations_by_history"
-    return "search_product_by_query"
+        return RECOMMEND
+    return SEARCH
 
 
 def usual_store(instruction: str, memory: list[dict[str, Any]]) -> str | None:
@@ -145,7 +145,7 @@ def result_asins(observation: str, products: dict[str, Any]) -> list[str]:
 
 def report(action: Action, observation: str, products: dict[str, Any]) -> str:
     """What the agent tells the user after an attempt, so the user can judge it."""
-    if action.name == "add_product_review":
+    if action.name == REVIEW:
         return f'I wrote and posted this review for you: "{action.arguments.get("review", "")}". Is that how you would put it?'
     asins = result_asins(observation, products)[:REPORTED_RESULTS]
     if not asins:
@@ -214,20 +214,20 @@ class HeuristicAgent(Agent):
                                  random_draw=draw, seed=self.seed)
         instruction = task["task"]
         name = choose_function(instruction)
-        if name == "search_product_by_query":
+        if name == SEARCH:
             return Action(name, {"query": search_query(instruction, memory)})
-        if name == "get_recommendations_by_history":
+        if name == RECOMMEND:
             return Action(name, {"product_sequence": recommendation_sequence(memory)})
         return Action(name, {"review": write_review(task["target"]["product_info"], memory)})
 
     def refine(self, first: Action, replies: list[str]) -> Action:
         """The first call, refined by everything the user has said since."""
         wanted = feedback_words(replies)
-        if first.name == "search_product_by_query":
+        if first.name == SEARCH:
             query = first.arguments["query"]
             extra = [w for w in wanted if w not in content_words(query)]
             return Action(first.name, {"query": " ".join([query, *extra])})
-        if first.name == "get_recommendations_by_history":
+        if first.name == RECOMMEND:
             return Action(first.name, {"product_sequence": refine_sequence(
                 first.arguments["product_sequence"], self.data, wanted)})
         return Action(first.name, {"review": refine_review(first.arguments["review"], wanted, replies)})
@@ -260,19 +260,13 @@ class HeuristicAgent(Agent):
 
     def _step(self, env: PWABEnv, episode: Episode, action: Action) -> tuple[str, bool]:
         episode.usage.add_call()
-        episode.actions.append(action.to_dict())
+        episode.record_action(action)
         observation, _, done, _ = env.step(action)
         if action.name == RESPOND:
-            episode.traj.append({"role": "assistant", "content": action.arguments["content"]})
-            episode.traj.append({"role": "user", "content": observation})
-            return observation, done
-        call_id = f"call_{len(episode.actions)}"
-        episode.traj.append({
-            "role": "assistant", "content": None,
-            "tool_calls": [{"id": call_id, "type": "function",
-                            "function": {"name": action.name, "arguments": json.dumps(action.arguments)}}],
-        })
-        episode.traj.append({"role": "tool", "tool_call_id": call_id, "name": action.name, "content": observation})
+            episode.record_message("assistant", action.arguments["content"])
+            episode.record_message("user", observation)
+        else:
+            episode.record_tool_call(action, observation)
         return observation, done
 
 

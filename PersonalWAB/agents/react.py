@@ -17,13 +17,14 @@ import json
 from typing import Any
 
 from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply, memory_settings, model_client
+from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.data.schema import TASK_FUNCTIONS
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.protocol import Protocol
-from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.types import RESPOND, Action, Episode, kept_on_failure
+from PersonalWAB.types import RESPOND, STOP, Action, Episode, kept_on_failure
 
 SINGLE_TURN_CALL_LIMIT = 3
-TOOLS = ("search_product_by_query", "get_recommendations_by_history", "add_product_review", "stop")
+TOOLS = (*TASK_FUNCTIONS, STOP)
 
 
 def parse_react(text: Any, protocol: Protocol) -> Action:
@@ -67,14 +68,14 @@ class ReActAgent(LLMAgent):
             except UnusableReply as exc:
                 episode.notes["format_error"] = str(exc)
                 break
-            episode.actions.append(action.to_dict())
+            episode.record_action(action)
             observation, _, done, _ = env.step(action)
             if action.name != RESPOND:
                 observation = protocol.text("react.api_output") + observation
-            episode.traj.append({"role": "assistant", "content": reply.message.get("content")})
-            episode.traj.append({"role": "user", "content": observation})
+            episode.record_message("assistant", reply.message.get("content"))
+            episode.record_message("user", observation)
             if self.reflect and action.name == RESPOND:
-                episode.traj.append({"role": "assistant", "content": self._reflection(protocol, task, episode)})
+                episode.record_message("assistant", self._reflection(protocol, task, episode))
             if done:
                 break
 

@@ -1,4 +1,5 @@
-"""Shape checks for the official data files.
+"""The data's vocabulary (task types and the web function that answers each, behaviour
+splits, profile fields) and shape checks for the official data files.
 
 Each check raises DataError naming the file and the key path that is wrong, so a
 truncated download or a hand-edited file is reported precisely instead of failing
@@ -12,6 +13,10 @@ from typing import Any
 from PersonalWAB.errors import DataError
 
 TASK_TYPES = ("search", "recommend", "review")
+SEARCH, RECOMMEND, REVIEW = "search_product_by_query", "get_recommendations_by_history", "add_product_review"
+TASK_FUNCTIONS = (SEARCH, RECOMMEND, REVIEW)  # the web function that answers each task type, in TASK_TYPES' order
+FUNCTION_FOR_TASK_TYPE = dict(zip(TASK_TYPES, TASK_FUNCTIONS))  # Function Acc is 1 only for the task's own
+TASK_TYPE_OF_FUNCTION = dict(zip(TASK_FUNCTIONS, TASK_TYPES))
 BEHAVIOUR_SPLITS = ("history", "train", "test")
 PROFILE_FIELDS = (
     "Gender",

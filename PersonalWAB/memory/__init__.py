@@ -31,13 +31,11 @@ import numpy as np
 
 from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.data.schema import TASK_FUNCTIONS, TASK_TYPE_OF_FUNCTION
 from PersonalWAB.protocol import Protocol
 
 MEMORY_MODES = ("none", "last", "random", "relevant", "recmind", "interecagent", "taskspe")
 RELEASE_MEMORY_LENGTH = 10
-SEARCH, RECOMMEND, REVIEW = "search_product_by_query", "get_recommendations_by_history", "add_product_review"
-TASK_FUNCTIONS = (SEARCH, RECOMMEND, REVIEW)
-TASK_TYPE_OF_FUNCTION = {SEARCH: "search", RECOMMEND: "recommend", REVIEW: "review"}
 REACT_MEMORY_MODES = ("last", "relevant", "random")  # the modes the release's ReAct agent renders
 
 

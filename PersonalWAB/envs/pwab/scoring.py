@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PersonalWAB.envs.pwab.functions import FUNCTION_FOR_TASK_TYPE
+from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 from PersonalWAB.engines.text_embedding import TextEmbedder
 from PersonalWAB.types import Attempt
 
