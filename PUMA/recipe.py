@@ -2,7 +2,10 @@
 
 `release` does every step as the release's code does (DESIGN §10), quirks included, so a
 researcher gets the release's model; `improved` keeps everything else and changes only
-the choices listed in `IMPROVED_DEPARTURES`, each with its reason. Every step takes
+the choices listed in its `departures`, each with its reason. Each recipe is data,
+`PUMA/configs/<name>.yaml`: its switches (the fields of `Recipe`) and its departures from
+the release; release.yaml also holds the release's bugs every recipe keeps fixed
+(`bug_fixes`). The files are read and checked once, on first use. Every step takes
 `--recipe` (default `release`), refuses inputs another recipe made, and writes a record
 (`puma_run.json` inside an output folder, `<name>.puma_run.json` beside an output file)
 naming the recipe, its departures from the release, the step's settings and its inputs.
@@ -14,10 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from datetime import datetime, timezone
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 RECIPES = ("release", "improved")
 RECORD_NAME = "puma_run.json"
@@ -26,83 +30,14 @@ RECORD_SUFFIX = ".puma_run.json"
 
 @dataclass(frozen=True)
 class Departure:
-    """One way the improved recipe differs from the release, at one step, and why."""
+    """One way a recipe differs from the release, at one step, and why."""
 
-    step: str  # data | sft | score | dpo_data | dpo | agent
+    step: str  # data | sft | score | dpo_data | dpo | agent ...
     what: str
     why: str
 
     def line(self) -> str:
         return f"{self.step}: {self.what} ({self.why})"
-
-
-IMPROVED_DEPARTURES = (
-    Departure("data", "recommend labels keep each ASIN once (the latest 30 distinct)",
-              "the agent de-duplicates the ASINs it sends, so repeats only lengthen the label"),
-    Departure("sft", "loss on the label tokens only (prompt and padding masked)",
-              "the release also trains on every EOS pad up to max_length, which outweighs the label"),
-    Departure("sft", "no padding: each micro-batch is packed into one row with restarting positions",
-              "the same per-example loss as padding (exact with a block-diagonal mask) without pad compute"),
-    Departure("sft", "bf16 mixed precision on a GPU (the release: fp16)",
-              "no loss scaling or fp16 overflow; same speed on Ampere and newer GPUs"),
-    Departure("score", "a candidate the agent would read as a message (`Say:`) or a stop scores 0",
-              "the release scores it as a search query or review, which the agent would never send"),
-    Departure("score", "a review candidate is scored as the environment scores a posted review: the cosine "
-                       "clipped to [0, 1], an empty one as the protocol's placeholder text",
-              "pairs then follow the benchmark's own Result Acc (the release keeps negative cosines and scores "
-              "an empty review as \"\")"),
-    Departure("data", "LLM search labels have their whitespace collapsed and surrounding quotes stripped; an empty "
-                      "reply takes the offline fallback query",
-              "a quoted, multi-line or empty query is not a parameter the agent should learn to send"),
-    Departure("generate_param", "parameters are generated from the example's training prompt (product block, "
-                                "gold function, the step-1 cut), new tokens decoded and stripped, repeats dropped",
-              "the release rebuilds the prompt without the product and with the predicted function, so the model "
-              "generates from a prompt it was never trained on"),
-    Departure("dpo_data", "instructions whose candidates all score the same (or that have one) give no pair",
-              "chosen and rejected would carry no preference"),
-    Departure("dpo", "an over-long prompt loses the end of its memory, never its header or instruction",
-              "the release cuts the prompt's start, dropping the instruction from most long prompts"),
-    Departure("agent", "live generation reads the training prompt: its template, product text and relevance "
-                       "text, and an empty memory for a user without earlier purchases",
-              "the release trains with one prompt and evaluates with another (and writes `none` for no memory)"),
-    Departure("agent", "the memory is formatted for the predicted function",
-              "the release formats it for the true task type, a label the agent should not see (a wrong "
-              "function scores 0 either way, so the scores do not move)"),
-    Departure("agent", "`Say:` is recognised in any case and only an exact `stop` stops",
-              "the release stops on any output starting with stop (e.g. a query `stop watch`)"),
-    Departure("agent", "bf16 live generation on a GPU that supports it (the release: fp16)", "no fp16 overflow"),
-    Departure("agent", "a function output counts when it names exactly one task function anywhere, in any case "
-                       "(e.g. ` Search_Product_By_Query()`)",
-              "the release takes only the exact name; a choice a reader can recognise should not fail the task"),
-    Departure("agent", "in multi-turn (--max_steps N) the agent stops after its one action",
-              "the release decides again every step, the same action until N: the same scores at N times the steps"),
-)
-
-# Where the release's own code is a bug, `--recipe release` keeps the fix and records it here (and in
-# every step's record), so a reader of `puma_run.json` sees each place it differs from the release.
-_ORDERED_ASINS = ("recommend candidates are read as their ASINs, each once, in first-occurrence order",
-                  "the release's list(set(...)) orders them by string hash, which Python randomises per process "
-                  "(PYTHONHASHSEED): the recommender's input, and so the same candidate's score, changes run to run")
-RELEASE_BUG_FIXES: tuple[Departure, ...] = (
-    Departure("score", *_ORDERED_ASINS),
-    Departure("fast_test", *_ORDERED_ASINS),
-    Departure("data", 'under the release recipe a search label the LLM returned without content (None) is stored '
-                      'as the string "None"',
-              "the release's file keeps null, which its SFT formats into the text it trains on, \"None\"; "
-              "examples here need a string label, and this one trains the same tokens"),
-    Departure("agent", "a function output that is not exactly a task function's name (and whose parameter is no "
-                       "`Say:` message or stop) is sent as a message, scored (0, 0), and the task stops",
-              "the release leaves its action unset, so env.step raises UnboundLocalError, which its "
-              "ThreadPoolExecutor.map re-raises in the main loop: the run dies before its scores, and again on resume"),
-    Departure("agent", "--puma_generate puts an adapter (unmerged, as the release) on the base its "
-                       "adapter_config.json names",
-              "the release puts it on a hard-coded meta-llama/Llama-2-7b-chat-hf, the wrong model for an adapter "
-              "trained on another base"),
-    Departure("agent", "--puma_generate reads the model folder's own tokenizer (AutoTokenizer)",
-              "the release's LlamaTokenizer, in transformers 5 a class that rebuilds Llama's SentencePiece-style "
-              "pipeline over the folder's vocabulary, mis-tokenizes a tokenizer of another kind (same ids on a "
-              "Llama tokenizer)"),
-)
 
 
 @dataclass(frozen=True)
@@ -120,33 +55,84 @@ class Recipe:
     predicted_type_memory: bool  # step 7
     strict_release_parsing: bool  # step 7
     gpu_eval_dtype: str  # step 7 on a GPU
-    repeat_action: bool = False  # step 7 multi-turn: the decided action every step (the release's agent)
+    repeat_action: bool  # step 7 multi-turn: the decided action every step (the release's agent)
+    from_release: tuple[Departure, ...] = field(repr=False)  # the release's bug fixes, then the recipe's own
 
     def departures(self, step: str | None = None) -> list[str]:
         """This recipe's departures from the release (one step's, or all), as lines."""
-        chosen = RELEASE_BUG_FIXES if self.name == "release" else RELEASE_BUG_FIXES + IMPROVED_DEPARTURES
-        return [d.line() for d in chosen if step is None or d.step == step]
+        return [d.line() for d in self.from_release if step is None or d.step == step]
 
 
-SHARED = "memory k = 100 relevant behaviours, recommend memory newest first, the BOS-inclusive 768-token cut, " \
-         "LoRA with modules_to_save, warmup ratio 0.1, 32-token functions, beam search with early stopping"
+@dataclass(frozen=True)
+class RecipeBook:
+    """The recipes as their files define them, and what every recipe shares with the release."""
 
-_RECIPES = {
-    "release": Recipe("release", distinct_recommend_label=False, label_only_loss=False, packed_batches=False,
-                      gpu_train_dtype="float16", skip_uninformative_pairs=False, keep_prompt_whole=False,
-                      training_prompt_at_eval=False, predicted_type_memory=False, strict_release_parsing=True,
-                      gpu_eval_dtype="float16", repeat_action=True),
-    "improved": Recipe("improved", distinct_recommend_label=True, label_only_loss=True, packed_batches=True,
-                       gpu_train_dtype="bfloat16", skip_uninformative_pairs=True, keep_prompt_whole=True,
-                       training_prompt_at_eval=True, predicted_type_memory=True, strict_release_parsing=False,
-                       gpu_eval_dtype="bfloat16"),
-}
+    recipes: dict[str, Recipe]
+    shared_with_release: str
+
+
+CONFIGS = Path(__file__).with_name("configs")
+_SWITCHES = tuple(f.name for f in fields(Recipe) if f.name not in ("name", "from_release"))
+# The top-level keys of each recipe file (<name>.yaml): release.yaml also holds what every recipe shares
+# with the release and the release's bugs every recipe keeps fixed.
+_FILE_KEYS = {"release": {"switches": dict, "shared_with_release": str, "bug_fixes": list},
+              "improved": {"switches": dict, "departures": list}}
+
+
+def _checked(path: Path, where: str, mapping: Any, types: dict[str, type]) -> dict[str, Any]:
+    """`mapping` with exactly the keys of `types`, each of its type, or an error naming the file and key."""
+    if not isinstance(mapping, dict):
+        raise ValueError(f"{path}: {where or 'the file'}: expected a mapping, got {type(mapping).__name__}")
+    prefix = f"{where}." if where else ""
+    for key in mapping:
+        if key not in types:
+            raise ValueError(f"{path}: unknown key {prefix}{key} (expected: {', '.join(types)})")
+    for key, kind in types.items():
+        if key not in mapping:
+            raise ValueError(f"{path}: missing key {prefix}{key}")
+        if type(mapping[key]) is not kind:
+            raise ValueError(f"{path}: {prefix}{key}: expected {kind.__name__}, got {mapping[key]!r}")
+    return mapping
+
+
+def _read(path: Path, name: str) -> dict[str, Any]:
+    """One recipe file, checked: its switches, and its lists of departures as `Departure`s."""
+    import yaml
+
+    try:
+        content = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: cannot read recipe {name!r}: {exc}") from exc
+    data = _checked(path, "", content, _FILE_KEYS[name])
+    hints = get_type_hints(Recipe)
+    _checked(path, "switches", data["switches"], {key: hints[key] for key in _SWITCHES})
+    entry_keys = {f.name: str for f in fields(Departure)}
+    for key in ("bug_fixes", "departures"):
+        if key in data:
+            data[key] = tuple(Departure(**_checked(path, f"{key}[{i}]", entry, entry_keys))
+                              for i, entry in enumerate(data[key]))
+    return data
+
+
+def load_recipes(configs: Path = CONFIGS) -> RecipeBook:
+    """Every recipe from its file in `configs`; a recipe departs from the release first where
+    release.yaml's `bug_fixes` say, then where its own `departures` say."""
+    files = {name: _read(configs / f"{name}.yaml", name) for name in RECIPES}
+    fixes = files["release"]["bug_fixes"]
+    recipes = {name: Recipe(name, **data["switches"], from_release=fixes + data.get("departures", ()))
+               for name, data in files.items()}
+    return RecipeBook(recipes, files["release"]["shared_with_release"])
+
+
+@cache
+def _book() -> RecipeBook:
+    return load_recipes()
 
 
 def get_recipe(name: str) -> Recipe:
-    if name not in _RECIPES:
+    if name not in RECIPES:
         raise ValueError(f"--recipe {name!r}: expected one of {', '.join(RECIPES)}")
-    return _RECIPES[name]
+    return _book().recipes[name]
 
 
 def record_path(output: str | Path) -> Path:
@@ -192,7 +178,8 @@ def write_record(output: str | Path, step: str, recipe: Recipe, settings: Any,
     path = record_path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"step": step, "recipe": recipe.name, "departures_from_release": recipe.departures(step),
-              "all_departures_of_recipe": recipe.departures(), "shared_with_release": SHARED,
+              "all_departures_of_recipe": recipe.departures(),
+              "shared_with_release": _book().shared_with_release,
               "settings": _plain(settings), "inputs": {k: v for k, v in (inputs or {}).items() if v},
               "written": datetime.now(timezone.utc).isoformat(timespec="seconds"), **facts}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -19,7 +19,7 @@ and a BPE tokenizer trained on synthetic PersonalWAB data (`PUMA.tiny_model.trai
   release 1 x 16, improved 1 x 16); 4 SFT and 3 DPO optimizer steps per recipe;
 - `sft_release_deepspeed`: the release SFT again under DeepSpeed ZeRO-2 fp16
   (PUMA/configs/deepspeed_zero2_release.json, one process under torchrun, as
-  PUMA/scripts/launch_env.sh starts it), when `deepspeed` is importable (else `skipped`);
+  PUMA/launch.py starts it), when `deepspeed` is importable (else `skipped`);
 - `generate_hf`: step 3b's candidate decoding (10 beams with sampling at temperature 1.5, 10
   returned, 256 new tokens) through `PUMA.modeling.generate_texts`, bf16;
 - `generate_vllm`: the same prompts and decoding through `PUMA.vllm_backend` (vLLM has no beam

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
+import shutil
 from pathlib import Path
 
 import pytest
 
-from PersonalWAB.memory import RECOMMEND, REVIEW, SEARCH
+from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH
 from PersonalWAB.protocol import project_protocol
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -317,30 +316,7 @@ def test_release_agent_formats_memory_by_the_true_task_type(tiny_puma_data, tiny
     assert search_line in release and recommend_line in improved
 
 
-# --- GPU path: launcher and extras ---------------------------------------------------------------------------------
-def _launch(tmp_path: Path, gpus: int, **env: str) -> list[str]:
-    fake = tmp_path / "bin"
-    fake.mkdir(exist_ok=True)
-    (fake / "nvidia-smi").write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: Fake (UUID: x)'\n" for i in range(gpus)))
-    (fake / "nvidia-smi").chmod(0o755)
-    clean = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "GPUS", "RECIPE")}
-    script = 'source PUMA/scripts/launch_env.sh 2>/dev/null; echo "$N"; echo "${LAUNCH[*]}"; echo "${TRAIN_ARGS[*]}"'
-    done = subprocess.run(["bash", "-c", script], cwd=REPO_ROOT, capture_output=True, text=True,
-                          env={**clean, "PATH": f"{fake}:{clean['PATH']}", **env})
-    return done.stdout.splitlines() if done.returncode == 0 else [f"rc={done.returncode}", done.stderr]
-
-
-def test_launch_env_uses_the_gpus_that_exist(tmp_path: Path):
-    n, launch, args = _launch(tmp_path, 3)
-    assert n == "3" and "accelerate_multi_gpu.yaml --num_processes 3" in launch and args == "--fp16"
-    n, launch, args = _launch(tmp_path, 3, GPUS="1", RECIPE="improved")
-    assert n == "1" and "accelerate_single_gpu.yaml --num_processes 1" in launch and args == "--bf16"
-    n, launch, args = _launch(tmp_path, 0)
-    assert n == "0" and "accelerate" not in launch and args == ""
-    assert _launch(tmp_path, 1, RECIPE="other")[0] == "rc=2"
-    assert _launch(tmp_path, 2, DEEPSPEED="zero2")[2] == "--fp16 --deepspeed PUMA/configs/deepspeed_zero2.json"
-
-
+# --- GPU path: extras (the launch: tests/test_puma_launch.py) ---------------------------------------------------------------------------------
 def test_gpu_extras_are_pinned_and_configs_parse():
     lines = [line.split("#")[0].strip() for line in (REPO_ROOT / "requirements-gpu.txt").read_text().splitlines()]
     packages = [line for line in lines if line and not line.startswith("-")]
@@ -558,34 +534,50 @@ def test_release_deepspeed_config_has_the_release_settings():
                                              "gradient_accumulation_steps", "gradient_clipping"))
 
 
-def _run_script(tmp_path: Path, script: str, gpus: int, **env: str) -> tuple[int, list[str], str]:
-    """Run a training script with `gpus` fake GPUs and a fake Python that prints its argv
-    (and answers the deepspeed check with FAKE_DEEPSPEED_RC)."""
-    fake = tmp_path / "bin"
-    fake.mkdir(exist_ok=True)
-    (fake / "nvidia-smi").write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: Fake (UUID: x)'\n" for i in range(gpus)))
-    (fake / "python").write_text('#!/bin/sh\n[ "$1" = -c ] && exit "${FAKE_DEEPSPEED_RC:-0}"\nprintf "%s\\n" "$@"\n')
-    for name in ("nvidia-smi", "python"):
-        (fake / name).chmod(0o755)
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("CUDA_VISIBLE_DEVICES", "GPUS", "RECIPE", "DEEPSPEED", "PRECISION", "PUMA_STEP")}
-    done = subprocess.run(["bash", f"PUMA/scripts/{script}"], cwd=REPO_ROOT, capture_output=True, text=True,
-                          env={**clean, "PATH": f"{fake}:{clean['PATH']}", "PUMA_PYTHON": str(fake / "python"), **env})
-    return done.returncode, done.stdout.splitlines(), done.stderr
+# --- the recipes as data: PUMA/configs/<recipe>.yaml -------------------------------------------------------------
+def test_recipe_files_define_both_recipes():
+    from PUMA.recipe import RECIPES, get_recipe, load_recipes
+
+    book = load_recipes()
+    assert tuple(book.recipes) == RECIPES and book.shared_with_release.startswith("memory k = 100")
+    release, improved = get_recipe("release"), get_recipe("improved")
+    assert release is get_recipe("release")  # read once
+    assert (release.gpu_train_dtype, improved.gpu_train_dtype) == ("float16", "bfloat16")
+    assert release.repeat_action and release.strict_release_parsing and not improved.repeat_action
+    # every recipe departs from the release first where release.yaml's bug_fixes say, then where its own file says
+    assert len(release.departures()) == 6 and improved.departures()[:6] == release.departures()
+    (score,), (fast_test,) = release.departures("score"), release.departures("fast_test")
+    assert score.removeprefix("score: ") == fast_test.removeprefix("fast_test: ")  # one text (a YAML anchor)
+    assert improved.departures("sft")[-1] == ("sft: bf16 mixed precision on a GPU (the release: fp16) (no loss "
+                                              "scaling or fp16 overflow; same speed on Ampere and newer GPUs)")
+    with pytest.raises(ValueError, match="expected one of release, improved"):
+        get_recipe("other")
 
 
-@pytest.mark.parametrize("script, module", [("finetune_function_param.sh", "PUMA.sft"), ("dpo_llama.sh", "PUMA.dpo")])
-def test_release_scripts_launch_deepspeed_zero2_fp16_on_gpus(tmp_path: Path, script: str, module: str):
-    rc, argv, _ = _run_script(tmp_path, script, 2)
-    assert rc == 0 and argv[:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    assert argv[5:7] == ["-m", module] and "--fp16" in argv
-    assert argv[argv.index("--deepspeed") + 1] == "PUMA/configs/deepspeed_zero2_release.json"
-    assert "--gradient_accumulation_steps" not in argv and "--per_device_train_batch_size" not in argv
-    rc, argv, err = _run_script(tmp_path, script, 2, FAKE_DEEPSPEED_RC="1")  # deepspeed not installed
-    assert rc == 3 and not argv and "pip install -r requirements-gpu.txt" in err and "DEEPSPEED=none" in err
-    rc, argv, _ = _run_script(tmp_path, script, 2, FAKE_DEEPSPEED_RC="1", DEEPSPEED="none")  # AMP fp16, by choice
-    assert rc == 0 and "accelerate.commands.launch" in argv and "--fp16" in argv and "--deepspeed" not in argv
-    rc, argv, _ = _run_script(tmp_path, script, 1, RECIPE="improved")
-    assert rc == 0 and "accelerate.commands.launch" in argv and "--bf16" in argv and "--deepspeed" not in argv
-    rc, argv, _ = _run_script(tmp_path, script, 0)  # no GPU: plain Python in fp32
-    assert rc == 0 and argv[:2] == ["-m", module] and "--fp16" not in argv and "--deepspeed" not in argv
+@pytest.mark.parametrize("edit, error", [
+    (("  packed_batches: true  # step 2: each micro-batch packed into one row\n", ""),
+     "improved.yaml: missing key switches.packed_batches"),
+    (("  repeat_action: false", "  repeat_actions: false"), "improved.yaml: unknown key switches.repeat_actions"),
+    (("  label_only_loss: true", "  label_only_loss: yes please"),
+     "improved.yaml: switches.label_only_loss: expected bool, got 'yes please'"),
+    (("  gpu_eval_dtype: bfloat16", "  gpu_eval_dtype: 16"), "improved.yaml: switches.gpu_eval_dtype: expected str"),
+    (("departures:\n", "departure:\n"), "improved.yaml: unknown key departure"),
+    (("  - step: dpo_data\n", "  - step: dpo_data\n    when: now\n"), r"improved.yaml: unknown key departures\[8\].when"),
+    (("    why: >-\n      chosen and rejected would carry no preference\n", ""),
+     r"improved.yaml: missing key departures\[8\].why"),
+    (("  - step: dpo_data\n", "  - step: [dpo_data]\n"), r"improved.yaml: departures\[8\].step: expected str"),
+])
+def test_a_bad_recipe_file_names_its_file_and_key(tmp_path: Path, edit: tuple[str, str], error: str):
+    from PUMA.recipe import CONFIGS, load_recipes
+
+    for name in ("release", "improved"):
+        shutil.copy(CONFIGS / f"{name}.yaml", tmp_path)
+    path = tmp_path / "improved.yaml"
+    text = path.read_text()
+    assert edit[0] in text
+    path.write_text(text.replace(edit[0], edit[1], 1))
+    with pytest.raises(ValueError, match=error):
+        load_recipes(tmp_path)
+    (tmp_path / "release.yaml").unlink()
+    with pytest.raises(ValueError, match="release.yaml: cannot read recipe 'release'"):
+        load_recipes(tmp_path)

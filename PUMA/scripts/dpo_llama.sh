@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Step 6b: DPO with LoRA on the merged SFT model (beta 0.1, lr 5e-5, 5 epochs) on the GPUs there are.
 # The batch is PUMA.dpo's (release: 64 pairs per optimizer step on any GPU count; improved: 1 x 16 per GPU).
-# RECIPE=release on GPUs runs DeepSpeed ZeRO-2 in fp16 as the release (launch_env.sh; DEEPSPEED=none: AMP fp16).
+# RECIPE=release on GPUs runs DeepSpeed ZeRO-2 in fp16 as the release (DEEPSPEED=none: AMP fp16). GPUS,
+# PRECISION, DEEPSPEED and PUMA_PYTHON choose the launch: python -m PUMA.launch --help.
 set -euo pipefail
-PUMA_STEP=dpo
-source "$(dirname "$0")/launch_env.sh"
-exec "${LAUNCH[@]}" -m PUMA.dpo --recipe "$RECIPE" --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" \
-  --data_file "${PUMA_DATA:-PUMA/data}/dpo_train.json" --output_dir "${OUTPUT_DIR:-PUMA/output/dpo}" \
-  "${TRAIN_ARGS[@]}" "$@"
+cd "$(dirname "$0")/../.."
+PY=python
+[ -x .venv/bin/python ] && PY=.venv/bin/python
+exec "$PY" -m PUMA.launch dpo -- --recipe "${RECIPE:-release}" --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" \
+  --data_file "${PUMA_DATA:-PUMA/data}/dpo_train.json" --output_dir "${OUTPUT_DIR:-PUMA/output/dpo}" "$@"

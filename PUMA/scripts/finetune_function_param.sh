@@ -3,11 +3,12 @@
 #   RECIPE=release MODEL_PATH=meta-llama/Llama-2-7b-chat-hf bash PUMA/scripts/finetune_function_param.sh
 # The batch is PUMA.sft's (release: 64 examples per optimizer step on any GPU count, batch 1 per GPU;
 # improved: 4 packed examples x accumulation 4 per GPU); extra flags (e.g. --global_batch_size) pass through.
-# RECIPE=release on GPUs runs DeepSpeed ZeRO-2 in fp16 as the release (launch_env.sh; DEEPSPEED=none: AMP fp16).
+# RECIPE=release on GPUs runs DeepSpeed ZeRO-2 in fp16 as the release (DEEPSPEED=none: AMP fp16). GPUS,
+# PRECISION, DEEPSPEED and PUMA_PYTHON choose the launch: python -m PUMA.launch --help.
 set -euo pipefail
-PUMA_STEP=sft
-source "$(dirname "$0")/launch_env.sh"
-exec "${LAUNCH[@]}" -m PUMA.sft --recipe "$RECIPE" --model_path "${MODEL_PATH:-meta-llama/Llama-2-7b-chat-hf}" \
+cd "$(dirname "$0")/../.."
+PY=python
+[ -x .venv/bin/python ] && PY=.venv/bin/python
+exec "$PY" -m PUMA.launch sft -- --recipe "${RECIPE:-release}" --model_path "${MODEL_PATH:-meta-llama/Llama-2-7b-chat-hf}" \
   --train_on "${TRAIN_ON:-function_param}" --function_data "${PUMA_DATA:-PUMA/data}/function_train.json" \
-  --param_data "${PUMA_DATA:-PUMA/data}/param_train.json" --output_dir "${OUTPUT_DIR:-PUMA/output/sft}" \
-  "${TRAIN_ARGS[@]}" "$@"
+  --param_data "${PUMA_DATA:-PUMA/data}/param_train.json" --output_dir "${OUTPUT_DIR:-PUMA/output/sft}" "$@"

@@ -6,10 +6,14 @@
 #   or server (start `trl vllm-serve --model PUMA/output/sft_merged` on a GPU of its own first, and
 #   give the training processes the other GPUs with GPUS=...; VLLM_URL, default http://localhost:8000).
 # Evaluate the adapter with step 7: run.py --agent_strategy puma --puma_generate 1 --puma_model_path OUTPUT_DIR
+# GPUS, PRECISION (default: RECIPE's GPU precision), DEEPSPEED (default none) and PUMA_PYTHON choose the
+# launch: python -m PUMA.launch --help.
 set -euo pipefail
-source "$(dirname "$0")/launch_env.sh"
+cd "$(dirname "$0")/../.."
+PY=python
+[ -x .venv/bin/python ] && PY=.venv/bin/python
 server=()
 [ "${VLLM_MODE:-colocate}" = server ] && server=(--vllm_server_base_url "${VLLM_URL:-http://localhost:8000}")
-exec "${LAUNCH[@]}" -m PUMA.grpo --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" --data_file "${PUMA_DATA:-PUMA/data}/param_train.json" \
+exec "$PY" -m PUMA.launch grpo -- --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" --data_file "${PUMA_DATA:-PUMA/data}/param_train.json" \
   ${DATA_DIR:+--data_dir "$DATA_DIR"} --output_dir "${OUTPUT_DIR:-PUMA/output/grpo}" \
-  --generation_backend "${GENERATION:-auto}" --vllm_mode "${VLLM_MODE:-colocate}" "${server[@]}" "${TRAIN_ARGS[@]}" "$@"
+  --generation_backend "${GENERATION:-auto}" --vllm_mode "${VLLM_MODE:-colocate}" "${server[@]}" "$@"
