@@ -33,9 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     validate = commands.add_parser("validate", help="check a data directory's files")
     validate.add_argument("--data_dir", required=True)
     validate.set_defaults(func=_validate)
-    from PersonalWAB.protocol import pack
+    from PersonalWAB.protocol import command as protocol_command
 
-    pack.add_arguments(commands.add_parser(
+    protocol_command.add_arguments(commands.add_parser(
         "protocol", help="build the release protocol pack from a checkout of the original release"))
     args = parser.parse_args(argv)
     try:

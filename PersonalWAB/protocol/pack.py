@@ -199,26 +199,3 @@ def describe(pack: dict[str, Any], out: Path) -> str:
     pinned = "pinned commit" if pack["release"]["pinned"] else "NOT the pinned commit: runs with it are custom"
     return (f"wrote {out}: {count} texts from {len(pack['files'])} files of {pack['release']['repository']} "
             f"({pinned} {pack['release']['commit'][:7]})")
-
-
-def _run(args: Any) -> int:
-    from PersonalWAB.protocol import DEFAULT_PACK, check_shapes, texts_from_pack
-
-    out = Path(args.out) if args.out else DEFAULT_PACK
-    pack = build_pack(args.release_dir, allow_unpinned=args.unpinned)
-    check_shapes(texts_from_pack(pack), str(args.release_dir))
-    write_pack(pack, out)
-    print(describe(pack, out))
-    return 0
-
-
-def add_arguments(parser: Any) -> None:
-    """Flags of `python -m PersonalWAB.data protocol`."""
-    from PersonalWAB.protocol import DEFAULT_PACK
-
-    parser.add_argument("--release_dir", required=True, type=Path,
-                        help=f"a checkout of {RELEASE_REPOSITORY} at commit {RELEASE_COMMIT[:7]}")
-    parser.add_argument("--out", type=Path, default=None, help=f"pack file to write (default {DEFAULT_PACK})")
-    parser.add_argument("--unpinned", action="store_true",
-                        help="accept files that differ from the pinned commit (the pack is marked unpinned)")
-    parser.set_defaults(func=_run)
