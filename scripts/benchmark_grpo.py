@@ -23,7 +23,6 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def measure(model_path: str, examples: list[dict[str, str]], reward: Any, samples: int, temperature: float,

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT))  # devtools/ lives at the repository root, outside the installed packages
 
 from PersonalWAB.leaderboard.summarize import render_markdown, summarize_files  # noqa: E402
 from PersonalWAB.leaderboard.validate import validate_file  # noqa: E402

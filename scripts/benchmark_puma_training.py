@@ -57,12 +57,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 
-from PUMA.data import DataConfig  # noqa: E402
-from PUMA.dpo import DPOStepConfig  # noqa: E402
-from PUMA.recipe import RECIPES  # noqa: E402
-from PUMA.sft import SFTConfig  # noqa: E402
+from PUMA.data import DataConfig
+from PUMA.dpo import DPOStepConfig
+from PUMA.recipe import RECIPES
+from PUMA.sft import SFTConfig
 
 # Llama-2-7B's architecture (its published config.json): built here with random weights.
 PRESETS = {"llama-2-7b": {"hidden_size": 4096, "intermediate_size": 11008, "layers": 32, "heads": 32,

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT))  # devtools/ lives at the repository root, outside the installed packages
 
 from devtools.cpu_load import competing_processes  # noqa: E402
 

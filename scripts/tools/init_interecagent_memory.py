@@ -23,13 +23,12 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from PersonalWAB.data.loader import load_benchmark_data  # noqa: E402
-from PersonalWAB.errors import DataError  # noqa: E402
-from PersonalWAB.memory.interec import (KINDS, initial_memory, llm_initial_memory, read_memory_file,  # noqa: E402
+from PersonalWAB.data.loader import load_benchmark_data
+from PersonalWAB.errors import DataError
+from PersonalWAB.memory.interec import (KINDS, initial_memory, llm_initial_memory, read_memory_file,
                                         write_memory_file)
-from PersonalWAB.paths import default_data_dir  # noqa: E402
+from PersonalWAB.paths import default_data_dir
 
 
 def main(argv: list[str] | None = None) -> int:

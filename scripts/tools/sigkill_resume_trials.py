@@ -25,9 +25,8 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO_ROOT))
 
-from PersonalWAB.results import read_run_file  # noqa: E402
+from PersonalWAB.results import read_run_file
 
 CONFIGS = [
     ["--agent_memory", "last"],

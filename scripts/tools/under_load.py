@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # devtools/ lives at the repository root
 
 from devtools.cpu_load import competing_processes  # noqa: E402
 
