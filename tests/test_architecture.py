@@ -1,0 +1,159 @@
+"""The layout's rules, read from the code itself: arrows point one way (PUMA may import
+PersonalWAB, never the reverse), no import cycles, no test tooling in the installed
+package, and a README whose links resolve and whose Layout names what the repository holds."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("PersonalWAB", "PUMA")
+# names of modules that serve tests or parity runs; they belong in devtools/, not in a package
+TEST_TOOLING = re.compile(r"testing|parity|scripted|responder|fixture|conftest")
+
+
+def package_modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the installed packages."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            parts = list(path.relative_to(REPO).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _target(name: str, modules: dict[str, Path]) -> str | None:
+    """The package module `name` lands in (its longest known prefix), None outside the packages."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports anywhere (top level or inside functions)."""
+    modules = package_modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [_target(alias.name, modules) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([node.module] if node.module else []))
+                # `from package import module` imports that module; `from module import name` the module
+                targets = [_target(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base, modules)
+                           for alias in node.names]
+            else:
+                continue
+            graph[name].update(t for t in targets if t and t != name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for succ in graph[node]:
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_personalwab_never_imports_puma():
+    graph = import_graph()
+    wrong = sorted(f"{source} -> {target}" for source, targets in graph.items() if source.startswith("PersonalWAB")
+                   for target in targets if target.startswith("PUMA"))
+    assert wrong == []
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_test_tooling_inside_the_packages():
+    modules = package_modules()
+    tooling = [name for name in modules if TEST_TOOLING.search(name)]
+    uses_pytest = [name for name, path in modules.items()
+                   if re.search(r"^\s*(import|from) pytest\b", path.read_text(encoding="utf-8"), re.M)]
+    assert tooling == [] and uses_pytest == []
+    assert (REPO / "devtools" / "scripted_server.py").is_file()
+
+
+README = REPO / "README.md"
+
+
+def test_readme_is_a_front_page_whose_links_resolve():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if not re.match(r"[a-z]+:", link)]
+    assert local, "the README links its docs"
+    assert [link for link in local if not (REPO / link).exists()] == []
+
+
+def _layout_paths() -> list[str]:
+    """The paths the README's Layout block names, each joined to the folder it is indented under."""
+    block = README.read_text(encoding="utf-8").split("## Layout", 1)[1].split("```")[1]
+    paths, parents = [], []  # parents: (indent, folder) of the enclosing folders
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        name = line.split()[0]
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        path = "/".join([p for _, p in parents] + [name.rstrip("/")])
+        paths.append(path)
+        if name.endswith("/"):
+            parents.append((indent, path))
+    return paths
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs a git checkout")
+def test_readme_layout_matches_the_tracked_files():
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    entries = {str(Path(*Path(f).parts[:depth])) for f in tracked for depth in range(1, len(Path(f).parts) + 1)}
+    listed = _layout_paths()
+    assert [path for path in listed if path not in entries] == []
+    # every top-level folder, and every module and subpackage of the benchmark package, is listed
+    wanted = {Path(f).parts[0] for f in tracked if len(Path(f).parts) > 1 and not f.startswith(".")}
+    wanted |= {str(Path(*Path(f).parts[:2])) for f in tracked if f.startswith("PersonalWAB/")
+               and Path(f).parts[1] != "__init__.py" and (f.endswith(".py") or len(Path(f).parts) > 2)}
+    assert sorted(wanted - set(listed)) == []
