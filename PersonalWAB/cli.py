@@ -7,6 +7,7 @@
     pwab leaderboard ...  = python -m PersonalWAB.leaderboard ...(validate, summarize, report, plot)
 
 Each command's module is imported only when it is chosen, so `pwab --help` is instant.
+`dispatch` serves PUMA's `puma` command too.
 """
 
 from __future__ import annotations
@@ -25,26 +26,33 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def usage() -> str:
-    width = max(map(len, COMMANDS))
-    lines = [f"  {name:<{width}}  {help_line}" for name, (_, help_line) in COMMANDS.items()]
-    return ("usage: pwab COMMAND [ARGS...]   (pwab COMMAND --help for a command's flags)\n\n"
-            "PersonalWAB: the benchmark of personalized web agents.\n\ncommands:\n" + "\n".join(lines))
+def usage(prog: str, title: str, commands: dict[str, tuple[str, str]], word: str = "COMMAND") -> str:
+    width = max(map(len, commands))
+    lines = [f"  {name:<{width}}  {help_line}" for name, (_, help_line) in commands.items()]
+    return (f"usage: {prog} {word} [ARGS...]   ({prog} {word} --help for its flags)\n\n{title}\n\n"
+            f"{word.lower()}s:\n" + "\n".join(lines))
+
+
+def dispatch(prog: str, title: str, commands: dict[str, tuple[str, str]], argv: list[str] | None,
+             word: str = "COMMAND") -> int:
+    """Run the command `argv` names (`commands`: name -> ("module:function", help)) with the
+    rest of `argv`; its exit status. No command or `--help`: the list of commands."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(usage(prog, title, commands, word))
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in commands:
+        print(f"{prog}: unknown {word.lower()} {name!r}; expected one of {', '.join(commands)}\n\n"
+              f"{usage(prog, title, commands, word)}", file=sys.stderr)
+        return 2
+    module, _, function = commands[name][0].partition(":")
+    sys.argv = [f"{prog} {name}", *rest]  # a command's parser that names itself from argv[0] says `prog name`
+    return int(getattr(importlib.import_module(module), function)(rest) or 0)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help"):
-        print(usage())
-        return 0 if args else 2
-    name, rest = args[0], args[1:]
-    if name not in COMMANDS:
-        print(f"pwab: unknown command {name!r}; expected one of {', '.join(COMMANDS)}\n\n{usage()}", file=sys.stderr)
-        return 2
-    module, _, function = COMMANDS[name][0].partition(":")
-    sys.argv = [f"pwab {name}", *rest]  # each command's parser names itself from argv[0]
-    code = getattr(importlib.import_module(module), function)(rest)
-    return int(code or 0)
+    return dispatch("pwab", "PersonalWAB: the benchmark of personalized web agents.", COMMANDS, argv)
 
 
 if __name__ == "__main__":

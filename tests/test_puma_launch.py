@@ -169,8 +169,9 @@ def test_puma_command_lists_and_runs_the_steps(capsys):
     with pytest.raises(SystemExit) as done:
         puma(["sft", "--help"])  # the step's own help
     assert done.value.code == 0 and "--train_on" in capsys.readouterr().out
-    for name, (module, _) in STEPS.items():
-        assert callable(__import__(module, fromlist=["main"]).main), name
+    for name, (target, _) in STEPS.items():
+        module, _, function = target.partition(":")
+        assert callable(getattr(__import__(module, fromlist=[function]), function)), name
 
 
 def test_python_dash_m_puma_runs_the_command():

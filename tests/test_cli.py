@@ -1,0 +1,52 @@
+"""The `pwab` and `puma` commands: installed by scripts/setup.sh, each subcommand the same as its
+`python -m` form."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from PersonalWAB.cli import COMMANDS, main as pwab
+
+BIN = Path(sys.executable).parent
+
+
+def test_pwab_lists_its_commands_and_refuses_an_unknown_one(capsys):
+    assert pwab(["--help"]) == 0
+    listing = capsys.readouterr().out
+    assert all(f"  {name} " in listing for name in COMMANDS)
+    assert pwab([]) == 2 and pwab(["nope"]) == 2 and "unknown command 'nope'" in capsys.readouterr().err
+
+
+def test_every_command_names_a_callable():
+    for name, (target, _) in COMMANDS.items():
+        module, _, function = target.partition(":")
+        assert callable(getattr(__import__(module, fromlist=[function]), function)), name
+
+
+def test_pwab_data_runs_the_data_command(tmp_path: Path, capsys):
+    assert pwab(["data", "validate", "--data_dir", str(tmp_path)]) == 2  # an empty folder: named, exit 2
+    assert str(tmp_path) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["pwab", "puma"])
+def test_console_scripts_installed_by_setup(command: str):
+    script = BIN / command
+    if not script.exists():
+        pytest.skip(f"{script} is not installed: bash scripts/setup.sh installs the project")
+    done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and f"usage: {command} " in done.stdout
+
+
+def test_pwab_run_help_is_run_py_help():
+    own = subprocess.run([sys.executable, "-m", "PersonalWAB.cli", "run", "--help"], capture_output=True, text=True,
+                         timeout=120)
+    script = subprocess.run([sys.executable, "run.py", "--help"], capture_output=True, text=True, timeout=120,
+                            cwd=Path(__file__).resolve().parent.parent)
+    assert own.returncode == script.returncode == 0
+    assert own.stdout.split("options:")[1] == script.stdout.split("options:")[1]
+    flags = [entry for entry in own.stdout.split("options:")[1].split("\n  --")[1:]]
+    assert len(flags) > 30 and all("(default:" in " ".join(entry.split()) for entry in flags)
