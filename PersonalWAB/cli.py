@@ -4,7 +4,7 @@
     pwab data ...         = python -m PersonalWAB.data ...       (synthetic, download, validate, protocol)
     pwab build ...        = python -m PersonalWAB.build ...      (indexes, recommender, embeddings)
     pwab construct ...    = python -m PersonalWAB.construct ...  (build a benchmark from raw reviews)
-    pwab leaderboard ...  = python -m PersonalWAB.leaderboard ...(validate, summarize, report, plot)
+    pwab leaderboard ...  = python -m PersonalWAB.leaderboard ...(validate, summarize, compare, report, plot)
 
 Each command's module is imported only when it is chosen, so `pwab --help` is instant.
 `dispatch` serves PUMA's `puma` command too.
@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                                "release protocol pack"),
     "build": ("PersonalWAB.build:main", "build a data folder's search index, recommender and embeddings"),
     "construct": ("PersonalWAB.construct.__main__:main", "construct a PersonalWAB-style benchmark from raw reviews"),
-    "leaderboard": ("PersonalWAB.leaderboard.__main__:main", "validate, summarize, report and plot result files"),
+    "leaderboard": ("PersonalWAB.leaderboard.__main__:main", "validate, summarize, compare, report and plot result files"),
 }
 
 

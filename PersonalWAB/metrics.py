@@ -27,13 +27,18 @@ and, over the group's tasks:
   in every trial.
 
 The header's original fields are untouched by the `trials` section.
+
+Two runs of the same tasks are compared task by task (`leaderboard compare`): a percentile
+bootstrap interval of the mean difference over tasks (`paired_bootstrap_interval`) and a
+paired sign-flip permutation test (`paired_test`); this measures the sampling of tasks,
+where `trials` measures the agent's run-to-run noise.
 """
 
 from __future__ import annotations
 
 import math
 from statistics import fmean, stdev
-from typing import Any
+from typing import Any, Sequence
 
 from PersonalWAB.data.schema import TASK_TYPES
 
@@ -218,3 +223,93 @@ def format_trial_table(trials: dict[str, Any]) -> str:
         lines.append(f"{group:<10} {entry['tasks']:>6} {cells[0]:>30} {cells[1]:>30} "
                      f"{entry['function_pass^k'][f'pass^{k}']:>7.3f} {entry['result_identical']:>11.3f}")
     return "\n".join(lines)
+
+
+# -- comparing two runs over the same tasks ---------------------------------------------------
+#
+# A run's mean over ~2,000 tasks moves with which tasks the benchmark happened to draw, so a
+# difference between two runs is only worth reading with the spread that task sampling gives
+# it. Runs of the same tasks are compared *paired* (task by task): the per-task difference
+# removes how hard each task is, which a comparison of two unpaired means would count as noise.
+
+EXACT_SIGN_FLIPS = 16  # nonzero differences up to which the sign-flip test enumerates every pattern
+_CHUNK = 1_000_000  # numbers drawn per block, so resampling 2,000 x 2,174 tasks stays small in memory
+
+
+def _resampled_means(values: Any, resamples: int, rng: Any) -> Any:
+    """The means of `resamples` bootstrap resamples (n draws with replacement) of `values`."""
+    import numpy as np
+
+    n = len(values)
+    rows = max(1, _CHUNK // n)
+    return np.concatenate([values[rng.integers(0, n, size=(min(rows, resamples - start), n))].mean(axis=1)
+                           for start in range(0, resamples, rows)])
+
+
+def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: int = 2000,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean over tasks: where the mean would land had the
+    benchmark drawn other tasks like these. It assumes nothing about the scores' distribution
+    (they are 0/1 or bounded, far from normal). Deterministic given `seed`; kept within
+    [min, max] of the values, which a resample's mean cannot leave (so all-equal values give
+    (v, v) exactly)."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    if data.size == 0:
+        raise ValueError("bootstrap_interval needs at least one value")
+    low, high = float(data.min()), float(data.max())
+    if low == high:
+        return low, high
+    means = _resampled_means(data, resamples, np.random.default_rng(seed))
+    tail = (1 - level) / 2
+    bounds = np.quantile(means, [tail, 1 - tail])
+    return min(max(float(bounds[0]), low), high), min(max(float(bounds[1]), low), high)
+
+
+def _differences(a: Sequence[float], b: Sequence[float]) -> Any:
+    import numpy as np
+
+    if len(a) != len(b):
+        raise ValueError(f"paired scores need equal lengths, got {len(a)} and {len(b)}")
+    return np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+
+
+def paired_bootstrap_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95,
+                              resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Bootstrap interval of mean(b - a), resampling matched pairs (a[i], b[i]) together."""
+    return bootstrap_interval(_differences(a, b), level, resamples, seed)
+
+
+def paired_test(a: Sequence[float], b: Sequence[float], resamples: int = 10000, seed: int = 0) -> float:
+    """Two-sided p-value of the paired sign-flip permutation test of mean(b - a) = 0.
+
+    Under the null hypothesis the two runs are exchangeable on every task, so each task's
+    difference is as likely to have either sign; the p-value is the share of sign patterns whose
+    |sum| reaches the observed |sum|. Chosen over the paired t-test because the scores are 0/1
+    or bounded with many ties (the t-test's normality does not hold on a type's few hundred
+    tasks) and over the Wilcoxon signed-rank test because it tests the mean, the very number
+    the leaderboard reports. Zero differences do not change under a flip and are left out;
+    with none left p = 1. Up to `EXACT_SIGN_FLIPS` nonzero differences every pattern is
+    enumerated (the exact p); beyond, `resamples` random patterns give (1 + hits) / (1 + resamples),
+    which never reports p = 0 and never understates p on average (Phipson & Smyth 2010)."""
+    import numpy as np
+
+    diffs = _differences(a, b)
+    diffs = diffs[diffs != 0]
+    m = diffs.size
+    if m == 0:
+        return 1.0
+    total = float(diffs.sum())
+    threshold = abs(total) - 1e-9 * float(np.abs(diffs).sum())  # equal sums up to rounding count as reached
+    if m <= EXACT_SIGN_FLIPS:
+        flips = (np.arange(2 ** m)[:, None] >> np.arange(m)) & 1
+        sums = total - 2 * (flips @ diffs)  # flipping d_i takes 2 d_i off the sum
+        return float(np.mean(np.abs(sums) >= threshold))
+    rng = np.random.default_rng(seed)
+    rows = max(1, _CHUNK // m)
+    hits = 0
+    for start in range(0, resamples, rows):
+        flips = rng.integers(0, 2, size=(min(rows, resamples - start), m)).astype(float)
+        hits += int(np.count_nonzero(np.abs(total - 2 * (flips @ diffs)) >= threshold))
+    return (1 + hits) / (1 + resamples)

@@ -1,8 +1,8 @@
-"""Command line: python -m PersonalWAB.leaderboard {validate,summarize,plot,report,pack} ...
+"""Command line: python -m PersonalWAB.leaderboard {validate,summarize,compare,plot,report,pack} ...
 
 Exit status: 0 when everything given was valid and done, 1 when a file is
 invalid (or could not be used), 2 for usage errors (bad arguments, unreadable
---data_dir).
+--data_dir, files that cannot be compared without --force).
 """
 
 from __future__ import annotations
@@ -71,6 +71,34 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     return EXIT_INVALID if bad else EXIT_OK
 
 
+def _comparisons(paths: list[str], force: bool) -> list[Any] | int:
+    """Each file after the first compared with the first, or the exit status after saying why not:
+    2 for files that cannot be compared without --force, 1 for a file that cannot be read."""
+    from PersonalWAB.leaderboard.compare import CompareError, compare_files
+
+    try:
+        return compare_files(paths, force)
+    except CompareError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from PersonalWAB.leaderboard.compare import RENDERERS
+
+    if len(args.files) < 2:
+        print("error: compare needs the baseline file and at least one file to compare with it", file=sys.stderr)
+        return EXIT_USAGE
+    comparisons = _comparisons(args.files, args.force)
+    if isinstance(comparisons, int):
+        return comparisons
+    _emit(RENDERERS[args.format](comparisons), args.out)
+    return EXIT_OK
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from PersonalWAB.leaderboard.plots import write_plots
 
@@ -82,9 +110,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from PersonalWAB.leaderboard.report import write_report
 
+    comparisons = _comparisons([args.compare, *args.files], args.force) if args.compare else [None] * len(args.files)
+    if isinstance(comparisons, int):
+        return comparisons
     data = _load_data(args.data_dir)
     for i, path in enumerate(args.files):
-        print(write_report(path, args.out, data, args.name[i] if args.name else None))
+        print(write_report(path, args.out, data, args.name[i] if args.name else None, comparisons[i]))
     return EXIT_OK
 
 
@@ -129,6 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
     name_option(p)
     p.set_defaults(func=cmd_summarize)
 
+    p = sub.add_parser("compare", help="differences to a baseline, per task type, with paired bootstrap "
+                                       "intervals and tests, and the tasks that flip")
+    p.add_argument("files", nargs="+", metavar="FILE", help="the baseline first, then each file compared with it")
+    p.add_argument("--format", choices=["text", "markdown"], default="text")
+    p.add_argument("--out", help="write to this file instead of stdout")
+    p.add_argument("--force", action="store_true", help="compare files of different splits, data or protocol")
+    p.set_defaults(func=cmd_compare)
+
     p = sub.add_parser("plot", help="PNG figures: per-type accuracy; multi-turn transitions and attempts")
     p.add_argument("files", nargs="+")
     p.add_argument("--out", required=True, help="directory for the PNG files")
@@ -138,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="one self-contained HTML page per result file")
     p.add_argument("files", nargs="+")
     p.add_argument("--out", default=".", help="directory for the pages (default: current directory)")
+    p.add_argument("--compare", metavar="BASELINE", help="add a section comparing each file with this baseline "
+                                                         "(as the compare command does)")
+    p.add_argument("--force", action="store_true", help="with --compare: compare files of different splits, data "
+                                                        "or protocol")
     name_option(p)
     data_dir_option(p)
     p.set_defaults(func=cmd_report)

@@ -2,6 +2,9 @@
 and a filterable list of every task with its instruction, actions, tool results
 and scores.
 
+With `--compare BASELINE` the page also holds the comparison with a baseline run
+(`PersonalWAB.leaderboard.compare`).
+
 The page must be safe to open whatever the models wrote: all text that reaches
 the markup goes through `html.escape`; the records travel as JSON inside a
 non-executed `<script type="application/json">` block (with `<`, `>` and `&`
@@ -21,6 +24,7 @@ from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.analysis import is_solved
+from PersonalWAB.leaderboard.compare import Comparison, render_html
 from PersonalWAB.leaderboard.summarize import (CUSTOM_NOTE, MULTI_TURN, SYNTHETIC_NOTE, TABLE_CSS, row_from_report,
                                                render_html_tables)
 from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, validate_file
@@ -246,8 +250,8 @@ def _task_section(entries: list[dict[str, Any]]) -> str:
     )
 
 
-def render_report(report: ValidationReport, name: str | None = None) -> str:
-    """The report page of a validated file."""
+def render_report(report: ValidationReport, name: str | None = None, comparison: Comparison | None = None) -> str:
+    """The report page of a validated file; with `comparison`, its section after the summary."""
     row = row_from_report(report, name)
     title = row.name if row else report.path.name
     parts = [f"<h1>PersonalWAB run report: {html.escape(title)}</h1>",
@@ -262,19 +266,22 @@ def render_report(report: ValidationReport, name: str | None = None) -> str:
     if row is not None:
         first = report.result.first_element
         entries = [task_entry(r, first + i) for i, r in enumerate(report.result.records)]
-        parts += ["<h2>Summary</h2>", render_html_tables([row]), "<h2>Plots</h2>", _plots(report, row),
-                  _task_section(entries)]
+        parts += ["<h2>Summary</h2>", render_html_tables([row])]
+        if comparison is not None:
+            parts.append(render_html(comparison))
+        parts += ["<h2>Plots</h2>", _plots(report, row), _task_section(entries)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f"<title>{html.escape(title)}</title><style>{PAGE_CSS}</style></head>\n<body>\n"
             + "\n".join(parts) + "\n</body></html>\n")
 
 
-def write_report(path: Path | str, out_dir: Path | str, data: Any | None = None, name: str | None = None) -> Path:
+def write_report(path: Path | str, out_dir: Path | str, data: Any | None = None, name: str | None = None,
+                 comparison: Comparison | None = None) -> Path:
     """Validate `path` (against `data` when given) and write `<stem>.report.html` into `out_dir`."""
     report = validate_file(path, data)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{Path(path).stem}.report.html"
-    out.write_text(render_report(report, name), encoding="utf-8")
+    out.write_text(render_report(report, name, comparison), encoding="utf-8")
     return out

@@ -177,18 +177,18 @@ def render_markdown(rows: list[Row]) -> str:
         head += ["Cost ($)", "Flags"]
         out += [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for i, row in enumerate(members, 1):
-            cells = [str(i), _md_cell(row.name)] + [_cell(row, g, k) for g in GROUPS for k, _ in columns]
-            cells += [f"{row.total_cost:.4f}", _md_cell(", ".join(row.flags))]
+            cells = [str(i), md_cell(row.name)] + [_cell(row, g, k) for g in GROUPS for k, _ in columns]
+            cells += [f"{row.total_cost:.4f}", md_cell(", ".join(row.flags))]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
         notes = comparisons(members)
         if notes:
-            out += [TRIALS_NOTE, ""] + [f"- {_md_cell(line)}" for line in notes] + [""]
+            out += [TRIALS_NOTE, ""] + [f"- {md_cell(line)}" for line in notes] + [""]
     out.append(f"Total cost: ${total_cost(rows):.4f} over {len(rows)} run(s).")
     return "\n".join(out) + "\n"
 
 
-def _md_cell(text: str) -> str:
+def md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 

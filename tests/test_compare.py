@@ -1,0 +1,173 @@
+"""`leaderboard compare` and the report's comparison section, on full-size synthetic result files
+and hand-edited copies whose differences are known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from PersonalWAB.leaderboard.__main__ import main
+from PersonalWAB.leaderboard.analysis import is_solved
+from PersonalWAB.leaderboard.compare import compare_files
+from PersonalWAB.results import build_header
+from devtools.result_files import full_split_file
+
+FLIPPED = 30
+
+
+def read(path: Path) -> list:
+    return json.loads(Path(path).read_text())
+
+
+def write(path: Path, content: list) -> Path:
+    """The records with a header recomputed from them, as run.py writes a finished file."""
+    Path(path).write_text(json.dumps([build_header(content[0]["run_args"], content[1:]), *content[1:]]))
+    return Path(path)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("compare") / "base.json"
+    full_split_file(path, seed=0, multi_turn=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def flipped(base) -> tuple[Path, list[int]]:
+    """A copy with the first 30 solved review tasks failed (action_acc and res_acc set to 0)."""
+    content = read(base)
+    ids = [r["task_id"] for r in content[1:] if r["info"]["task"]["type"] == "review" and is_solved(r)][:FLIPPED]
+    for record in content[1:]:
+        if record["task_id"] in ids:
+            record["action_acc"] = [0.0] * len(record["action_acc"])
+            record["res_acc"] = [0.0] * len(record["res_acc"])
+    return write(base.with_name("flipped.json"), content), ids
+
+
+def test_a_file_against_itself_differs_nowhere(base, capsys):
+    (comparison,) = compare_files([base, base])
+    assert comparison.matched == 2174 and comparison.only_baseline == comparison.only_other == 0
+    assert [g.name for g in comparison.groups] == ["search", "recommend", "review", "overall"]
+    for group in comparison.groups:
+        assert not group.lost and not group.gained
+        for row in group.metrics:
+            assert row.difference == 0 and row.low <= 0 <= row.high and row.p_value == 1.0
+    assert main(["compare", str(base), str(base)]) == 0
+    out = capsys.readouterr().out
+    assert "total: 0 solved by the baseline only, 0 solved by the other only" in out
+    assert "matched by (task_id, trial): 2174 tasks; unmatched: 0 only in the baseline, 0 only in the other" in out
+
+
+def test_thirty_failed_review_tasks_are_the_flips_and_a_real_difference(base, flipped, capsys):
+    path, ids = flipped
+    (comparison,) = compare_files([base, path])
+    groups = {g.name: g for g in comparison.groups}
+    assert [key for key in groups["review"].lost] == [(task_id, 0) for task_id in ids]
+    assert all(not g.gained for g in comparison.groups)
+    assert all(not groups[name].lost for name in ("search", "recommend"))
+    assert len(groups["overall"].lost) == FLIPPED
+    result = {row.label: row for row in groups["overall"].metrics}["Result Acc"]
+    assert result.difference < 0 and result.high < 0  # the interval excludes 0
+    assert result.p_value < 0.001
+    review = {row.label: row for row in groups["review"].metrics}
+    assert review["Function Acc"].difference == pytest.approx(-FLIPPED / 723)
+    assert review["Avg Steps"].difference == 0 and review["Avg Steps"].p_value == 1.0
+    for name in ("search", "recommend"):  # untouched types: nothing differs
+        assert all(row.difference == 0 and row.p_value == 1.0 for row in groups[name].metrics)
+
+    assert main(["compare", str(base), str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"review: {FLIPPED} solved by the baseline only: {', '.join(map(str, ids))}" in out
+    assert f"total: {FLIPPED} solved by the baseline only, 0 solved by the other only" in out
+    assert "solved: Function Acc 1 and best Result Acc > 0" in out
+
+
+def _edited(base: Path, name: str, edit) -> Path:
+    content = read(base)
+    edit(content[0]["run_args"])
+    return write(base.with_name(name), content)
+
+
+STANDARD = {"texts": "release@23ff65c", "departures": [], "standard": True}
+REFUSALS = {
+    "split": (lambda args: args.update(task_split="train"), "task split 'test' vs 'train'"),
+    "data": (lambda args: args.update(data_source="synthetic (seed 3)"), "data 'official' vs 'synthetic (seed 3)'"),
+    "fingerprint": (lambda args: args.update(data_fingerprint="ffff"), "data fingerprint 'abcd' vs 'ffff'"),
+    "protocol": (lambda args: args.update(protocol={"texts": "project", "departures": []}),
+                 "standard vs custom protocol"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_files_of_other_tasks_or_protocol_are_refused_unless_forced(base, case, capsys):
+    edit, difference = REFUSALS[case]
+    baseline = _edited(base, f"baseline-{case}.json", lambda args: args.update(data_fingerprint="abcd",
+                                                                               protocol=STANDARD))
+    other = _edited(baseline, f"other-{case}.json", edit)
+    assert main(["compare", str(baseline), str(other)]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert captured.out == ""
+    assert line == f"error: cannot compare {baseline} with {other}: {difference} (pass --force to compare anyway)"
+    assert main(["compare", str(baseline), str(other), "--force"]) == 0
+    assert f"compared despite: {difference} (--force)" in capsys.readouterr().out
+
+
+def test_errored_and_missing_records_are_left_out_and_counted(base, tmp_path, capsys):
+    content = read(base)
+    for record in content[1:6]:
+        record["info"]["error"] = "APIError: rate limited"
+    content = content[:-10]  # 10 tasks never run
+    other = write(tmp_path / "errored.json", content)
+    checkpoint = tmp_path / "checkpoint.json"
+    checkpoint.write_text(json.dumps([{"run_args": content[0]["run_args"], "unfinished": True}, *content[1:101]]))
+    (errored, unfinished) = compare_files([base, other, checkpoint])
+    assert (errored.matched, errored.only_baseline, errored.only_other) == (2159, 15, 0)
+    assert errored.other.errored == 5 and all(not g.lost and not g.gained for g in errored.groups)
+    assert (unfinished.matched, unfinished.only_baseline) == (95, 2079)
+    assert main(["compare", str(base), str(other), str(checkpoint)]) == 0
+    out = capsys.readouterr().out
+    assert f"other: {other} (function_calling, memory last (model-0); finished): 2164 records, 5 errored (left out)" \
+        in out
+    assert "unmatched: 15 only in the baseline, 0 only in the other" in out
+    assert "unfinished run (checkpoint)" in out
+    assert main(["compare", str(base)]) == 2
+    assert main(["compare", str(base), str(tmp_path / "missing.json")]) == 1
+    assert "result file not found" in capsys.readouterr().err
+
+
+def test_markdown_output_to_a_file(base, flipped, tmp_path, capsys):
+    path, ids = flipped
+    out = tmp_path / "comparison.md"
+    assert main(["compare", str(base), str(path), "--format", "markdown", "--out", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    text = out.read_text()
+    assert text.startswith(f"## {path} vs baseline {base}\n")
+    assert "| type | tasks | metric | baseline | other | difference | 95% interval | p |" in text
+    assert "| review | 723 | Function Acc | 0.942 | 0.900 | -0.041 |" in text
+    assert f"- review: {FLIPPED} solved by the baseline only: {ids[0]}, " in text
+    assert "paired sign-flip permutation test" in text
+
+
+def test_report_holds_the_comparison_escaped(base, tmp_path, capsys):
+    content = read(base)
+    content[0]["run_args"]["model"] = "<i>model</i>"
+    for record in content[1:]:
+        if record["info"]["task"]["type"] == "search":
+            record["res_acc"] = [0.0]
+    other = write(tmp_path / "other.json", content)
+    assert main(["report", str(other), "--compare", str(base), "--out", str(tmp_path / "pages")]) == 0
+    capsys.readouterr()
+    page = (tmp_path / "pages" / "other.report.html").read_text()
+    section = page[page.index('<section id="comparison">'):page.index("</section>")]
+    assert f"Comparison with the baseline {base}" in section
+    assert "&lt;i&gt;model&lt;/i&gt;" in section and "<i>model" not in page
+    assert "<td>search</td><td>694</td><td>Function Acc</td>" in section
+    assert "search: " in section and "solved by the baseline only" in section
+    assert page.count("<script") == 2 and "http://" not in page and "https://" not in page
+    split = _edited(base, "train.json", lambda args: args.update(task_split="train"))
+    assert main(["report", str(split), "--compare", str(base), "--out", str(tmp_path / "refused")]) == 2
+    assert "task split 'test' vs 'train'" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
