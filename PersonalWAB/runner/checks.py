@@ -23,9 +23,11 @@ class SettingsError(ValueError):
     """A run setting that cannot work; the message names it (run.py exits 2)."""
 
 
-def check_settings(config: RunConfig) -> None:
-    """Raise SettingsError for the first setting that cannot work."""
-    for check in (_check_numbers, _check_track, _check_agent, _check_inputs, _check_output, _check_keys):
+def check_settings(config: RunConfig, keys: bool = True) -> None:
+    """Raise SettingsError for the first setting that cannot work; `keys=False` leaves out the
+    provider keys (for a plan that sends nothing, such as a cost estimate)."""
+    checks = (_check_numbers, _check_track, _check_agent, _check_inputs, _check_output)
+    for check in checks + ((_check_keys,) if keys else ()):
         problem = check(config)
         if problem:
             raise SettingsError(problem)

@@ -14,6 +14,7 @@ from typing import Any
 
 from PersonalWAB import __version__
 from PersonalWAB.errors import DataError, FatalError
+from PersonalWAB.metrics import record_cost, record_user_cost
 from PersonalWAB.progress import log_line
 from PersonalWAB.results import ResultWriter
 from PersonalWAB.runner.checks import SettingsError, check_settings, output_target
@@ -54,8 +55,19 @@ class RunOutcome:
     records: list[dict[str, Any]]
 
 
-def prepare(config: RunConfig, log: Callable[[str], None] = log_line) -> RunPlan:
-    """Check every setting, load the data and the records to keep; nothing is written."""
+class BudgetReached(RuntimeError):
+    """The model calls of a run reached the cost budget given to `execute`; its finished tasks
+    are checkpointed and a resume runs the rest."""
+
+    def __init__(self, spent: float, budget: float):
+        super().__init__(f"the run's model calls cost ${spent:.4f}, reaching its budget of ${budget:.4f}")
+        self.spent = spent
+        self.budget = budget
+
+
+def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys: bool = True) -> RunPlan:
+    """Check every setting (the provider keys unless `check_keys` is False: a plan that will
+    not be executed), load the data and the records to keep; nothing is written."""
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.envs.users import get_user
     from PersonalWAB.engines.text_embedding import default_backend
@@ -63,7 +75,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line) -> RunPlan
     from PersonalWAB.paths import default_data_dir
     from PersonalWAB.protocol import load_protocol
 
-    check_settings(config)
+    check_settings(config, keys=check_keys)
     get_user(config.user_mode, config.user_model, config.user_api_base, config.seed)  # fail early on bad settings
     try:
         embedding_backend = default_backend()
@@ -100,8 +112,12 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line) -> RunPlan
                    "replace" if resumes_in_place(config, output) or config.overwrite else "new", protocol, end)
 
 
-def execute(plan: RunPlan, log: Callable[[str], None] = log_line) -> RunOutcome:
-    """Build what the tasks need, claim the result file and run the tasks, checkpointing as they finish."""
+def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float | None = None) -> RunOutcome:
+    """Build what the tasks need, claim the result file and run the tasks, checkpointing as they finish.
+
+    `max_usd`: raise BudgetReached (the finished tasks checkpointed) once the tasks this call
+    ran (the agent's and the user's calls) cost that much and tasks are left; tasks in flight
+    are dropped, as on Ctrl-C. Models without a price count as 0."""
     from PersonalWAB.agents.registry import build_agent
     from PersonalWAB.build import build_artifacts, cache_review_embeddings
     from PersonalWAB.engines.shared import shared_engines
@@ -158,6 +174,7 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line) -> RunOutcome:
         f"with {config.agent_strategy}, memory {config.agent_memory}, {protocol.name} texts{resumed}; "
         f"results in {plan.output}")
     start = time.perf_counter()
+    spent, done = 0.0, 0
     with RunProgress(len(plan.jobs) + len(plan.kept), plan.kept) as bar:
         try:
             for record in finished_records(plan.jobs, run_one, config.max_concurrency):
@@ -166,6 +183,10 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line) -> RunOutcome:
                 if config.verbose:
                     log(f"task {record['task_id']} ({record['info']['task']['type']}): "
                         f"action_acc {record['action_acc']} res_acc {[round(r, 3) for r in record['res_acc']]}")
+                if max_usd is not None:
+                    spent, done = spent + record_cost(record) + record_user_cost(record), done + 1
+                    if spent >= max_usd and done < len(plan.jobs):
+                        raise BudgetReached(spent, max_usd)
         except BaseException:
             writer.flush()
             raise

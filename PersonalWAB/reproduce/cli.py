@@ -1,0 +1,250 @@
+"""`pwab reproduce` (= `python -m PersonalWAB.reproduce`): the paper's table of a track for one
+model, row by row, with the cost known before any paid call.
+
+Every row's settings are checked and its data loaded first (`prepare`, nothing written),
+then the tasks left of every row are estimated (`cost`); `--dry_run` stops there and
+`--max_usd` refuses to start above the estimate. The rows then run one after another
+(`execute`, each checkpointing its own result file under `--out`); the cost so far is
+carried over as the budget of the next row, and a row that reaches it stops cleanly. Re-running
+the same command keeps every finished task, runs what is missing and reuses finished rows.
+At the end the comparison with the paper (`table`) is printed and written under `--out`.
+
+Exit status as `run.py`'s: 0 done; 1 a fatal model error; 2 a bad setting (nothing run),
+the estimate above `--max_usd` included; 3 some tasks ended in an error (re-run to retry
+them); 4 stopped at `--max_usd`; 130 interrupted. Each stop prints the command that continues.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from PersonalWAB.engines.search import BACKENDS
+from PersonalWAB.errors import DataError, FatalError
+from PersonalWAB.metrics import record_cost, record_user_cost
+from PersonalWAB.reproduce.cost import (DEFAULT_SAMPLE, RowEstimate, estimate_row, format_estimates, total_usd,
+                                        usd_text)
+from PersonalWAB.reproduce.paper import compared_row, track_note, track_table
+from PersonalWAB.reproduce.rows import (MULTI, RELEASE_USER_MODEL, ROWS, SINGLE, ReproduceSettings, RowSpec,
+                                        row_config, select_rows)
+from PersonalWAB.reproduce.table import Comparison, compare_row, comparison_notes, render_text, write_tables
+from PersonalWAB.results import load_result_file
+from PersonalWAB.runner.execute import BudgetReached, RunPlan, execute, prepare
+
+EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_BUDGET, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pwab reproduce",
+        description="Run the baseline rows of one of the paper's tables for a model and compare them with the "
+                    "paper's figures (docs/reproducing.md).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model", required=True, help="the agents' model, any litellm model string")
+    parser.add_argument("--track", choices=[SINGLE, MULTI], default=SINGLE,
+                        help="single: Table 3 (single-turn); multi: Table 4 (multi-turn, with the LLM user)")
+    parser.add_argument("--rows", default=None,
+                        help=f"comma-separated rows to run, of {','.join(ROWS)} (default: every row of the track "
+                             "whose inputs are given)")
+    parser.add_argument("--out", default=None,
+                        help="folder of the result files (one per row, resumable) and the comparison "
+                             "(default: results/reproduce/<model>)")
+    parser.add_argument("--data_dir", default=None, help="data directory (default: the official data if placed, "
+                                                         "else data/synthetic/small)")
+    parser.add_argument("--api_base", default=None, help="OpenAI-compatible server of --model")
+    parser.add_argument("--user_model", default=RELEASE_USER_MODEL, help="the LLM user's model (--track multi)")
+    parser.add_argument("--user_api_base", default=None, help="OpenAI-compatible server of --user_model")
+    parser.add_argument("--protocol_file", default=None,
+                        help="release protocol pack (default: the placed one; without one the project's texts, "
+                             "and the rows are custom)")
+    parser.add_argument("--puma_model_path", default=None, help="fine-tuned PUMA model: adds the puma row")
+    parser.add_argument("--puma_function_file", default=None, help="PUMA function outputs (with --puma_param_file: "
+                                                                   "adds the puma row)")
+    parser.add_argument("--puma_param_file", default=None, help="PUMA parameter outputs")
+    parser.add_argument("--interec_memory_file", default=None,
+                        help="InteRecAgent memory to start from (copied under --out): adds the interecagent row")
+    parser.add_argument("--start_index", type=int, default=0, help="first task of the test split")
+    parser.add_argument("--end_index", type=int, default=-1, help="task to stop before; -1: the whole split")
+    parser.add_argument("--max_concurrency", type=int, default=8, help="tasks run at once per row")
+    parser.add_argument("--max_retries", type=int, default=5, help="retries of a model call")
+    parser.add_argument("--search_backend", choices=BACKENDS, default="lucene",
+                        help="search engine (lucene is the release's; another makes the rows custom)")
+    parser.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
+                        help="tasks per row whose requests are rendered for the cost estimate")
+    parser.add_argument("--dry_run", action="store_true", help="print the cost estimate and stop (no request)")
+    parser.add_argument("--max_usd", type=float, default=None,
+                        help="refuse to start above this estimate; stop (resumable) when the calls cost this much")
+    return parser
+
+
+def settings_of(args: argparse.Namespace) -> ReproduceSettings:
+    out = Path(args.out) if args.out else Path("results") / "reproduce" / args.model.replace("/", "_")
+    rows = tuple(name.strip() for name in args.rows.split(",") if name.strip()) if args.rows else None
+    return ReproduceSettings(
+        model=args.model, out=out, track=args.track, rows=rows, data_dir=args.data_dir, api_base=args.api_base,
+        user_model=args.user_model, user_api_base=args.user_api_base, protocol_file=args.protocol_file,
+        puma_model_path=args.puma_model_path, puma_function_file=args.puma_function_file,
+        puma_param_file=args.puma_param_file, interec_memory_file=args.interec_memory_file,
+        start_index=args.start_index, end_index=args.end_index, max_concurrency=args.max_concurrency,
+        max_retries=args.max_retries, search_backend=args.search_backend)
+
+
+def error(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Reproduce the table `argv` (default: the command line) asks for; the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    settings = settings_of(args)
+    again = shlex.join(["pwab", "reproduce", *argv])
+    if args.sample < 1 or (args.max_usd is not None and args.max_usd <= 0):
+        error("--sample must be at least 1 and --max_usd above 0")
+        return EXIT_SETTINGS
+    try:
+        specs, skipped = select_rows(settings)
+        for note in skipped:
+            print(f"note: {note}", file=sys.stderr)
+        if not specs:
+            raise ValueError("no row to run")
+        plans = _prepare(specs, settings, check_keys=not args.dry_run)
+        estimates = [estimate_row(spec, plan, settings, args.sample) for spec, plan in zip(specs, plans)]
+    except KeyboardInterrupt:
+        print("interrupted before any model was called; no result file was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (DataError, ValueError) as exc:
+        error(str(exc))
+        return EXIT_SETTINGS
+    print(format_estimates(estimates, settings.model, args.sample))
+    if args.dry_run:
+        print("dry run: no request was sent")
+        return 0
+    refusal = _over_budget(estimates, args.max_usd)
+    if refusal:
+        error(refusal)
+        return EXIT_SETTINGS
+    code = _run_rows(specs, plans, args.max_usd, again)
+    if code not in (0, EXIT_TASK_ERRORS):
+        return code
+    _compare(specs, settings)
+    if code == EXIT_TASK_ERRORS:
+        print(f"some tasks ended in an error and count as 0; run them again with:\n  {again}", file=sys.stderr)
+    return code
+
+
+def _prepare(specs: list[RowSpec], settings: ReproduceSettings, check_keys: bool = True) -> list[RunPlan]:
+    """Every row checked and planned before anything runs (its finished tasks kept); nothing
+    is written but the InteRecAgent memory's copy."""
+    if settings.interec_memory_file and any(spec.memory == "interecagent" for spec in specs) \
+            and not settings.interec_copy.exists():
+        if not Path(settings.interec_memory_file).is_file():
+            raise ValueError(f"--interec_memory_file {settings.interec_memory_file}: no such file")
+        settings.interec_copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(settings.interec_memory_file, settings.interec_copy)
+    plans = []
+    for spec in specs:
+        config = row_config(spec, settings)
+        try:
+            plans.append(prepare(config, check_keys=check_keys))
+        except (DataError, ValueError) as exc:
+            other = "; to reproduce with other settings, choose another --out" if config.resume_from else ""
+            raise type(exc)(f"row {spec.name}: {exc}{other}") from None
+    return plans
+
+
+def _over_budget(estimates: list[RowEstimate], max_usd: float | None) -> str | None:
+    """Why the rows may not start under `--max_usd` (None: they may)."""
+    if max_usd is None:
+        return None
+    total = total_usd(estimates)
+    if total is None:
+        unpriced = "; ".join(e.note for e in estimates if e.usd is None)
+        return f"--max_usd {max_usd} cannot be kept: {unpriced}; nothing was run (leave --max_usd out)"
+    if total > max_usd:
+        return f"the estimate {usd_text(total)} is above --max_usd {max_usd}; nothing was run"
+    return None
+
+
+def _run_rows(specs: list[RowSpec], plans: list[RunPlan], max_usd: float | None, again: str) -> int:
+    """Run the rows in turn; the exit status (a stop prints what was kept and how to go on)."""
+    spent, errored = 0.0, False
+    with tqdm(total=len(plans), desc="rows", unit="row") as bar:
+        for spec, plan in zip(specs, plans):
+            bar.set_postfix_str(spec.name)
+            if not plan.jobs and load_result_file(plan.output)[0] is not None:
+                tqdm.write(f"row {spec.name}: finished earlier, reused ({plan.output})")
+                bar.update(1)
+                continue
+            if max_usd is not None and spent >= max_usd:
+                _report_stop(spec, plan, f"stopped at --max_usd {max_usd} (the rows before cost ${spent:.4f})",
+                             again, "with a higher --max_usd, or without it, ")
+                return EXIT_BUDGET
+            try:
+                outcome = execute(plan, max_usd=None if max_usd is None else max_usd - spent)
+            except KeyboardInterrupt:
+                _report_stop(spec, plan, "interrupted", again)
+                return EXIT_INTERRUPTED
+            except BudgetReached as exc:
+                _report_stop(spec, plan, f"stopped at --max_usd {max_usd} ({exc})", again,
+                             "with a higher --max_usd, or without it, ")
+                return EXIT_BUDGET
+            except FatalError as exc:
+                error(str(exc))
+                _report_stop(spec, plan, "stopped", again)
+                return EXIT_FATAL
+            except (DataError, ValueError) as exc:
+                error(str(exc))
+                _report_stop(spec, plan, "stopped", again)
+                return EXIT_SETTINGS
+            kept = {(r["trial"], r["task_id"]) for r in plan.kept}
+            spent += sum(record_cost(r) + record_user_cost(r) for r in outcome.records
+                         if (r["trial"], r["task_id"]) not in kept)
+            errored = errored or any("error" in r["info"] for r in outcome.records)
+            bar.update(1)
+    return EXIT_TASK_ERRORS if errored else 0
+
+
+def _report_stop(spec: RowSpec, plan: RunPlan, how: str, again: str, change: str = "") -> None:
+    """What a stopped reproduction kept and the command that continues it."""
+    if plan.writer is None:
+        kept = f"row {spec.name} had not started"
+    else:
+        total = len(plan.kept) + len(plan.jobs)
+        kept = f"row {spec.name}: {len(plan.writer.records)} of {total} task(s) finished and kept in {plan.output}"
+    print(f"{how}: {kept}; every finished row and task is kept. Continue {change}with the same command:\n"
+          f"  {again}", file=sys.stderr)
+
+
+def _compare(specs: list[RowSpec], settings: ReproduceSettings) -> None:
+    """Print the comparison with the paper and write it under the track's folder."""
+    rows = []
+    source = ""
+    for spec in specs:
+        path = settings.result_path(spec.name)
+        header, records = load_result_file(path)
+        source = header["run_args"]["data_source"]
+        paper = compared_row(settings.track, spec.name, settings.model, spec.strategy == "puma")
+        rows.append(compare_row(spec.name, path, header, records, paper))
+    title = f"Paper vs reproduced, {track_table(settings.track)}: {settings.model} on {source} data"
+    comparison = Comparison(title, rows, comparison_notes(rows, source, settings.model, track_note(settings.track)))
+    print(render_text(comparison))
+    for path in write_tables(comparison, settings.track_dir):
+        print(f"written: {path}")
+
+
+def cli(argv: list[str] | None = None) -> None:
+    """`pwab reproduce`: `main`, then leave without the interpreter's shutdown, which after a stop
+    would wait for the model calls still in flight (as `run.py` does, see `PersonalWAB.runner.cli`)."""
+    code = main(argv)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,161 @@
+"""The paper's rows as runs: each row name (`--rows`) with the agent and memory the release
+runs it with, and the `RunConfig` of a row under the settings of one `pwab reproduce`.
+
+Everything else is the release's track scripts' setting (`scripts/run_singleturn.sh`,
+`scripts/run_multiturn.sh`): the test split, temperature 0, memory of 10 behaviours (what the
+release's `run.py` always used), seed 2024, Lucene search, and in the multi-turn track an LLM
+user (`gpt-4o-mini` unless `--user_model`) and at most 10 agent steps. ReAct and Reflection
+take the track script's memory (single-turn `last`, multi-turn `relevant`); PUMA runs as
+`scripts/run_singleturn_puma.sh` does (release recipe, task-specific memory of 768 tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
+from PersonalWAB.runner.config import RunConfig
+
+SINGLE, MULTI = "single", "multi"
+TRACK_DIRS = {SINGLE: "singleturn", MULTI: "multiturn"}
+TRACK_MEMORY = {SINGLE: "last", MULTI: "relevant"}  # the track scripts' memory
+MULTI_TURN_STEPS = 10  # scripts/run_multiturn.sh
+RELEASE_USER_MODEL = "gpt-4o-mini"  # the release's LLM user
+PUMA_MEMORY_TOKENS = 768
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    """One row of the paper's tables (named as `--rows` takes it; its paper name is in
+    `paper_results.json`): its agent, its memory (None: the track's) and its tracks."""
+
+    name: str
+    strategy: str
+    memory: str | None
+    tracks: tuple[str, ...] = (SINGLE, MULTI)
+
+    def memory_for(self, track: str) -> str:
+        return self.memory or TRACK_MEMORY[track]
+
+
+ROWS: dict[str, RowSpec] = {spec.name: spec for spec in (
+    RowSpec("none", "function_calling", "none"),
+    RowSpec("random", "function_calling", "random"),
+    RowSpec("last", "function_calling", "last"),
+    RowSpec("relevant", "function_calling", "relevant"),
+    RowSpec("react", "react", None),
+    RowSpec("reflection", "react_reflect", None, (MULTI,)),
+    RowSpec("recmind", "recmind", "recmind"),
+    RowSpec("interecagent", "function_calling", "interecagent", (MULTI,)),
+    RowSpec("puma", "puma", "taskspe"),
+)}
+
+
+@dataclass
+class ReproduceSettings:
+    """What one `pwab reproduce` was asked for (its flags)."""
+
+    model: str
+    out: Path
+    track: str = SINGLE
+    rows: tuple[str, ...] | None = None  # None: every row the given inputs allow
+    data_dir: str | None = None
+    api_base: str | None = None
+    user_model: str = RELEASE_USER_MODEL
+    user_api_base: str | None = None
+    protocol_file: str | None = None
+    puma_model_path: str | None = None
+    puma_function_file: str | None = None
+    puma_param_file: str | None = None
+    interec_memory_file: str | None = None
+    start_index: int = 0
+    end_index: int = -1
+    max_concurrency: int = 8
+    max_retries: int = 5
+    search_backend: str = "lucene"
+
+    @property
+    def track_dir(self) -> Path:
+        return self.out / TRACK_DIRS[self.track]
+
+    def result_path(self, row: str) -> Path:
+        """The row's result file: one per row and track under `--out`."""
+        return self.track_dir / f"{row}.json"
+
+    @property
+    def interec_copy(self) -> Path:
+        """The InteRecAgent memory this reproduction updates (a copy: the run rewrites it after each task)."""
+        return self.track_dir / "interecagent_memory.json"
+
+
+def missing_input(spec: RowSpec, settings: ReproduceSettings) -> str | None:
+    """What a row needs that was not given (None: it can run)."""
+    if spec.strategy == "puma" and not (settings.puma_model_path
+                                        or (settings.puma_function_file and settings.puma_param_file)):
+        return "--puma_model_path (or --puma_function_file and --puma_param_file)"
+    if spec.memory == "interecagent" and not settings.interec_memory_file:
+        return ("--interec_memory_file (create one with python scripts/tools/init_interecagent_memory.py "
+                "--data_dir DIR --out FILE --model MODEL)")
+    return None
+
+
+def select_rows(settings: ReproduceSettings) -> tuple[list[RowSpec], list[str]]:
+    """The rows to run and, when none were named, a note for each row left out for lack of an
+    input. Raises ValueError for an unknown row, a row of the other track or a named row
+    whose input is missing."""
+    of_track = [spec for spec in ROWS.values() if settings.track in spec.tracks]
+    if settings.rows is None:
+        chosen = [spec for spec in of_track if missing_input(spec, settings) is None]
+        skipped = [f"row {spec.name} left out: it needs {missing_input(spec, settings)}"
+                   for spec in of_track if spec not in chosen]
+        return chosen, skipped
+    names = [spec.name for spec in of_track]
+    for name in settings.rows:
+        if name not in names:
+            other = f" (a row of --track {MULTI} only)" if name in ROWS else ""
+            raise ValueError(f"--rows {name}: not a row of the {settings.track}-turn table{other}; "
+                             f"expected some of {','.join(names)}")
+    chosen = [spec for spec in of_track if spec.name in settings.rows]
+    for spec in chosen:
+        needed = missing_input(spec, settings)
+        if needed:
+            raise ValueError(f"row {spec.name} needs {needed}")
+    return chosen, []
+
+
+def row_config(spec: RowSpec, settings: ReproduceSettings) -> RunConfig:
+    """The run of one row: the release's settings, the result file under `--out`, and
+    `--resume_from` that file when an earlier reproduction left it (its finished tasks are kept)."""
+    output = settings.result_path(spec.name)
+    multi = settings.track == MULTI
+    puma = spec.strategy == "puma"
+    return RunConfig(
+        model=None if puma else settings.model,
+        api_base=None if puma else settings.api_base,
+        agent_strategy=spec.strategy,
+        agent_memory=spec.memory_for(settings.track),
+        memory_length=RELEASE_MEMORY_LENGTH,
+        max_steps=MULTI_TURN_STEPS if multi else -1,
+        user_mode="naive" if multi else "no",
+        user_model=settings.user_model if multi else None,
+        user_api_base=settings.user_api_base if multi else None,
+        task_split="test",
+        temperature=0.0,
+        start_index=settings.start_index,
+        end_index=settings.end_index,
+        data_dir=settings.data_dir,
+        search_backend=settings.search_backend,
+        protocol_file=settings.protocol_file,
+        max_concurrency=settings.max_concurrency,
+        max_retries=settings.max_retries,
+        output=str(output),
+        resume_from=str(output) if output.exists() else None,
+        interec_memory_file=str(settings.interec_copy) if spec.memory == "interecagent" else None,
+        puma_generate=puma and bool(settings.puma_model_path),
+        puma_model_path=settings.puma_model_path if puma else None,
+        puma_function_file=settings.puma_function_file if puma else None,
+        puma_param_file=settings.puma_param_file if puma else None,
+        puma_recipe="release",
+        mem_token_length=PUMA_MEMORY_TOKENS,
+    )
