@@ -34,6 +34,9 @@ from PUMA.prompting import (FUNCTION_NEW_TOKENS, MEMORY_TEMPLATE, PARAM_NEW_TOKE
                             puma_memory_text)
 
 SYSTEM_PROMPT = "PUMA agent: function and parameters from a fine-tuned model (or its generated files)."
+NEEDS_MODEL_PATH = "--puma_generate needs --puma_model_path (a merged model or a LoRA adapter folder)"
+NEEDS_INPUTS = ("--agent_strategy puma needs --puma_function_file and --puma_param_file, "
+                "or --puma_generate with --puma_model_path")
 
 
 def load_output_file(path: Path | str, what: str) -> dict[str, str]:
@@ -95,8 +98,7 @@ class PumaAgent(Agent):
         from PUMA.recipe import get_recipe
 
         if generator is None and not (function_file and param_file):
-            raise ValueError("--agent_strategy puma needs --puma_function_file and --puma_param_file, "
-                             "or --puma_generate with --puma_model_path")
+            raise ValueError(NEEDS_INPUTS)
         self.data = data
         self.functions = load_output_file(function_file, "function") if function_file else {}
         self.params = load_output_file(param_file, "parameter") if param_file else {}
@@ -202,7 +204,7 @@ def build(data: BenchmarkData, config: Any) -> PumaAgent:
     generator = None
     if config.puma_generate:
         if not config.puma_model_path:
-            raise ValueError("--puma_generate needs --puma_model_path (a merged model or a LoRA adapter folder)")
+            raise ValueError(NEEDS_MODEL_PATH)
         from PersonalWAB.memory.embeddings import build_behaviour_embeddings
         from PersonalWAB.protocol import load_protocol
         from PUMA.recipe import get_recipe
@@ -225,10 +227,9 @@ def check_settings(config: Any) -> str | None:
     from PUMA.recipe import check_inputs, get_recipe
 
     if config.puma_generate and not config.puma_model_path:
-        return "--puma_generate needs --puma_model_path (a merged model or a LoRA adapter folder)"
+        return NEEDS_MODEL_PATH
     if not config.puma_generate and not (config.puma_function_file and config.puma_param_file):
-        return ("--agent_strategy puma needs --puma_function_file and --puma_param_file, "
-                "or --puma_generate with --puma_model_path")
+        return NEEDS_INPUTS
     if config.puma_dtype not in DTYPES:
         return f"--puma_dtype {config.puma_dtype}: expected one of {', '.join(DTYPES)}"
     try:

@@ -98,6 +98,15 @@ def load_litellm() -> Any:
     return _litellm
 
 
+def price_listed(route: str) -> bool:
+    """Whether litellm's price table has token prices for this (routed) model."""
+    try:
+        info = load_litellm().get_model_info(model=route)
+    except Exception:
+        return False
+    return info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None
+
+
 def route_model(model: str, api_base: str | None) -> str:
     """The litellm model string: unprefixed names behind an api_base go the OpenAI-compatible way."""
     if not api_base:
@@ -318,7 +327,7 @@ class LLMClient:
             if key is None and self.api_base and not self._env_has_key(route):
                 key = PLACEHOLDER_KEY
             self._call_key = key
-            self._price_known = self._listed(route)
+            self._price_known = price_listed(route)
             self._route = route
 
     def _env_has_key(self, route: str) -> bool:
@@ -362,15 +371,6 @@ class LLMClient:
         except Exception:
             return 0.0, 0.0, False
         return float(prompt_usd), float(completion_usd), True
-
-    @staticmethod
-    def _listed(route: str) -> bool:
-        """Whether litellm's price table has token prices for this model."""
-        try:
-            info = load_litellm().get_model_info(model=route)
-        except Exception:
-            return False
-        return info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None
 
     def _error(self, exc: Exception, attempts: int, fatal: bool = False) -> LLMError:
         status = status_of(exc)

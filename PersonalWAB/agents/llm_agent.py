@@ -45,10 +45,10 @@ def memory_settings(data: BenchmarkData, config: Any) -> MemorySettings:
 
     store = None
     if config.agent_memory == "interecagent":
+        from PersonalWAB.memory.interec import NEEDS_STORE, InterecMemoryStore
+
         if not config.interec_memory_file:
-            raise ValueError("--agent_memory interecagent needs --interec_memory_file (create one with "
-                             "scripts/tools/init_interecagent_memory.py)")
-        from PersonalWAB.memory.interec import InterecMemoryStore
+            raise ValueError(NEEDS_STORE)
 
         store = InterecMemoryStore(config.interec_memory_file)
     function_file = load_function_file(config.puma_function_file) if config.puma_function_file else None

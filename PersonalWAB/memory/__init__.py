@@ -74,8 +74,8 @@ def run_random_memory(data: BenchmarkData, config: Any) -> ReleaseRandomMemory |
     if config.agent_memory != "random":
         return None
     tasks = data.split(config.task_split)
-    end = len(tasks) if config.end_index == -1 else min(config.end_index, len(tasks))
-    order = [(trial, index) for trial in range(config.num_trials) for index in range(config.start_index, end)]
+    order = [(trial, index) for trial in range(config.num_trials)
+             for index in range(config.start_index, config.task_end(len(tasks)))]
     return ReleaseRandomMemory(data, tasks, order, config.memory_length, config.seed)
 
 

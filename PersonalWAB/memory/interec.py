@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.errors import DataError
 
+NEEDS_STORE = ("--agent_memory interecagent needs --interec_memory_file (create one with "
+               "scripts/tools/init_interecagent_memory.py)")
+
 if TYPE_CHECKING:
     from PersonalWAB.llm import LLMClient
     from PersonalWAB.protocol import Protocol

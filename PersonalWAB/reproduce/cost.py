@@ -34,7 +34,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from PersonalWAB.llm import LLMReply, load_litellm, route_model
+from PersonalWAB.llm import LLMReply, load_litellm, price_listed, route_model
 from PersonalWAB.progress import log_line
 from PersonalWAB.reproduce.paper import paper_row
 from PersonalWAB.reproduce.rows import MULTI, RowSpec, ReproduceSettings
@@ -61,14 +61,9 @@ class Pricer:
     """A model's price per call from litellm's bundled table; `known` False when it lists none."""
 
     def __init__(self, model: str, api_base: str | None):
-        litellm = load_litellm()
         self.model = model
         self.route = route_model(model, api_base)
-        try:
-            info = litellm.get_model_info(model=self.route)
-        except Exception:
-            info = {}
-        self.known = info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None
+        self.known = price_listed(self.route)
 
     def tokens(self, messages: list[dict[str, Any]] | None = None, text: str | None = None,
                tools: list[dict[str, Any]] | None = None) -> int:

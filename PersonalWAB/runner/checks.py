@@ -92,8 +92,9 @@ def _check_agent(c: RunConfig) -> str | None:
         if problem:
             return problem
     if c.agent_memory == "interecagent" and not c.interec_memory_file:
-        return ("--agent_memory interecagent needs --interec_memory_file (create one with "
-                "scripts/tools/init_interecagent_memory.py)")
+        from PersonalWAB.memory.interec import NEEDS_STORE
+
+        return NEEDS_STORE
     return None
 
 

@@ -94,6 +94,10 @@ class RunConfig:
     leak_guard: bool = setting(False, "mask the target ASIN and copied review spans in user messages (a departure "
                                       "from the release)")
 
+    def task_end(self, split_size: int) -> int:
+        """The task index the run stops before, in a split of `split_size` tasks."""
+        return split_size if self.end_index == -1 else min(self.end_index, split_size)
+
 
 def is_switch(item: Field[Any]) -> bool:
     """Whether a RunConfig field is a plain `--name` switch (a bool given by its presence)."""

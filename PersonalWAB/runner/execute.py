@@ -90,7 +90,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     for warning in data.warnings:
         log(f"warning: {warning}")
     tasks = data.split(config.task_split)
-    end = len(tasks) if config.end_index == -1 else min(config.end_index, len(tasks))
+    end = config.task_end(len(tasks))
     if config.start_index >= end:
         raise SettingsError(f"--start_index {config.start_index}: the {config.task_split} split has only "
                             f"{len(tasks)} tasks")
