@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
-from PersonalWAB.leaderboard.summarize import TABLE_CSS
+from PersonalWAB.leaderboard.summarize import TABLE_CSS, md_cell
 from PersonalWAB.metrics import bootstrap_interval, compute_statistics, count_errors, record_steps, task_score
 from PersonalWAB.reproduce.paper import PaperRow, paper_source
 from PersonalWAB.results import custom_reasons
@@ -165,18 +165,14 @@ def render_text(comparison: Comparison) -> str:
     return "\n".join(lines + [f"note: {note}" for note in comparison.notes])
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(comparison: Comparison) -> str:
     """The table in Markdown, notes first."""
     heads = ["row", "type", *_header_cells()]
-    lines = [f"## {_md(comparison.title)}", "", *[f"- {_md(note)}" for note in comparison.notes], "",
+    lines = [f"## {md_cell(comparison.title)}", "", *[f"- {md_cell(note)}" for note in comparison.notes], "",
              "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for row in comparison.rows:
         for label, group, texts in _rows_of(row):
-            lines.append("| " + " | ".join(_md(t) for t in [label, group, *texts]) + " |")
+            lines.append("| " + " | ".join(md_cell(t) for t in [label, group, *texts]) + " |")
     return "\n".join(lines) + "\n"
 
 
