@@ -7,6 +7,11 @@ here starts the JVM before a search (`run.py` with the Lucene backend starts it 
 background while the data loads, since almost every run searches). The protocol renders the products a
 search index holds; an index rendered by other texts is refused with the command
 that rebuilds it.
+
+A failure of an engine itself (an unreadable index, checkpoint or item map, a JVM
+exception) raises `EngineError`, which the environment does not show the agent: the task
+is recorded as errored. `Engines.check` opens and probes the engines a run needs before
+its first task, so a broken artefact stops the run at once, named with its rebuild command.
 """
 
 from __future__ import annotations
@@ -19,9 +24,45 @@ from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.engines.search import BACKENDS, SearchEngine, open_search_engine
 from PersonalWAB.engines.search.common import contents_fingerprint
 from PersonalWAB.engines.text_embedding import TextEmbedder, shared_embedder
-from PersonalWAB.errors import DataError
+from PersonalWAB.errors import DataError, EngineError, ToolArgumentError
 from PersonalWAB.paths import OFFICIAL_INDEX_DIR
 from PersonalWAB.protocol import Protocol, load_protocol
+
+
+class GuardedSearch:
+    """A search engine whose own failures raise `EngineError`; the agent's bad arguments
+    (`ToolArgumentError`) reach the agent as they are."""
+
+    def __init__(self, engine: SearchEngine, index_dir: Path):
+        self.engine = engine
+        self.index_dir = index_dir
+
+    def _call(self, method: Any, *args: Any) -> Any:
+        try:
+            return method(*args)
+        except ToolArgumentError:
+            raise
+        except Exception as exc:
+            raise EngineError(f"the {self.engine.name} search engine over {self.index_dir} failed: "
+                              f"{type(exc).__name__}: {exc}") from exc
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    def search(self, query: str, k: int = 10) -> list[str]:
+        return self._call(self.engine.search, query, k)
+
+    def batch_search(self, queries: list[str], k: int = 10) -> list[list[str]]:
+        return self._call(self.engine.batch_search, queries, k)
+
+    def contents(self, docids: list[str]) -> list[str]:
+        return self._call(self.engine.contents, docids)
+
+
+def rebuild_hint(data_dir: Path) -> str:
+    """How to rebuild a data directory's recommender."""
+    return f"remove it and run `python -m PersonalWAB.build --data_dir {data_dir}` (or fetch the official one)"
 
 
 class Engines:
@@ -44,21 +85,28 @@ class Engines:
         self._lock = threading.Lock()
 
     @property
-    def search(self) -> SearchEngine:
+    def search(self) -> GuardedSearch:
         if self._search is None:
             with self._lock:
                 if self._search is None:
-                    official = self.search_index.resolve() == OFFICIAL_INDEX_DIR.resolve()
-                    if not official and contents_fingerprint(self.search_index) != self.protocol.contents_fingerprint:
-                        raise DataError(
-                            f"{self.search_index}: built from other product texts than the {self.protocol.name} "
-                            f"protocol's; rebuild it with `python -m PersonalWAB.build --data_dir "
-                            f"{self.data.data_dir} --search_backend {self.search_backend}` (with the same "
-                            "--protocol_file)")
-                    self._search = open_search_engine(
-                        self.search_backend, self.search_index,
-                        lambda asin: self.protocol.product_block(self.data.products[asin]))
+                    try:
+                        self._search = GuardedSearch(self._open_search(), self.search_index)
+                    except Exception as exc:
+                        raise EngineError(str(exc) if isinstance(exc, DataError) else
+                                          f"{self.search_index}: cannot open the {self.search_backend} index "
+                                          f"({type(exc).__name__}: {exc})") from exc
         return self._search
+
+    def _open_search(self) -> SearchEngine:
+        official = self.search_index.resolve() == OFFICIAL_INDEX_DIR.resolve()
+        if not official and contents_fingerprint(self.search_index) != self.protocol.contents_fingerprint:
+            raise DataError(
+                f"{self.search_index}: built from other product texts than the {self.protocol.name} "
+                f"protocol's; rebuild it with `python -m PersonalWAB.build --data_dir "
+                f"{self.data.data_dir} --search_backend {self.search_backend}` (with the same "
+                "--protocol_file)")
+        return open_search_engine(self.search_backend, self.search_index,
+                                  lambda asin: self.protocol.product_block(self.data.products[asin]))
 
     @property
     def recommender(self) -> Any:
@@ -67,8 +115,27 @@ class Engines:
                 if self._recommender is None:
                     from PersonalWAB.engines.recommender.engine import SASRecRecommender
 
-                    self._recommender = SASRecRecommender(self.checkpoint, self.item_map)
+                    try:
+                        self._recommender = SASRecRecommender(self.checkpoint, self.item_map)
+                    except DataError as exc:
+                        raise EngineError(f"{exc}; {rebuild_hint(self.data.data_dir)}") from exc
         return self._recommender
+
+    def check(self, search: bool, recommender: bool) -> None:
+        """Open and probe the engines a run needs, before its first task: a broken artefact
+        raises `DataError` naming it (and how to rebuild it), instead of failing every task."""
+        try:
+            if search:
+                hits = self.search.search(self._probe_query(), 1)
+                self.search.contents(hits)
+            if recommender:
+                self.recommender.recommend(self.recommender.candidate_asins[:1], 1)
+        except EngineError as exc:
+            raise DataError(f"a benchmark artefact is broken: {exc}") from None
+
+    def _probe_query(self) -> str:
+        product = next(iter(self.data.products.values()), {})
+        return str(product.get("title") or "product")
 
 
 _SHARED: dict[tuple[Path, str, str], Engines] = {}

@@ -143,6 +143,7 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float
         shared_behaviour_embeddings(data, protocol).prepare_users(
             users, [tasks[tid]["task"] for _, tid in plan.jobs], log=log)
     engines = shared_engines(data, config.search_backend, protocol)
+    engines.check(search="search" in kinds, recommender="recommend" in kinds)
     cache_review_embeddings(data, [tasks[tid] for _, tid in plan.jobs])
     agent = build_agent(data, config)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from PersonalWAB.data.loader import LFS_POINTER_PREFIX, read_json
-from PersonalWAB.errors import DataError
+from PersonalWAB.errors import DataError, EngineError
 
 if TYPE_CHECKING:
     import torch
@@ -167,7 +167,10 @@ class SASRecRecommender:
         k = min(k, len(self._candidate_asins))
         for start in range(0, len(scored), ROWS_PER_PASS):
             chunk = scored[start : start + ROWS_PER_PASS]
-            top = torch.topk(self._score_rows([rows[i] for i in chunk]), k, dim=1).indices.tolist()
+            try:
+                top = torch.topk(self._score_rows([rows[i] for i in chunk]), k, dim=1).indices.tolist()
+            except Exception as exc:  # the model's failure, not the caller's: the sequences are read above
+                raise EngineError(f"the SASRec recommender failed: {type(exc).__name__}: {exc}") from exc
             for i, columns in zip(chunk, top):
                 results[i] = [self._candidate_asins[c] for c in columns]
         return results

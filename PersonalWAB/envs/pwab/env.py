@@ -4,7 +4,9 @@ release's rules.
 - Every call of search / recommend / review is an attempt, scored and recorded; the
   agent sees `str()` of what the function returned (a list of result texts, a review
   dict, ...). A function that raises answers `Error: <message>` and, for an action
-  function, scores (0, 0). An unknown name answers `Unknown action <name>`.
+  function, scores (0, 0). An unknown name answers `Unknown action <name>`. A failure of
+  the engines themselves (`EngineError`) is not the agent's: it ends the episode with an
+  error, so the task is recorded as errored and run again on resume.
 - Single-turn (`max_steps == -1`): the episode ends at the first action function, at
   `stop`, or at a message to the user (answered with the no-user reply and scored
   (0, 0)).
@@ -24,6 +26,7 @@ from PersonalWAB.engines.shared import Engines
 from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS, ToolContext
 from PersonalWAB.envs.pwab.scoring import score_attempt
 from PersonalWAB.envs.users.base import UserSimulator
+from PersonalWAB.errors import EngineError
 from PersonalWAB.protocol import Protocol, load_protocol
 from PersonalWAB.types import RESPOND, STOP, Action, Attempt
 
@@ -125,6 +128,8 @@ class PWABEnv:
             try:
                 value = function(self.context, action.arguments)
                 observation = str(value)
+            except EngineError:
+                raise
             except Exception as exc:  # the release shows the agent any function error and goes on
                 failed, observation = True, self.protocol.error(exc)
         if not function.ends_task:
