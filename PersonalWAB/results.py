@@ -54,8 +54,9 @@ RESUME_KEYS = (
     "agent_strategy", "model", "temperature", "agent_memory", "memory_length", "seed",
     "max_steps", "user_mode", "user_model", "search_backend",
     "puma_function_file", "puma_param_file", "puma_generate", "puma_model_path", "mem_token_length",
-    "puma_recipe", "puma_dtype", "protocol",
+    "puma_recipe", "puma_dtype", "protocol", "protocol_texts_digest",
 )
+TEXTS_KEYS = ("protocol", "protocol_texts_digest")  # compared together: one message names both runs' texts
 
 
 def task_summary(task: dict[str, Any]) -> dict[str, Any]:
@@ -187,38 +188,36 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:20] + "..."
 
 
-def _texts_label(record: Any) -> str:
-    """A protocol record's texts as a person tells them apart: name and digest."""
-    if not isinstance(record, dict):
-        return _shown(record)
-    digest = record.get("texts_digest")
-    return f"{record.get('texts')} (texts digest {digest})" if digest else str(record.get("texts"))
+def _texts_of(run_args: dict[str, Any]) -> tuple[Any, Any]:
+    """The texts a run used: the protocol record's name and the digest of every text (None where
+    the file records none: files written before the digest was recorded lack it)."""
+    record = run_args.get("protocol")
+    return (record.get("texts") if isinstance(record, dict) else record), run_args.get("protocol_texts_digest")
 
 
-def _protocol_mismatches(previous: Any, current: Any) -> list[str]:
-    """The protocol records' differences, compared on the fields both have (files written
-    before the texts digest was recorded lack it)."""
-    if not isinstance(previous, dict) or not isinstance(current, dict):
-        return [] if previous == current else [f"protocol: {_shown(previous)} in the file, {_shown(current)} now"]
-    shared = [key for key in previous if key in current and key != "standard"]
-    if all(previous[key] == current[key] for key in shared):
+def _texts_mismatch(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """`protocol: <texts> in the file, <texts> now` when the runs used other texts, by name or by
+    digest (each compared when both runs recorded it)."""
+    (old_name, old_digest), (new_name, new_digest) = _texts_of(previous), _texts_of(current)
+    names_differ = "protocol" in previous and "protocol" in current and old_name != new_name
+    digests_differ = None not in (old_digest, new_digest) and old_digest != new_digest
+    if not (names_differ or digests_differ):
         return []
-    if any(previous.get(key) != current.get(key) for key in ("texts", "texts_digest") if key in shared):
-        return [f"protocol texts: {_texts_label(previous)} in the file, {_texts_label(current)} now"]
-    return [f"protocol departures: {previous.get('departures')} in the file, {current.get('departures')} now"]
+
+    def label(name: Any, digest: Any) -> str:
+        return _shown(name) + (f" (texts digest {digest})" if digest else "")
+
+    return [f"protocol: {label(old_name, old_digest)} in the file, {label(new_name, new_digest)} now"]
 
 
 def resume_mismatches(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """`key: file value in the file, this run's value now` for every RESUME_KEYS setting that differs."""
-    found = []
-    for key in RESUME_KEYS:
-        if key not in previous or key not in current:
-            continue
-        if key == "protocol":
-            found += _protocol_mismatches(previous[key], current[key])
-        elif previous[key] != current[key]:
-            found.append(f"{key}: {_shown(previous[key])} in the file, {_shown(current[key])} now")
-    return found
+    """`key: file value in the file, this run's value now` for every RESUME_KEYS setting that differs
+    (the texts, when they differ, in one entry naming both)."""
+    texts = _texts_mismatch(previous, current)
+    found = [f"{key}: {_shown(previous[key])} in the file, {_shown(current[key])} now" for key in RESUME_KEYS
+             if key in previous and key in current and previous[key] != current[key]
+             and not (texts and key in TEXTS_KEYS)]
+    return texts + found
 
 
 def _is_score(value: Any) -> bool:

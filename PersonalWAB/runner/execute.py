@@ -99,7 +99,8 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
         random.Random(config.seed).shuffle(task_ids)
     run_args = {**asdict(config), "data_dir": str(data.data_dir), "data_source": data.source,
                 "data_fingerprint": data.fingerprint, "project_version": __version__,
-                "protocol": protocol_record(protocol, config), "embedding_backend": embedding_backend}
+                "protocol": protocol_record(protocol, config), "protocol_texts_digest": protocol.texts_digest,
+                "embedding_backend": embedding_backend}
     if config.user_mode == "offline":
         run_args["user_simulator_note"] = OFFLINE_USER_NOTE
     kept, jobs = kept_and_left(config, run_args, tasks, task_ids, log)
