@@ -380,6 +380,22 @@ def _type_mix(counts: Mapping[str, int]) -> dict[str, int]:
     return {kind: counts.get(kind, 0) for kind in schema.TASK_TYPES}
 
 
+def count_summary(data: Any) -> dict[str, Any]:
+    """The counts of a loaded data folder that the paper publishes."""
+    return {
+        "users": len(data.profiles),
+        "train": len(data.tasks["train"]),
+        "test": len(data.tasks["test"]),
+        "test_types": _type_mix(Counter(task["type"] for task in data.tasks["test"])),
+    }
+
+
+def matches_published_counts(data: Any, expected: OfficialCounts = PUBLISHED_COUNTS) -> bool:
+    """Whether a loaded data folder has the release's published users and instructions (no
+    digest of the release's files is published, so these counts are what identifies it)."""
+    return not _count_problems(count_summary(data), expected, data.data_dir)
+
+
 def _count_problems(summary: Mapping[str, Any], expected: OfficialCounts, dest: Path) -> list[str]:
     problems = []
     if summary["users"] != expected.users:
@@ -420,12 +436,9 @@ def verify_official(
         "dest": str(dest),
         "product_parts": parts["all_products"],
         "history_parts": parts["user_history"],
-        "users": len(data.profiles),
+        **count_summary(data),
         "behaviours": sum(len(b) for b in data.histories.values()),
         "products": len(data.products),
-        "train": len(data.tasks["train"]),
-        "test": len(data.tasks["test"]),
-        "test_types": _type_mix(Counter(task["type"] for task in data.tasks["test"])),
         "warnings": list(data.warnings),
     }
     problems = _count_problems(summary, expected, dest)
