@@ -319,10 +319,11 @@ def numbered(path: Path, number: int) -> Path:
 
 class CheckpointWriteError(RuntimeError):
     """A result file could not be written (a full disk, a folder gone read-only); the file keeps
-    its last whole version, which holds `saved` records."""
+    its last whole version, which holds `saved` records (None: nothing was written)."""
 
-    def __init__(self, path: Path, error: OSError, saved: int):
-        kept = f"it keeps its last whole checkpoint ({saved} finished task(s))" if saved else "nothing was written"
+    def __init__(self, path: Path, error: OSError, saved: int | None):
+        kept = ("nothing was written" if saved is None else
+                f"it keeps its last whole checkpoint ({saved} finished task(s))")
         super().__init__(f"cannot write {path} ({error.strerror or error}); {kept}")
         self.saved = saved
 
@@ -332,7 +333,7 @@ class ResultWriter:
 
     Checkpoints are throttled (at most one rewrite per `flush_interval_s`) so a
     long run does not spend its time rewriting the file after every task. `saved` counts
-    the records the file on disk holds.
+    the records the file on disk holds (None before the first write).
     """
 
     def __init__(self, path: Path, run_args: dict[str, Any], records: list[dict[str, Any]] | None = None,
@@ -341,7 +342,7 @@ class ResultWriter:
         self.run_args = run_args
         self.records: list[dict[str, Any]] = list(records or [])
         self.flush_interval_s = flush_interval_s
-        self.saved = 0
+        self.saved: int | None = None
         self.write_error: CheckpointWriteError | None = None  # the failed write of `save_before_stop`
         self._lock = threading.Lock()
         self._last_flush = 0.0

@@ -390,10 +390,10 @@ def count_summary(data: Any) -> dict[str, Any]:
     }
 
 
-def matches_published_counts(data: Any, expected: OfficialCounts = PUBLISHED_COUNTS) -> bool:
+def matches_published_counts(data: Any, expected: OfficialCounts | None = None) -> bool:
     """Whether a loaded data folder has the release's published users and instructions (no
     digest of the release's files is published, so these counts are what identifies it)."""
-    return not _count_problems(count_summary(data), expected, data.data_dir)
+    return not _count_problems(count_summary(data), expected or PUBLISHED_COUNTS, data.data_dir)
 
 
 def _count_problems(summary: Mapping[str, Any], expected: OfficialCounts, dest: Path) -> list[str]:

@@ -119,8 +119,8 @@ def _report_stop(plan: RunPlan, how: str) -> None:
         return
     if writer.write_error is not None:
         print(f"error: {writer.write_error}", file=sys.stderr)
-    done, total = len(writer.records), len(plan.kept) + len(plan.jobs)
-    kept = (f"finished and kept in {plan.output}" if writer.saved >= done else
-            f"finished, {writer.saved} of them kept in {plan.output} (the others run again)")
+    done, total, saved = len(writer.records), len(plan.kept) + len(plan.jobs), writer.saved or 0
+    kept = (f"finished and kept in {plan.output}" if saved >= done else
+            f"finished, {saved} of them kept in {plan.output} (the others run again)")
     print(f"{how}: {done} of {total} task(s) {kept}; finish the run with:\n"
           f"  {resume_command(plan.config, plan.output)}", file=sys.stderr)
