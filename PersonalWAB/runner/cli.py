@@ -51,8 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         _report_stop(plan, "interrupted")
         return EXIT_INTERRUPTED
     except CheckpointWriteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        _report_stop(plan, "stopped")
+        _report_stop(plan, "stopped", exc)
         return EXIT_FATAL
     except FatalError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -111,14 +110,16 @@ def sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _report_stop(plan: RunPlan, how: str) -> None:
-    """Say what a stopped run kept and the command that finishes it."""
+def _report_stop(plan: RunPlan, how: str, write_error: CheckpointWriteError | None = None) -> None:
+    """Say what a stopped run kept and the command that finishes it; first the write that failed
+    (`write_error`, or the writer's own while it saved the finished tasks), once."""
     writer = plan.writer
+    failures = [str(error) for error in (write_error, writer and writer.write_error) if error is not None]
+    for failure in dict.fromkeys(failures):
+        print(f"error: {failure}", file=sys.stderr)
     if writer is None:
         print(f"{how} before any task ran; no result file was written", file=sys.stderr)
         return
-    if writer.write_error is not None:
-        print(f"error: {writer.write_error}", file=sys.stderr)
     done, total, saved = len(writer.records), len(plan.kept) + len(plan.jobs), writer.saved or 0
     kept = (f"finished and kept in {plan.output}" if saved >= done else
             f"finished, {saved} of them kept in {plan.output} (the others run again)")
