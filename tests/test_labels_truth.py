@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import PersonalWAB.protocol.pack as pack_module
-from PersonalWAB.data import download
+from PersonalWAB.data import published
 from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.errors import DataError
 from PersonalWAB.leaderboard.validate import validate_file
@@ -134,10 +134,10 @@ def test_data_without_a_manifest_is_custom_unless_it_has_the_published_counts(un
     data = load_benchmark_data(unmarked_copy)
     assert data.synthetic_manifest is None
     assert data.source == "custom" and not data.is_official
-    counts = download.count_summary(data)
-    fitting = download.OfficialCounts(users=counts["users"], train=counts["train"], test=counts["test"],
+    counts = published.count_summary(data)
+    fitting = published.OfficialCounts(users=counts["users"], train=counts["train"], test=counts["test"],
                                       test_types=counts["test_types"])
-    monkeypatch.setattr(download, "PUBLISHED_COUNTS", fitting)
+    monkeypatch.setattr(published, "PUBLISHED_COUNTS", fitting)
     assert data.source == "official" and data.is_official
 
 

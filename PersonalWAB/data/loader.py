@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.data import schema
+from PersonalWAB.data.published import matches_published_counts
 from PersonalWAB.errors import DataError
 from PersonalWAB.gc_pause import gc_paused
 from PersonalWAB.paths import CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, ArtifactPaths
@@ -113,8 +114,6 @@ class BenchmarkData:
     def is_official(self) -> bool:
         """The release's files: no manifest of this project's and the published counts of users and
         instructions (not merely files without a manifest)."""
-        from PersonalWAB.data.download import matches_published_counts  # download imports this module
-
         return self.synthetic_manifest is None and self.construction_manifest is None \
             and matches_published_counts(self)
 
