@@ -407,7 +407,8 @@ class ResultWriter:
             except DataError:
                 if not unique:
                     raise
-                number += 1  # a derived name another run holds
+                self._drop_lock(candidate)
+                number += 1  # a derived name another run holds, or no regular file
 
     def _write(self, path: Path, content: list[Any], exclusive: bool = False) -> None:
         """Write the file whole; on a failure it keeps its last whole version (CheckpointWriteError)."""
