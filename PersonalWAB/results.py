@@ -10,8 +10,15 @@ belongs to. Files of older versions (and of the original release) hold the recor
 they still load and resume, with only their tasks checked.
 
 `--resume_from` keeps a file's finished records only when the file belongs to
-the run being resumed: the settings in `RESUME_KEYS` must be equal and every
-record must be the task it claims to be.
+the run being resumed: the settings in `RESUME_KEYS` must be equal (the protocol's
+texts by their digest) and every record must be the task it claims to be. A record
+whose scores are not lists of equal length of finite numbers in [0, 1], or whose cost
+is not a finite number, is left out with a note (its task runs again). A file of
+records without the run's settings is refused unless `allow_headerless`.
+
+A running `ResultWriter` holds `RunLock`s on its file and on the file being resumed, so
+two live runs never share one; a write that fails (a full disk) leaves the file's last
+whole checkpoint and raises `CheckpointWriteError`.
 
 The numbers of the header are computed by `PersonalWAB.metrics` from the records.
 """
@@ -19,6 +26,7 @@ The numbers of the header are computed by `PersonalWAB.metrics` from the records
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -31,7 +39,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.gc_pause import gc_paused
 from PersonalWAB.metrics import compute_statistics, is_errored, record_cost, record_user_cost, trial_statistics
 from PersonalWAB.protocol.spec import RELEASE_SHORT
-from PersonalWAB.scratch import atomic_write_text
+from PersonalWAB.scratch import RunLock, atomic_write_text
 
 HEADER_KEYS = ("run_args", "total cost", "results")
 RECORD_KEYS = ("task_id", "action_acc", "res_acc", "info", "traj", "trial")
@@ -46,8 +54,9 @@ RESUME_KEYS = (
     "agent_strategy", "model", "temperature", "agent_memory", "memory_length", "seed",
     "max_steps", "user_mode", "user_model", "search_backend",
     "puma_function_file", "puma_param_file", "puma_generate", "puma_model_path", "mem_token_length",
-    "puma_recipe", "puma_dtype", "protocol",
+    "puma_recipe", "puma_dtype", "protocol", "protocol_texts_digest",
 )
+TEXTS_KEYS = ("protocol", "protocol_texts_digest")  # compared together: one message names both runs' texts
 
 
 def task_summary(task: dict[str, Any]) -> dict[str, Any]:
@@ -179,24 +188,80 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:20] + "..."
 
 
+def _texts_of(run_args: dict[str, Any]) -> tuple[Any, Any]:
+    """The texts a run used: the protocol record's name and the digest of every text (None where
+    the file records none: files written before the digest was recorded lack it)."""
+    record = run_args.get("protocol")
+    return (record.get("texts") if isinstance(record, dict) else record), run_args.get("protocol_texts_digest")
+
+
+def _texts_mismatch(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """`protocol: <texts> in the file, <texts> now` when the runs used other texts, by name or by
+    digest (each compared when both runs recorded it)."""
+    (old_name, old_digest), (new_name, new_digest) = _texts_of(previous), _texts_of(current)
+    names_differ = "protocol" in previous and "protocol" in current and old_name != new_name
+    digests_differ = None not in (old_digest, new_digest) and old_digest != new_digest
+    if not (names_differ or digests_differ):
+        return []
+
+    def label(name: Any, digest: Any) -> str:
+        return _shown(name) + (f" (texts digest {digest})" if digest else "")
+
+    return [f"protocol: {label(old_name, old_digest)} in the file, {label(new_name, new_digest)} now"]
+
+
 def resume_mismatches(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """`key: file value in the file, this run's value now` for every RESUME_KEYS setting that differs."""
-    return [f"{key}: {_shown(previous[key])} in the file, {_shown(current[key])} now" for key in RESUME_KEYS
-            if key in previous and key in current and previous[key] != current[key]]
+    """`key: file value in the file, this run's value now` for every RESUME_KEYS setting that differs
+    (the texts, when they differ, in one entry naming both)."""
+    texts = _texts_mismatch(previous, current)
+    found = [f"{key}: {_shown(previous[key])} in the file, {_shown(current[key])} now" for key in RESUME_KEYS
+             if key in previous and key in current and previous[key] != current[key]
+             and not (texts and key in TEXTS_KEYS)]
+    return texts + found
+
+
+def _is_score(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and 0 <= value <= 1
+
+
+def record_problem(record: dict[str, Any]) -> str | None:
+    """What makes a task record's numbers unusable (None when they are fine): scores that are
+    not one finite value in [0, 1] per attempt in both lists, or a cost that is no finite number."""
+    action_acc, res_acc = record["action_acc"], record["res_acc"]
+    if not isinstance(action_acc, list) or not isinstance(res_acc, list):
+        return "action_acc and res_acc are not lists"
+    if len(action_acc) != len(res_acc):
+        return f"action_acc has {len(action_acc)} values, res_acc {len(res_acc)}"
+    bad = next((f"{name} {value!r}" for name, values in (("action_acc", action_acc), ("res_acc", res_acc))
+                for value in values if not _is_score(value)), None)
+    if bad:
+        return f"{bad} is not a number in [0, 1]"
+    try:
+        costs = (record_cost(record), record_user_cost(record))
+    except (TypeError, ValueError, AttributeError):
+        return "its cost is not a number"
+    return None if all(math.isfinite(cost) for cost in costs) else "its cost is not a finite number"
 
 
 def resumable_records(path: Path | str, run_args: dict[str, Any], tasks: list[dict[str, Any]],
-                      task_ids: set[int], num_trials: int) -> tuple[list[dict[str, Any]], list[str]]:
+                      task_ids: set[int], num_trials: int,
+                      allow_headerless: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     """The finished records of `path` that this run keeps, and notes for the log.
 
     Raises DataError (naming the differing settings or the first foreign record) when the
-    file belongs to another run; nothing is written either way. Errored records are left
-    out (their tasks run again); a task recorded twice is kept once.
+    file belongs to another run, or records no run settings and `allow_headerless` is
+    False; nothing is written either way. Errored records and records with unusable numbers
+    are left out (their tasks run again); a task recorded twice is kept once.
     """
     path = Path(path)
     parsed = read_run_file(path)
     notes: list[str] = []
     if parsed.header is None and parsed.checkpoint is None:
+        if not allow_headerless:
+            raise DataError(f"{path}: task records without the run's settings (an older format, or not a file of "
+                            "this run), so resume cannot check that it belongs to this run; pass "
+                            "--resume_headerless to keep its records anyway (each is still checked against its task)")
         notes.append(f"{path} records no run settings (an older format): only its tasks were checked")
     else:
         differing = resume_mismatches(parsed.run_args, run_args)
@@ -218,6 +283,10 @@ def resumable_records(path: Path | str, run_args: dict[str, Any], tasks: list[di
                 task_summary(tasks[task_id]):
             raise DataError(f"{where} is not that task of this split (the data or split differs)")
         if is_errored(record):
+            continue
+        problem = record_problem(record)
+        if problem:
+            notes.append(f"{where} not kept ({problem}); the task runs again")
             continue
         if (trial, task_id) in kept:
             duplicates += 1
@@ -248,11 +317,23 @@ def numbered(path: Path, number: int) -> Path:
     return path.with_name(f"{path.stem}-{number}{path.suffix}")
 
 
+class CheckpointWriteError(RuntimeError):
+    """A result file could not be written (a full disk, a folder gone read-only); the file keeps
+    its last whole version, which holds `saved` records (None: nothing was written)."""
+
+    def __init__(self, path: Path, error: OSError, saved: int | None):
+        kept = ("nothing was written" if saved is None else
+                f"it keeps its last whole checkpoint ({saved} finished task(s))")
+        super().__init__(f"cannot write {path} ({error.strerror or error}); {kept}")
+        self.saved = saved
+
+
 class ResultWriter:
     """Collects task records and checkpoints them to disk.
 
     Checkpoints are throttled (at most one rewrite per `flush_interval_s`) so a
-    long run does not spend its time rewriting the file after every task.
+    long run does not spend its time rewriting the file after every task. `saved` counts
+    the records the file on disk holds (None before the first write).
     """
 
     def __init__(self, path: Path, run_args: dict[str, Any], records: list[dict[str, Any]] | None = None,
@@ -261,9 +342,33 @@ class ResultWriter:
         self.run_args = run_args
         self.records: list[dict[str, Any]] = list(records or [])
         self.flush_interval_s = flush_interval_s
+        self.saved: int | None = None
+        self.write_error: CheckpointWriteError | None = None  # the failed write of `save_before_stop`
         self._lock = threading.Lock()
         self._last_flush = 0.0
         self._pause = flush_interval_s
+        self._file_locks: dict[Path, RunLock] = {}
+
+    def hold(self, *paths: Path | str) -> None:
+        """Lock `paths` (the result file when its name is given, the file being resumed) until
+        `release`; DataError naming the other run's pid when one holds any of them."""
+        for path in paths:
+            key = Path(path).resolve()
+            if key not in self._file_locks:
+                lock = RunLock(key)
+                lock.acquire()
+                self._file_locks[key] = lock
+
+    def _drop_lock(self, path: Path) -> None:
+        lock = self._file_locks.pop(path.resolve(), None)
+        if lock is not None:
+            lock.release()
+
+    def release(self) -> None:
+        """Drop every lock this writer holds (the run is over)."""
+        for lock in self._file_locks.values():
+            lock.release()
+        self._file_locks.clear()
 
     def start(self, unique: bool = False, replace: bool = False) -> Path:
         """Claim the file and write the first checkpoint; returns the path used.
@@ -271,10 +376,11 @@ class ResultWriter:
         `replace`: write over an existing file (--overwrite, or resuming in place).
         Otherwise the file is created only if absent (atomically, so two runs never
         share one): with `unique` the next free `name-N.json` is taken instead, else an
-        existing file is refused.
+        existing file is refused. The file is locked (`hold`) from here until `release`.
         """
         with self._lock:
             if replace:
+                self.hold(self.path)
                 self._flush_locked()
             else:
                 self.path = self._claim(unique)
@@ -287,13 +393,32 @@ class ResultWriter:
         while True:
             candidate = self.path if number == 1 else numbered(self.path, number)
             try:
-                _atomic_write_json(candidate, self._checkpoint(), exclusive=True)
+                if candidate.exists():  # the plainer reason first, even when its run still holds it
+                    raise FileExistsError(candidate)
+                self.hold(candidate)
+                self._write(candidate, self._checkpoint(), exclusive=True)
                 return candidate
             except FileExistsError:
                 if not unique:
                     raise DataError(f"{candidate}: result file already exists; pass --overwrite to replace it, "
                                     "--resume_from it to finish it, or choose another --output") from None
+                self._drop_lock(candidate)
                 number += 1
+            except DataError:
+                if not unique:
+                    raise
+                self._drop_lock(candidate)
+                number += 1  # a derived name another run holds, or no regular file
+
+    def _write(self, path: Path, content: list[Any], exclusive: bool = False) -> None:
+        """Write the file whole; on a failure it keeps its last whole version (CheckpointWriteError)."""
+        try:
+            _atomic_write_json(path, content, exclusive=exclusive)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            raise CheckpointWriteError(path, exc, self.saved) from exc
+        self.saved = len(content) - 1
 
     def add(self, record: dict[str, Any]) -> None:
         with self._lock:
@@ -306,6 +431,14 @@ class ResultWriter:
         with self._lock:
             self._flush_locked()
 
+    def save_before_stop(self) -> None:
+        """Checkpoint what finished as the run stops; a write that fails is kept in
+        `write_error` rather than raised over the reason for stopping."""
+        try:
+            self.flush()
+        except CheckpointWriteError as exc:
+            self.write_error = exc
+
     def _checkpoint(self) -> list[dict[str, Any]]:
         return [{"run_args": self.run_args, UNFINISHED_KEY: True}, *self.records]
 
@@ -314,7 +447,7 @@ class ResultWriter:
         as long as this write took, so checkpointing costs at most ~10% of a long run
         however big the file grows."""
         start = time.monotonic()
-        _atomic_write_json(self.path, self._checkpoint())
+        self._write(self.path, self._checkpoint())
         self._last_flush = time.monotonic()
         if self.flush_interval_s > 0:
             self._pause = max(self.flush_interval_s, 10 * (self._last_flush - start))
@@ -324,5 +457,5 @@ class ResultWriter:
         with self._lock:
             self.records.sort(key=lambda r: (r["trial"], r["task_id"]))
             header = build_header(self.run_args, self.records)
-            _atomic_write_json(self.path, [header, *self.records])
+            self._write(self.path, [header, *self.records])
             return header

@@ -10,10 +10,15 @@ that is still going.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
+
+from PersonalWAB.errors import DataError
 
 SCRATCH_NAME = re.compile(r"^\..+?\.(\d+)\.(?:\d+\.)?(?:tmp|build|old|partial)(?:$|[.\-])")
 
@@ -66,14 +71,22 @@ def atomic_write_text(path: Path, text: str, exclusive: bool = False) -> None:
     whole: the scratch file is hard-linked into place, so no reader ever sees it empty. On a
     file system without hard links (some FUSE and FAT mounts) the name is claimed with an
     exclusive create and then filled, so a reader may see it empty for that moment."""
+    problem = not_a_regular_file(path)
+    if problem:  # renaming onto a device or FIFO would replace it (as root: /dev/null itself)
+        raise DataError(f"{path}: {problem}; not written")
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8", "backslashreplace")
     tmp = scratch_path(path)
-    tmp.write_bytes(data)
     if not exclusive:
-        os.replace(tmp, path)
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        except BaseException:  # a full disk: the target keeps its last whole version, no scratch stays
+            tmp.unlink(missing_ok=True)
+            raise
         return
     try:
+        tmp.write_bytes(data)
         os.link(tmp, path)
     except FileExistsError:
         raise
@@ -82,3 +95,80 @@ def atomic_write_text(path: Path, text: str, exclusive: bool = False) -> None:
             handle.write(data)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+KERNEL_FILE_SYSTEMS = (Path("/proc"), Path("/sys"))  # their files look regular but are no data
+
+
+def not_a_regular_file(path: Path) -> str | None:
+    """Why `path` cannot hold a file the project writes or reads back (None: a regular file or
+    a new name): a folder, a device, a FIFO, a socket, or a kernel file under /proc or /sys."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # a new name (whether its folder can be made is asked elsewhere)
+        mode = None
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror})"
+    resolved = Path(os.path.realpath(path))
+    for root in KERNEL_FILE_SYSTEMS:
+        if resolved == root or root in resolved.parents:
+            return f"is a kernel file under {root}"
+    if mode is None or stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder"
+    if stat.S_ISFIFO(mode):
+        return "is a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "is a device"
+    return "is not a regular file"
+
+
+class RunLock:
+    """`<file>.lock`, held while a run writes or resumes `file`: a second run is refused with the
+    holder's pid. The lock is an flock on the lock file, so the kernel drops it when its
+    process dies however it dies; a lock file left by a killed run is simply taken over."""
+
+    def __init__(self, target: Path):
+        self.target = Path(target)
+        self.path = self.target.with_name(self.target.name + ".lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise DataError naming the holder's pid. In a folder where no file can
+        be made (a read-only copy being resumed) no lock is taken: no run can write there either."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                    return
+                raise
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+                os.close(fd)
+                raise DataError(f"{self.target}: in use by another run (pid {holder}, lock {self.path}); "
+                                "wait for it to end or stop it") from None
+            if self._still_named(fd):
+                break
+            os.close(fd)  # the holder removed the lock file between our open and flock: take the new one
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def _still_named(self, fd: int) -> bool:
+        try:
+            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def release(self) -> None:
+        """Remove the lock file and drop the lock (a no-op when not held)."""
+        if self._fd is None:
+            return
+        self.path.unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = None

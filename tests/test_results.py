@@ -103,6 +103,7 @@ def test_a_checkpoint_holds_its_run_args_and_a_claimed_name_is_never_reused(tmp_
     with pytest.raises(DataError, match="already exists; pass --overwrite"):
         ResultWriter(path, {"seed": 3}).start()
     assert read_run_file(path).run_args == {"seed": 1}
+    first.release()  # its run is over: the file may be replaced
     ResultWriter(path, {"seed": 3}).start(replace=True)
     assert read_run_file(path).run_args == {"seed": 3}
 

@@ -174,10 +174,12 @@ def test_resume_of_a_headerless_file_checks_each_task(tiny_data_dir, finished, t
     foreign = json.loads(json.dumps(records))
     foreign[2]["info"]["task"]["task"] = "an instruction of some other data set"
     old_format.write_text(json.dumps(foreign))
-    assert main(["--data_dir", str(tiny_data_dir), "--resume_from", str(old_format), "--end_index", "5"]) == 2
+    assert main(["--data_dir", str(tiny_data_dir), "--resume_from", str(old_format), "--end_index", "5",
+                 "--resume_headerless"]) == 2
     assert "task 2 trial 0 is not that task" in capsys.readouterr().err
     old_format.write_text(json.dumps(records[:3]))
-    assert main(["--data_dir", str(tiny_data_dir), "--resume_from", str(old_format), "--end_index", "5"]) == 0
+    assert main(["--data_dir", str(tiny_data_dir), "--resume_from", str(old_format), "--end_index", "5",
+                 "--resume_headerless"]) == 0
     assert "records no run settings" in capsys.readouterr().out
     assert [r["task_id"] for r in load_result_file(old_format)[1]] == list(range(5))
 

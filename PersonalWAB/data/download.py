@@ -26,9 +26,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,6 +38,7 @@ from PersonalWAB.data.loader import (
     PROFILES_FILE,
     load_benchmark_data,
 )
+from PersonalWAB.data.published import PUBLISHED_COUNTS, OfficialCounts, count_summary, type_mix
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR, ArtifactPaths
 
@@ -54,27 +54,6 @@ CHUNK_BYTES = 1 << 20
 Log = Callable[[str], None]
 Check = Callable[[bytes, str], None]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class OfficialCounts:
-    """The sizes the paper publishes for the release.
-
-    They are the only integrity check available (no checksums are published); tests
-    pass small numbers that fit the files they serve. A different product count is
-    only a warning, because the catalogue parts may be re-cut between releases.
-    """
-
-    users: int = 1000
-    train: int = 6896
-    test: int = 2174
-    test_types: Mapping[str, int] = field(
-        default_factory=lambda: {"search": 694, "recommend": 757, "review": 723}
-    )
-    products: int = 35772
-
-
-PUBLISHED_COUNTS = OfficialCounts()
 
 
 # ---------------------------------------------------------------- content checks
@@ -375,11 +354,6 @@ def _contiguous_parts(dest: Path, prefix: str) -> int:
     return len(numbers)
 
 
-def _type_mix(counts: Mapping[str, int]) -> dict[str, int]:
-    """Counts per task type in a fixed order, zero for a type that does not occur."""
-    return {kind: counts.get(kind, 0) for kind in schema.TASK_TYPES}
-
-
 def _count_problems(summary: Mapping[str, Any], expected: OfficialCounts, dest: Path) -> list[str]:
     problems = []
     if summary["users"] != expected.users:
@@ -390,10 +364,10 @@ def _count_problems(summary: Mapping[str, Any], expected: OfficialCounts, dest: 
                 f"{dest / INSTRUCTIONS_FILE}: {summary[split]:,} {split} instructions, "
                 f"the release has {getattr(expected, split):,}"
             )
-    if summary["test_types"] != _type_mix(expected.test_types):
+    if summary["test_types"] != type_mix(expected.test_types):
         problems.append(
             f"{dest / INSTRUCTIONS_FILE}: test instruction types {summary['test_types']}, "
-            f"the release has {_type_mix(expected.test_types)}"
+            f"the release has {type_mix(expected.test_types)}"
         )
     return problems
 
@@ -420,12 +394,9 @@ def verify_official(
         "dest": str(dest),
         "product_parts": parts["all_products"],
         "history_parts": parts["user_history"],
-        "users": len(data.profiles),
+        **count_summary(data),
         "behaviours": sum(len(b) for b in data.histories.values()),
         "products": len(data.products),
-        "train": len(data.tasks["train"]),
-        "test": len(data.tasks["test"]),
-        "test_types": _type_mix(Counter(task["type"] for task in data.tasks["test"])),
         "warnings": list(data.warnings),
     }
     problems = _count_problems(summary, expected, dest)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.data import schema
+from PersonalWAB.data.published import matches_published_counts
 from PersonalWAB.errors import DataError
 from PersonalWAB.gc_pause import gc_paused
 from PersonalWAB.paths import CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, ArtifactPaths
@@ -110,11 +111,19 @@ class BenchmarkData:
         return self.synthetic_manifest is not None
 
     @property
+    def is_official(self) -> bool:
+        """The release's files: no manifest of this project's and the published counts of users and
+        instructions (not merely files without a manifest)."""
+        return self.synthetic_manifest is None and self.construction_manifest is None \
+            and matches_published_counts(self)
+
+    @property
     def source(self) -> str:
+        """`official`, the manifest's description of generated or constructed data, or `custom`."""
         if self.construction_manifest is not None:
             return str(self.construction_manifest.get("source", "constructed"))
         if self.synthetic_manifest is None:
-            return "official"
+            return "official" if self.is_official else "custom"
         return f"synthetic(scale={self.synthetic_manifest.get('scale')}, seed={self.synthetic_manifest.get('seed')})"
 
     @property

@@ -250,12 +250,17 @@ class _Checker:
     def check_run_args(self) -> None:
         result = self.result
         if result.header is None:
+            if self._headless_header():
+                return
             self.flag("interrupted")
             self.add(WARNING, "interrupted run: records but no header; finish it with run.py --resume_from")
             return
         run_args = result.header.get("run_args")
         if not isinstance(run_args, dict):
             self.add(ERROR, "run_args is not an object", 0)
+            return
+        if not run_args:
+            self._unknown_settings("run_args is empty")
             return
         if "data_source" not in run_args:
             self.add(NOTE, "run_args has no data_source (original release format): treated as official data")
@@ -281,6 +286,23 @@ class _Checker:
             self.add(ERROR, f"run_args.task_split {self.split!r} is not 'test' or 'train'", 0)
         if self.data is not None and "data_source" in run_args and run_args["data_source"] != self.data.source:
             self.add(WARNING, f"the run used {run_args['data_source']} but --data_dir holds {self.data.source}")
+
+    def _unknown_settings(self, what: str) -> None:
+        """A file whose settings were removed says nothing of how it was run: invalid, never standard."""
+        self.flag(CUSTOM)
+        self.add(ERROR, f"{what}: the run's settings are unknown, so it can be neither checked nor labelled "
+                        "standard", 0)
+
+    def _headless_header(self) -> bool:
+        """Whether the file begins with a header (or checkpoint) that lost its run_args; reported if so."""
+        first = self.result.records[0] if self.result.records else None
+        if self.result.checkpoint is not None and not self.result.run_args:
+            self._unknown_settings("the checkpoint's run_args is empty")
+            return True
+        if isinstance(first, dict) and "task_id" not in first and ("results" in first or "total cost" in first):
+            self._unknown_settings("element 0 is a header without run_args")
+            return True
+        return False
 
     def split_size(self) -> int | None:
         if self.split_tasks is not None:

@@ -126,6 +126,12 @@ class Protocol:
         return digest.hexdigest()[:16]
 
     @property
+    def texts_digest(self) -> str:
+        """A digest of every text (not of how they are rendered): result files record it, and a
+        resume with other texts is refused."""
+        return hashlib.sha256(json.dumps(self.texts, sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
     def contents_fingerprint(self) -> str:
         """The texts behind a search index's documents (`product_block`)."""
         return self.fingerprint("product")

@@ -10,7 +10,11 @@ Pack layout (JSON):
 
     {"format": PACK_FORMAT,
      "release": {"repository", "commit", "pinned": bool},
-     "files": {path: {"sha256": ..., "texts": {key: value}}}}
+     "files": {path: {"sha256": ..., "texts": {key: value}, "text_sha256": {key: digest}}}}
+
+`read_pack` checks every text against the digest recorded beside it when the pack was built,
+and the texts of a pack marked pinned against the known digest of the pinned commit's texts
+(`RELEASE_TEXTS_SHA256`): an edited pack is refused, never run under the release's name.
 
 `key` is a constant's name (`SYS_PROMPT_SINGLE`, `stop.__info__`) or, for a literal inside
 a function, `<qualified function name>#<position>`. Values are strings, literal
@@ -32,6 +36,7 @@ from PersonalWAB.protocol.spec import (
     RELEASE_COMMIT,
     RELEASE_FILES,
     RELEASE_REPOSITORY,
+    RELEASE_TEXTS_SHA256,
     TEXTS,
     Constant,
     Inline,
@@ -39,6 +44,17 @@ from PersonalWAB.protocol.spec import (
 )
 
 PACK_FORMAT = "personalwab-release-protocol/1"
+REBUILD = "rebuild it with `python -m PersonalWAB.data protocol --release_dir DIR`"
+
+
+def text_digest(value: Any) -> str:
+    """sha256 of one text as JSON (keys sorted), the form a pack stores it in."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def pack_texts_digest(pack: dict[str, Any]) -> str:
+    """One digest of every text of a pack (what `RELEASE_TEXTS_SHA256` records for the pinned commit)."""
+    return text_digest({relative: entry["texts"] for relative, entry in pack["files"].items()})
 
 
 def _sources() -> dict[str, list[Constant | Inline]]:
@@ -137,7 +153,8 @@ def build_pack(release_dir: Path | str, allow_unpinned: bool = False) -> dict[st
         for source in sources:
             texts[source.key] = (_constant(tree, source.name, str(path)) if isinstance(source, Constant)
                                  else _inline(tree, source, str(path)))
-        files[relative] = {"sha256": digest, "texts": texts}
+        files[relative] = {"sha256": digest, "texts": texts,
+                           "text_sha256": {key: text_digest(value) for key, value in texts.items()}}
     if changed and not allow_unpinned:
         raise DataError(
             f"{release_dir}: not the release at commit {RELEASE_COMMIT[:7]} ({len(changed)} file(s) differ, e.g. "
@@ -171,14 +188,12 @@ def read_pack(path: Path | str) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: not a valid JSON protocol pack ({exc})") from None
     if not isinstance(pack, dict) or pack.get("format") != PACK_FORMAT:
-        raise DataError(f"{path}: not a protocol pack (expected format {PACK_FORMAT!r}); rebuild it with "
-                        "`python -m PersonalWAB.data protocol --release_dir DIR`")
+        raise DataError(f"{path}: not a protocol pack (expected format {PACK_FORMAT!r}); {REBUILD}")
     release = pack.get("release")
     if not isinstance(release, dict) or release.get("commit") != RELEASE_COMMIT:
         raise DataError(f"{path}: pack of another release commit; this project reads {RELEASE_COMMIT[:7]}")
     files = pack.get("files")
-    rebuild = ("; the pack was built by another version of this project: rebuild it with "
-               "`python -m PersonalWAB.data protocol --release_dir DIR`")
+    rebuild = f"; the pack was built by another version of this project: {REBUILD}"
     for relative, sources in _sources().items():
         texts = (files or {}).get(relative, {}).get("texts") if isinstance(files, dict) else None
         if not isinstance(texts, dict):
@@ -186,7 +201,24 @@ def read_pack(path: Path | str) -> dict[str, Any]:
         for source in sources:
             if source.key not in texts:
                 raise DataError(f"{path}: {relative} lacks {source.key!r}{rebuild}")
+        _check_text_digests(path, relative, files[relative])
+    if release.get("pinned") and pack_texts_digest(pack) != RELEASE_TEXTS_SHA256:
+        raise DataError(f"{path}: marked as the pinned commit {RELEASE_COMMIT[:7]}, but its texts are not that "
+                        f"commit's (the pack was edited); {REBUILD}")
     return pack
+
+
+def _check_text_digests(path: Path, relative: str, entry: dict[str, Any]) -> None:
+    """Every text of one release file as it was read: refused when its digest differs."""
+    digests = entry.get("text_sha256")
+    if not isinstance(digests, dict):
+        raise DataError(f"{path}: records no digests of its texts (a pack of an older version of this project), "
+                        f"so an edit to it could not be detected; {REBUILD}")
+    edited = [key for key, value in entry["texts"].items() if digests.get(key) != text_digest(value)]
+    if edited:
+        raise DataError(f"{path}: {relative} text {edited[0]!r} differs from the digest recorded when the pack was "
+                        f"built ({len(edited)} text(s) edited); an edited pack is refused: {REBUILD}, or use the "
+                        "project's texts (no --protocol_file)")
 
 
 def release_file_paths() -> list[str]:

@@ -48,6 +48,10 @@ RELEASE_FILES: dict[str, str] = {
     "scripts/tools/init_interecagent_memory.py": "70462845df49d80487d6d8f8157a1e88925a1ea96eaf9f8776ee49430c8c946c",
     "PUMA/utils.py": "e644ccf007cbc03349bc0899d3d5852c6fb7493cff896ddfe1a2d1dfb8da6377",
 }
+# sha256 of every text a pack reads at RELEASE_COMMIT (`pack.pack_texts_digest`): a pack marked
+# pinned must hold exactly these. Recompute it when TEXTS changes, from a checkout of the release:
+# python -c "from PersonalWAB.protocol.pack import *; print(pack_texts_digest(build_pack('DIR')))"
+RELEASE_TEXTS_SHA256 = "49cf98483d5a45c01fed1f65f1b090467609c6fbeb07a52da1347dcf71d97b45"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from PersonalWAB.envs.users import MULTI_TURN_USERS
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.resume import resumes_in_place
+from PersonalWAB.scratch import not_a_regular_file
 
 
 class SettingsError(ValueError):
@@ -102,8 +103,13 @@ def _check_inputs(c: RunConfig) -> str | None:
     files = {"--resume_from": c.resume_from, "--puma_function_file": c.puma_function_file,
              "--puma_param_file": c.puma_param_file, "--interec_memory_file": c.interec_memory_file}
     for flag, value in files.items():
-        if value and not Path(value).is_file():
+        if not value:
+            continue
+        if not Path(value).exists():
             return f"{flag} {value}: no such file"
+        problem = not_a_regular_file(Path(value))
+        if problem:
+            return f"{flag} {value}: {problem}; name a regular file"
     return None
 
 
@@ -120,8 +126,9 @@ def _check_output(c: RunConfig) -> str | None:
         folder = Path(c.log_dir)
         return None if _writable(folder) else f"--log_dir {folder}: cannot create or write result files there"
     flag = "--output" if c.output else "--resume_from"
-    if target.is_dir():
-        return f"{flag} {target}: is a folder; name a result file"
+    problem = not_a_regular_file(target)
+    if problem:  # a device, FIFO or kernel file would be read, replaced or written into (as root: /dev/null)
+        return f"{flag} {target}: {problem}; name a regular result file or a new path"
     resuming_in_place = resumes_in_place(c, target)
     if resuming_in_place and c.overwrite:
         return "--overwrite would discard the finished tasks --resume_from keeps; drop one of them"

@@ -7,21 +7,27 @@ that ended in an error are run again) once it has checked that the file belongs
 to this run.
 
 Exit status of `main`: 0 all tasks ran; 1 a fatal model error stopped the run
-(missing or refused key, unknown model); 2 a setting or input file is wrong
-(nothing was written); 3 some tasks ended in an error (resume to run them
-again); 130 interrupted (Ctrl-C). Every stop after the result file was claimed
-prints the `--resume_from` command that finishes the run.
+(missing or refused key, unknown model), or the result file could not be written
+(a full disk: it keeps its last whole checkpoint); 2 a setting or input file is
+wrong (nothing was written), or another live run holds the result file or the
+file being resumed; 3 some tasks ended in an error (resume to run them again);
+130 interrupted (Ctrl-C or SIGTERM). Every stop after the result file was
+claimed prints the `--resume_from` command that finishes the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import count_errors, format_statistics_table, format_trial_table
-from PersonalWAB.results import TRIALS_KEY
+from PersonalWAB.results import TRIALS_KEY, CheckpointWriteError
 from PersonalWAB.runner.config import parse_config
 from PersonalWAB.runner.execute import RunPlan, execute, prepare
 from PersonalWAB.runner.labels import result_notes
@@ -39,10 +45,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SETTINGS
     try:
-        outcome = execute(plan)
+        with sigterm_interrupts():
+            outcome = execute(plan)
     except KeyboardInterrupt:
         _report_stop(plan, "interrupted")
         return EXIT_INTERRUPTED
+    except CheckpointWriteError as exc:
+        _report_stop(plan, "stopped", exc)
+        return EXIT_FATAL
     except FatalError as exc:
         print(f"error: {exc}", file=sys.stderr)
         _report_stop(plan, "stopped")
@@ -81,11 +91,37 @@ def cli(argv: list[str] | None = None) -> None:
     os._exit(code)
 
 
-def _report_stop(plan: RunPlan, how: str) -> None:
-    """Say what a stopped run kept and the command that finishes it."""
-    if plan.writer is None:
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While the run goes, SIGTERM (`kill`, a job scheduler's stop) stops it as Ctrl-C does: the
+    finished tasks are checkpointed and the resume command printed. Only the main thread
+    can take signals; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _report_stop(plan: RunPlan, how: str, write_error: CheckpointWriteError | None = None) -> None:
+    """Say what a stopped run kept and the command that finishes it; first the write that failed
+    (`write_error`, or the writer's own while it saved the finished tasks), once."""
+    writer = plan.writer
+    failures = [str(error) for error in (write_error, writer and writer.write_error) if error is not None]
+    for failure in dict.fromkeys(failures):
+        print(f"error: {failure}", file=sys.stderr)
+    if writer is None:
         print(f"{how} before any task ran; no result file was written", file=sys.stderr)
         return
-    done, total = len(plan.writer.records), len(plan.kept) + len(plan.jobs)
-    print(f"{how}: {done} of {total} task(s) finished and kept in {plan.output}; finish the run with:\n"
+    done, total, saved = len(writer.records), len(plan.kept) + len(plan.jobs), writer.saved or 0
+    kept = (f"finished and kept in {plan.output}" if saved >= done else
+            f"finished, {saved} of them kept in {plan.output} (the others run again)")
+    print(f"{how}: {done} of {total} task(s) {kept}; finish the run with:\n"
           f"  {resume_command(plan.config, plan.output)}", file=sys.stderr)

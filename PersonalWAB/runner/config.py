@@ -53,6 +53,9 @@ class RunConfig:
     resume_from: str | None = setting(
         None, "result file of an unfinished run with the same settings: its finished tasks are kept and the file "
               "is completed in place (unless --output)")
+    resume_headerless: bool = setting(
+        False, "let --resume_from keep the records of a file that holds no run settings (an older format): only "
+               "each record's task is checked, not the run's settings")
     verbose: bool = setting(False, "print each task's scores and error tracebacks")
     log_dir: str = setting("results", "folder of derived result names "
                                       "({singleturn,multiturn}/step..._MMDDHHMM.json)")

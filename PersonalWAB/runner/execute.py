@@ -99,7 +99,8 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
         random.Random(config.seed).shuffle(task_ids)
     run_args = {**asdict(config), "data_dir": str(data.data_dir), "data_source": data.source,
                 "data_fingerprint": data.fingerprint, "project_version": __version__,
-                "protocol": protocol_record(protocol, config), "embedding_backend": embedding_backend}
+                "protocol": protocol_record(protocol, config), "protocol_texts_digest": protocol.texts_digest,
+                "embedding_backend": embedding_backend}
     if config.user_mode == "offline":
         run_args["user_simulator_note"] = OFFLINE_USER_NOTE
     kept, jobs = kept_and_left(config, run_args, tasks, task_ids, log)
@@ -115,9 +116,24 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
 def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float | None = None) -> RunOutcome:
     """Build what the tasks need, claim the result file and run the tasks, checkpointing as they finish.
 
+    The result file and the file being resumed are locked first, for the run's life: a run
+    that shares one with a live run stops here (DataError naming its pid).
+
     `max_usd`: raise BudgetReached (the finished tasks checkpointed) once the tasks this call
     ran (the agent's and the user's calls) cost that much and tasks are left; tasks in flight
     are dropped, as on Ctrl-C. Models without a price count as 0."""
+    writer = ResultWriter(plan.output, plan.run_args, plan.kept)
+    try:
+        writer.hold(*([plan.output] if plan.claim != "unique" else []),
+                    *([plan.config.resume_from] if plan.config.resume_from else []))
+        return _run_tasks(plan, writer, log, max_usd)
+    finally:
+        writer.release()
+
+
+def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
+               max_usd: float | None) -> RunOutcome:
+    """`execute` with its files locked."""
     from PersonalWAB.agents.registry import build_agent
     from PersonalWAB.build import build_artifacts, cache_review_embeddings
     from PersonalWAB.engines.shared import shared_engines
@@ -167,7 +183,6 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float
             episode.user_cost = user.cost
         return make_record(task_id, trial, tasks[task_id], env, episode)
 
-    writer = ResultWriter(plan.output, run_args, plan.kept)
     plan.output = writer.start(unique=plan.claim == "unique", replace=plan.claim == "replace")
     plan.writer = writer
     resumed = f"; {len(plan.kept)} kept from {config.resume_from}" if config.resume_from else ""
@@ -189,7 +204,7 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float
                     if spent >= max_usd and done < len(plan.jobs):
                         raise BudgetReached(spent, max_usd)
         except BaseException:
-            writer.flush()
+            writer.save_before_stop()
             raise
     header = writer.finalize()
     return RunOutcome(header, plan.output, time.perf_counter() - start, writer.records)

@@ -12,7 +12,8 @@ from typing import Any
 from PersonalWAB.results import resumable_records
 from PersonalWAB.runner.config import RunConfig, is_switch
 
-NOT_REPEATED = ("resume_from", "output", "overwrite")  # settings the resume command replaces
+# settings the resume command replaces (the file it resumes has the run's settings by then)
+NOT_REPEATED = ("resume_from", "output", "overwrite", "resume_headerless")
 
 
 def resumes_in_place(config: RunConfig, target: Path) -> bool:
@@ -26,7 +27,8 @@ def kept_and_left(config: RunConfig, run_args: dict[str, Any], tasks: list[dict[
     left to run, in the run's order."""
     kept: list[dict[str, Any]] = []
     if config.resume_from:
-        kept, notes = resumable_records(config.resume_from, run_args, tasks, set(task_ids), config.num_trials)
+        kept, notes = resumable_records(config.resume_from, run_args, tasks, set(task_ids), config.num_trials,
+                                        allow_headerless=config.resume_headerless)
         for note in notes:
             log(f"note: {note}")
     done_keys = {(r["trial"], r["task_id"]) for r in kept}
