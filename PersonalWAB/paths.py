@@ -8,6 +8,9 @@ official files.
 
 from __future__ import annotations
 
+import sys
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +83,17 @@ def remove_derived_artifacts(data_dir: Path | str) -> None:
             shutil.rmtree(stale)
         elif stale.exists():
             stale.unlink()
+
+
+# What reading a damaged cache file (truncated, overwritten, not what its name says) can raise:
+# numpy's .npy/.npz readers, json and marshal between them.
+UNREADABLE_CACHE = (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError, zipfile.BadZipFile,
+                    zlib.error)
+
+
+def warn_unusable_cache(path: Path, why: str) -> None:
+    """Name a cache file that cannot be used; the caller rebuilds it (a cache never stops a run)."""
+    print(f"warning: {path}: {why}; rebuilding it", file=sys.stderr, flush=True)
 
 
 def default_data_dir() -> Path:

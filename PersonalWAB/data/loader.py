@@ -23,7 +23,8 @@ from typing import Any
 from PersonalWAB.data import schema
 from PersonalWAB.errors import DataError
 from PersonalWAB.gc_pause import gc_paused
-from PersonalWAB.paths import CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, ArtifactPaths
+from PersonalWAB.paths import (CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, UNREADABLE_CACHE, ArtifactPaths,
+                             warn_unusable_cache)
 
 try:
     import orjson
@@ -218,20 +219,18 @@ def _read_parsed_cache(data_dir: Path, key: list[Any]) -> BenchmarkData | None:
             stored = marshal.loads(path.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, EOFError, ValueError, TypeError) as exc:
-        return _unusable_cache(path, f"unreadable ({exc})")
+    except UNREADABLE_CACHE as exc:
+        warn_unusable_cache(path, f"unreadable parsed-data cache ({exc})")
+        return None
     if not isinstance(stored, dict) or not isinstance(stored.get("fields"), dict):
-        return _unusable_cache(path, "not a parsed-data cache")
-    if stored.get("key") != key:
+        warn_unusable_cache(path, "not a parsed-data cache")
+        return None
+    if stored.get("key") != key:  # other data, or an earlier loader version
         return None
     if set(stored["fields"]) != set(_CACHED_FIELDS):
-        return _unusable_cache(path, "its fields are not the loader's")
+        warn_unusable_cache(path, "not a parsed-data cache of this loader")
+        return None
     return BenchmarkData(data_dir=data_dir, **stored["fields"])
-
-
-def _unusable_cache(path: Path, why: str) -> None:
-    print(f"warning: {path}: {why}; rebuilding it from the data files", file=sys.stderr)
-    return None
 
 
 def _write_parsed_cache(data: BenchmarkData, key: list[Any]) -> None:
