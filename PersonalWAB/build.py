@@ -17,7 +17,7 @@ from typing import Callable
 
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
 from PersonalWAB.errors import DataError
-from PersonalWAB.paths import OFFICIAL_INDEX_DIR, default_data_dir
+from PersonalWAB.paths import default_data_dir
 from PersonalWAB.protocol import Protocol, load_protocol
 from PersonalWAB.scratch import atomic_write_text, remove_stale
 from PersonalWAB.engines.search import BACKENDS
@@ -50,15 +50,13 @@ def _record_build_times(data: BenchmarkData, seconds: dict[str, float]) -> None:
     atomic_write_text(path, json.dumps(known, indent=2))
 
 
-def _index_is_current(index_dir: Path, protocol: Protocol) -> bool:
-    """Present, and rendered by this protocol's texts; the official prebuilt index is used as it is."""
-    from PersonalWAB.engines.search.common import contents_fingerprint
+def _index_is_current(index_dir: Path, protocol: Protocol, data: BenchmarkData) -> bool:
+    """Present, and holding these products rendered by this protocol's texts; the official
+    prebuilt index is used as it is."""
+    from PersonalWAB.engines.search.common import index_mismatch
 
-    if not _index_exists(index_dir):
-        return False
-    if index_dir.resolve() == OFFICIAL_INDEX_DIR.resolve():
-        return True
-    return contents_fingerprint(index_dir) == protocol.contents_fingerprint
+    return _index_exists(index_dir) and \
+        index_mismatch(index_dir, protocol.contents_fingerprint, data.products_fingerprint) is None
 
 
 def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lucene",), recommender: bool = True,
@@ -71,20 +69,23 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
     protocol = protocol or load_protocol()
     artifacts = data.artifacts
     seconds: dict[str, float] = {}
-    folders = {artifacts.lucene_index.parent, artifacts.bm25s_index.parent, artifacts.checkpoint.parent,
-               artifacts.cache_dir}
+    folders = {artifacts.lucene_indexes, artifacts.bm25s_indexes, artifacts.checkpoint.parent, artifacts.cache_dir}
     for folder in sorted(folders):
         for path in remove_stale(folder):
             log(f"removed {path}, left by a build that was killed")
     for backend in search_backends:
-        from PersonalWAB.engines.search import build_index
+        from PersonalWAB.engines.search import build_index, search_index_dir
+        from PersonalWAB.engines.search.common import is_prebuilt
 
-        index_dir = artifacts.lucene_index if backend == "lucene" else artifacts.bm25s_index
-        if force or not _index_is_current(index_dir, protocol):
+        index_dir = search_index_dir(data, backend, protocol)
+        if is_prebuilt(index_dir):
+            continue  # the official release's own index, used as it is
+        if force or not _index_is_current(index_dir, protocol, data):
             log(f"building the {backend} search index of {len(data.products)} products in {index_dir} "
                 f"({protocol.name} product texts; one-time)")
             start = time.perf_counter()
-            build_index(backend, data.products, index_dir, protocol.product_block, protocol.contents_fingerprint)
+            build_index(backend, data.products, index_dir, protocol.product_block, protocol.contents_fingerprint,
+                        products_fingerprint=data.products_fingerprint)
             seconds[f"{backend}_index"] = time.perf_counter() - start
     if recommender and (force or not artifacts.checkpoint.exists()):
         from PersonalWAB.engines.recommender.train import SASRecTrainConfig, train_sasrec
@@ -145,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: the artefact being built was discarded; the others are kept", file=sys.stderr)
+        return 130
     print("built: " + (", ".join(f"{name} {s:.1f}s" for name, s in seconds.items()) or "nothing (all present)"))
     return 0
 

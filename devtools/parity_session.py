@@ -69,7 +69,7 @@ class ParityConfig:
             if not Path(path).is_dir():
                 raise ParityError(f"--extra_path {path}: not a directory")
         check_release_dir(self.release_dir)
-        data_sources(self.data_dir)
+        data_sources(self.data_dir, self.protocol_file)
         tasks = load_tasks(self.data_dir)
         if self.split not in tasks or not tasks[self.split]:
             raise ParityError(f"--data_dir {self.data_dir}: no tasks in split {self.split!r}")
@@ -122,7 +122,7 @@ def run_session(config: ParityConfig, scratch: Path, repo_root: Path,
     work.mkdir(parents=True, exist_ok=True)
     split_tasks = load_tasks(config.data_dir)[config.split]
     tasks = split_tasks[:config.limit] if config.limit else split_tasks
-    mirror = build_mirror(config.release_dir, config.data_dir, parent=work)
+    mirror = build_mirror(config.release_dir, config.data_dir, parent=work, protocol_file=config.protocol_file)
     runner = ReleaseRunner(mirror, [str(Path(p).resolve()) for p in config.extra_paths], sys.executable,
                            config.timeout_s)
     commit_note = ("" if mirror.commit in (None, PINNED_COMMIT) else

@@ -5,7 +5,8 @@ side with this project's. The release reads its data, Lucene index and SASRec ch
 from fixed paths next to its own package, so the harness never edits the user's checkout:
 it builds a temporary directory whose `.py` files are unchanged byte copies of the release's
 and whose data and artefact paths are symbolic links to a data directory of this project
-(`DATA/*.json`, `DATA/indexes/lucene`, `DATA/recommender/{pwab.pth,1000_ids.json}`).
+(`DATA/*.json`, the Lucene index of DATA that this project's run reads,
+`DATA/recommender/{pwab.pth,1000_ids.json}`).
 Nothing of the release is ever copied into the project; the mirror lives in a temp folder
 and is deleted after the run.
 """
@@ -74,8 +75,23 @@ def check_release_dir(release_dir: Path) -> None:
                           f"(missing {', '.join(missing[:3])})")
 
 
-def data_sources(data_dir: Path) -> dict[str, Path]:
-    """The data files and artefacts the release reads, by their path inside the mirror."""
+def lucene_index_of(data_dir: Path, protocol_file: str | None = None) -> Path:
+    """The Lucene index this project's runs over `data_dir` with the texts of `protocol_file`
+    read (one per product text and products), which the release is given too."""
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.engines.search import search_index_dir
+    from PersonalWAB.errors import DataError
+    from PersonalWAB.protocol import load_protocol
+
+    try:
+        return search_index_dir(load_benchmark_data(data_dir), "lucene", load_protocol(protocol_file))
+    except DataError as exc:
+        raise ParityError(f"--data_dir {data_dir}: {exc}") from None
+
+
+def data_sources(data_dir: Path, protocol_file: str | None = None, index_dir: Path | None = None) -> dict[str, Path]:
+    """The data files and artefacts the release reads, by their path inside the mirror
+    (`index_dir`: the Lucene index, default `lucene_index_of`)."""
     if not data_dir.is_dir():
         raise ParityError(f"--data_dir {data_dir}: not a directory")
     sources: dict[str, Path] = {}
@@ -87,7 +103,7 @@ def data_sources(data_dir: Path) -> dict[str, Path]:
         sources.update({f"{DATA_FOLDER}/{p.name}": p for p in parts})
     for name in DATA_FILES:
         sources[f"{DATA_FOLDER}/{name}"] = data_dir / name
-    sources[INDEX_LINK] = data_dir / "indexes" / "lucene"
+    sources[INDEX_LINK] = index_dir or lucene_index_of(data_dir, protocol_file)
     sources[CHECKPOINT_LINK] = data_dir / "recommender" / "pwab.pth"
     sources[ITEM_MAP_LINK] = data_dir / "recommender" / "1000_ids.json"
     missing = [str(p) for p in sources.values() if not p.exists()]
@@ -123,11 +139,13 @@ def python_files(release_dir: Path) -> list[Path]:
     return [f for f in files if "__pycache__" not in f.parts]
 
 
-def build_mirror(release_dir: Path | str, data_dir: Path | str, parent: Path | str | None = None) -> ReleaseMirror:
-    """Copy the release's .py files unchanged into a temp folder and link its data paths to `data_dir`."""
+def build_mirror(release_dir: Path | str, data_dir: Path | str, parent: Path | str | None = None,
+                 protocol_file: str | None = None, index_dir: Path | None = None) -> ReleaseMirror:
+    """Copy the release's .py files unchanged into a temp folder and link its data paths to `data_dir`
+    (and its index path to `index_dir`, default the one `protocol_file`'s runs read)."""
     release_dir, data_dir = Path(release_dir).resolve(), Path(data_dir).resolve()
     check_release_dir(release_dir)
-    sources = data_sources(data_dir)
+    sources = data_sources(data_dir, protocol_file, index_dir)
     root = Path(tempfile.mkdtemp(prefix="release_mirror_", dir=parent))
     digest = hashlib.sha256()
     for source in python_files(release_dir):

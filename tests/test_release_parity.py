@@ -54,7 +54,7 @@ def fake_data(root: Path, artefacts: bool = True) -> Path:
 def test_mirror_copies_python_files_and_links_data(tmp_path: Path) -> None:
     release = fake_release(tmp_path / "release")
     data = fake_data(tmp_path / "data")
-    mirror = build_mirror(release, data, parent=tmp_path)
+    mirror = build_mirror(release, data, parent=tmp_path, index_dir=data / "indexes" / "lucene")
     try:
         for name in REQUIRED_FILES:
             copy = mirror.root / name
@@ -80,7 +80,7 @@ def test_mirror_names_the_missing_artefact(tmp_path: Path) -> None:
     release = fake_release(tmp_path / "release")
     data = fake_data(tmp_path / "data", artefacts=False)
     with pytest.raises(ParityError, match=r"missing .*indexes/lucene; build the artefacts"):
-        build_mirror(release, data, parent=tmp_path)
+        build_mirror(release, data, parent=tmp_path, index_dir=data / "indexes" / "lucene")
 
 
 def test_diffs_and_score_verdicts() -> None:
@@ -142,7 +142,8 @@ def test_puma_worker_loads_the_stand_in_for_the_hub_name_and_records_generate(tm
     (release / "PersonalWAB" / "__init__.py").write_text("", encoding="utf-8")
     (release / "PUMA").mkdir()
     (release / "PUMA" / "test_llama.py").write_text(FAKE_TEST_LLAMA, encoding="utf-8")
-    mirror = build_mirror(release, fake_data(tmp_path / "data"), parent=tmp_path)
+    data = fake_data(tmp_path / "data")
+    mirror = build_mirror(release, data, parent=tmp_path, index_dir=data / "indexes" / "lucene")
     work = tmp_path / "work"
     work.mkdir()
     out = subprocess.run([sys.executable, str(WORKER), "script", "--mirror", str(mirror.root), "--cwd", str(work),

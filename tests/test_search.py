@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from PersonalWAB.engines.search import BACKENDS, SearchEngine, build, open_search_engine
+from PersonalWAB.data.loader import load_benchmark_data
+from PersonalWAB.engines.search import BACKENDS, SearchEngine, build, open_search_engine, search_index_dir
 from PersonalWAB.engines.search.analyzer import analyze, lucene_stored_length
 from PersonalWAB.engines.search.bm25s import BM25sSearchEngine
 from PersonalWAB.engines.search.common import MAX_QUERY_TERMS, contents_fingerprint
@@ -68,14 +69,12 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def engines(data_dir: Path) -> dict[str, SearchEngine]:
-    artifacts = ArtifactPaths.for_data_dir(data_dir)
+    data = load_benchmark_data(data_dir)
     def contents_of(asin: str) -> str:
         return PROTOCOL.product_block(PRODUCTS[asin])
 
-    return {
-        "lucene": open_search_engine("lucene", artifacts.lucene_index, contents_of),
-        "bm25s": open_search_engine("bm25s", artifacts.bm25s_index, contents_of),
-    }
+    return {backend: open_search_engine(backend, search_index_dir(data, backend, PROTOCOL), contents_of)
+            for backend in BACKENDS}
 
 
 @pytest.fixture(params=BACKENDS)
@@ -84,9 +83,9 @@ def search_engine(request: pytest.FixtureRequest, engines: dict) -> SearchEngine
 
 
 def test_cli_writes_indexes_where_engines_look_and_reports(data_dir: Path, tmp_path: Path, capsys) -> None:
-    artifacts = ArtifactPaths.for_data_dir(data_dir)
-    assert any(artifacts.lucene_index.glob("segments_*"))
-    assert (artifacts.bm25s_index / "params.index.json").is_file()
+    data = load_benchmark_data(data_dir)
+    assert any(search_index_dir(data, "lucene", PROTOCOL).glob("segments_*"))
+    assert (search_index_dir(data, "bm25s", PROTOCOL) / "params.index.json").is_file()
     out = tmp_path / "elsewhere"
     assert build.main(["--data_dir", str(data_dir), "--backend", "bm25s", "--index_dir", str(out)]) == 0
     assert f"bm25s: {N_PRODUCTS} documents indexed into {out}" in capsys.readouterr().out
@@ -122,9 +121,9 @@ def test_both_backends_show_the_contents_the_index_holds(engines: dict, data_dir
     hits = engines["lucene"].search("kettle easy to clean")
     assert engines["lucene"].contents(hits) == engines["bm25s"].contents(hits) == \
         [PROTOCOL.product_block(PRODUCTS[asin]) for asin in hits]
-    artifacts = ArtifactPaths.for_data_dir(data_dir)
-    assert contents_fingerprint(artifacts.lucene_index) == PROTOCOL.contents_fingerprint
-    assert contents_fingerprint(artifacts.bm25s_index) == PROTOCOL.contents_fingerprint
+    data = load_benchmark_data(data_dir)
+    for backend in BACKENDS:
+        assert contents_fingerprint(search_index_dir(data, backend, PROTOCOL)) == PROTOCOL.contents_fingerprint
 
 
 @pytest.mark.parametrize("query", [
@@ -150,7 +149,8 @@ def test_queries_longer_than_lucene_allows_fail_alike(search_engine) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_missing_index_names_directory_and_build_command(tmp_path: Path, backend: str) -> None:
-    index_dir = ArtifactPaths.for_data_dir(tmp_path).lucene_index if backend == "lucene" else tmp_path / "nowhere"
+    index_dir = ArtifactPaths.for_data_dir(tmp_path).lucene_indexes / "texts-products" if backend == "lucene" \
+        else tmp_path / "nowhere"
     with pytest.raises(DataError) as error:
         open_search_engine(backend, index_dir, str)
     message = str(error.value)

@@ -188,12 +188,12 @@ def test_refuses_the_official_folder_and_foreign_data(tmp_path: Path) -> None:
 def test_regenerating_with_another_seed_drops_stale_artifacts(tmp_path: Path) -> None:
     generate_synthetic(tmp_path, scale="tiny", seed=0)
     artifacts = ArtifactPaths.for_data_dir(tmp_path)
-    artifacts.bm25s_index.mkdir(parents=True)
+    artifacts.bm25s_indexes.mkdir(parents=True)
     artifacts.checkpoint.write_bytes(b"model")
     generate_synthetic(tmp_path, scale="tiny", seed=0)
-    assert artifacts.bm25s_index.exists() and artifacts.checkpoint.exists(), "same data: artefacts still valid"
+    assert artifacts.bm25s_indexes.exists() and artifacts.checkpoint.exists(), "same data: artefacts still valid"
     generate_synthetic(tmp_path, scale="tiny", seed=3)
-    assert not artifacts.bm25s_index.exists() and not artifacts.checkpoint.exists()
+    assert not artifacts.bm25s_indexes.exists() and not artifacts.checkpoint.exists()
 
 
 def test_cli_prints_a_synthetic_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

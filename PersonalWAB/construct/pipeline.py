@@ -194,8 +194,8 @@ def _index_params(config: BuildConfig) -> dict[str, Any]:
 
 def _index_ok(ctx: Context) -> bool:
     artifacts = ArtifactPaths.for_data_dir(ctx.config.data_dir)
-    folders = {"lucene": artifacts.lucene_index, "bm25s": artifacts.bm25s_index}
-    return all(folders[b].is_dir() and any(folders[b].iterdir()) for b in ctx.config.search_backends)
+    return all(artifacts.index_root(b).is_dir() and any(artifacts.index_root(b).iterdir())
+               for b in ctx.config.search_backends)
 
 
 def _llm_params(config: BuildConfig, max_tokens: int) -> dict[str, Any]:

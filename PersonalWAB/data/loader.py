@@ -24,7 +24,8 @@ from PersonalWAB.data import schema
 from PersonalWAB.data.published import matches_published_counts
 from PersonalWAB.errors import DataError
 from PersonalWAB.gc_pause import gc_paused
-from PersonalWAB.paths import CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, ArtifactPaths
+from PersonalWAB.paths import (CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, UNREADABLE_CACHE, ArtifactPaths,
+                             warn_unusable_cache)
 
 try:
     import orjson
@@ -48,13 +49,26 @@ HISTORY_PARTS = "user_history_part_*.json"
 def read_json(path: Path, digest: Any = None) -> Any:
     """Parse one JSON file, naming it (and spotting Git LFS pointers) on failure; its name
     and bytes go into `digest` (a hashlib object) when one is given."""
+    raw = _read_bytes(path)
+    if digest is not None:
+        _digest_file(digest, path, raw)
+    return parse_json_bytes(path, raw)
+
+
+def _read_bytes(path: Path) -> bytes:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
-    if digest is not None:
-        digest.update(f"{path.name}\0{len(raw)}\0".encode())
-        digest.update(raw)
+
+
+def _digest_file(digest: Any, path: Path, raw: bytes) -> None:
+    digest.update(f"{path.name}\0{len(raw)}\0".encode())
+    digest.update(raw)
+
+
+def parse_json_bytes(path: Path, raw: bytes) -> Any:
+    """The JSON in `raw` (the bytes of `path`, named in any error)."""
     if raw.startswith(LFS_POINTER_PREFIX):
         raise DataError(
             f"{path}: is a Git LFS pointer, not the data. Fetch the real files with "
@@ -72,23 +86,70 @@ def _part_number(path: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _merged_parts(data_dir: Path, pattern: str, digest: Any,
-                  extend_lists: bool = False) -> tuple[dict[str, Any], list[Path]]:
-    """One dict from all part files, in part order. With `extend_lists` (user histories) a
-    key found in several parts gets all their entries, not only the last part's."""
+def _part_files(data_dir: Path, pattern: str) -> list[Path]:
     parts = sorted(data_dir.glob(pattern), key=_part_number)
     if not parts:
         raise DataError(f"{data_dir}: no files matching {pattern!r}")
+    return parts
+
+
+def _merged_parts(parts: list[Path], raw: dict[Path, bytes],
+                  extend_lists: bool = False) -> dict[str, Any]:
+    """One dict from all part files (their bytes in `raw`), in part order. With
+    `extend_lists` (user histories) a key found in several parts gets all their entries,
+    not only the last part's."""
     merged: dict[str, Any] = {}
     for part in parts:
-        content = read_json(part, digest)
+        content = parse_json_bytes(part, raw[part])
         schema.expect_type(content, (dict,), str(part), "top level")
         for key, value in content.items():
             if extend_lists and isinstance(merged.get(key), list) and isinstance(value, list):
                 merged[key] = merged[key] + value
             else:
                 merged[key] = value
-    return merged, parts
+    return merged
+
+
+@dataclass
+class DataFiles:
+    """The bytes of a data directory's files, read once: hashed for the parsed-data cache's
+    key and the fingerprints, and parsed only when that cache does not hold them."""
+
+    data_dir: Path
+    product_parts: list[Path]
+    history_parts: list[Path]
+    raw: dict[Path, bytes]
+    fingerprint: str  # sha256 over the four data files' names and bytes (`BenchmarkData.fingerprint`)
+    products_fingerprint: str  # the same over the product parts alone: what a search index holds
+
+    @classmethod
+    def read(cls, data_dir: Path) -> "DataFiles":
+        product_parts = _part_files(data_dir, PRODUCT_PARTS)
+        history_parts = _part_files(data_dir, HISTORY_PARTS)
+        digest = hashlib.sha256()
+        raw: dict[Path, bytes] = {}
+        products_fingerprint = ""
+        for path in [*product_parts, *history_parts, data_dir / INSTRUCTIONS_FILE, data_dir / PROFILES_FILE]:
+            raw[path] = _read_bytes(path)
+            _digest_file(digest, path, raw[path])
+            if path == product_parts[-1]:
+                products_fingerprint = digest.hexdigest()
+        for name in (SYNTHETIC_MANIFEST, CONSTRUCTION_MANIFEST):
+            with contextlib.suppress(FileNotFoundError):
+                raw[data_dir / name] = (data_dir / name).read_bytes()
+        return cls(data_dir, product_parts, history_parts, raw, digest.hexdigest(), products_fingerprint)
+
+    def cache_key(self) -> list[Any]:
+        """What the parsed data depends on: the files' content (not their size or modification
+        time, which an edit in place can keep), the manifests' and the loader's version."""
+        manifests = [[path.name, hashlib.sha256(self.raw[path]).hexdigest()]
+                     for path in sorted(self.raw) if path.name in (SYNTHETIC_MANIFEST, CONSTRUCTION_MANIFEST)]
+        return [PARSED_CACHE_VERSION, sys.version, self.fingerprint, manifests]
+
+    def json(self, name: str) -> Any:
+        """The parsed content of one of the directory's files, None when it is absent."""
+        path = self.data_dir / name
+        return parse_json_bytes(path, self.raw[path]) if path in self.raw else None
 
 
 @dataclass
@@ -104,6 +165,7 @@ class BenchmarkData:
     construction_manifest: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
     fingerprint: str = ""  # sha256 over the data files' names and bytes: which data a result was run on
+    products_fingerprint: str = ""  # the same over the product parts: which products a search index holds
     _history_times: dict[str, list[int]] = field(default_factory=dict, repr=False)
 
     @property
@@ -149,46 +211,40 @@ class BenchmarkData:
 
 
 PARSED_CACHE = "parsed_data.marshal"
-PARSED_CACHE_VERSION = 1  # bump when `_parse_and_check` changes what it builds
-
-
-def _files_key(data_dir: Path) -> list[list[Any]]:
-    """Name, size and modification time of every data file: a changed file changes the key."""
-    names = [p.name for pattern in (PRODUCT_PARTS, HISTORY_PARTS) for p in data_dir.glob(pattern)]
-    names += [INSTRUCTIONS_FILE, PROFILES_FILE, SYNTHETIC_MANIFEST, CONSTRUCTION_MANIFEST]
-    key = []
-    for name in sorted(names):
-        with contextlib.suppress(FileNotFoundError):
-            stat = (data_dir / name).stat()
-            key.append([name, stat.st_size, stat.st_mtime_ns])
-    return key
-
-
-def _cache_key(data_dir: Path) -> list[Any]:
-    return [PARSED_CACHE_VERSION, sys.version, _files_key(data_dir)]
+PARSED_CACHE_VERSION = 2  # bump when `_parse_and_check` changes what it builds
+_CACHED_FIELDS = ("products", "histories", "profiles", "tasks", "synthetic_manifest", "construction_manifest",
+                  "warnings", "fingerprint", "products_fingerprint", "_history_times")
 
 
 def _read_parsed_cache(data_dir: Path, key: list[Any]) -> BenchmarkData | None:
-    """The validated data of an earlier load when its files have not changed since.
+    """The validated data of an earlier load of the same file contents.
 
     `marshal` (not pickle: reading it runs no code) of plain dicts and lists loads in a
-    fraction of the time of parsing and checking the JSON again."""
+    fraction of the time of parsing and checking the JSON again. A file that is not such a
+    cache is named in a warning and rebuilt."""
     path = ArtifactPaths.for_data_dir(data_dir).cache_dir / PARSED_CACHE
     try:
         with gc_paused():
             stored = marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
+    except FileNotFoundError:
         return None
-    if not isinstance(stored, dict) or stored.get("key") != key:
+    except UNREADABLE_CACHE as exc:
+        warn_unusable_cache(path, f"unreadable parsed-data cache ({exc})")
+        return None
+    if not isinstance(stored, dict) or not isinstance(stored.get("fields"), dict):
+        warn_unusable_cache(path, "not a parsed-data cache")
+        return None
+    if stored.get("key") != key:  # other data, or an earlier loader version
+        return None
+    if set(stored["fields"]) != set(_CACHED_FIELDS):
+        warn_unusable_cache(path, "not a parsed-data cache of this loader")
         return None
     return BenchmarkData(data_dir=data_dir, **stored["fields"])
 
 
 def _write_parsed_cache(data: BenchmarkData, key: list[Any]) -> None:
     """Keep the validated data for the next load; a read-only data directory just goes without."""
-    fields = {name: getattr(data, name) for name in (
-        "products", "histories", "profiles", "tasks", "synthetic_manifest", "construction_manifest",
-        "warnings", "fingerprint", "_history_times")}
+    fields = {name: getattr(data, name) for name in _CACHED_FIELDS}
     path = ArtifactPaths.for_data_dir(data.data_dir).cache_dir / PARSED_CACHE
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -198,29 +254,30 @@ def _write_parsed_cache(data: BenchmarkData, key: list[Any]) -> None:
 
 
 def _load(data_dir: Path) -> BenchmarkData:
-    """The directory's data: from the parsed-data cache when its files are unchanged, else
-    parsed, checked and cached."""
+    """The directory's data: from the parsed-data cache when it was built from the same file
+    contents, else parsed, checked and cached."""
     if not data_dir.is_dir():
         raise DataError(
             f"{data_dir}: data directory not found. Generate synthetic data with "
             "`python -m PersonalWAB.data synthetic --scale small --out DIR` or fetch the "
             "official files with `bash scripts/download_data.sh`."
         )
-    key = _cache_key(data_dir)
+    files = DataFiles.read(data_dir)
+    key = files.cache_key()
     data = _read_parsed_cache(data_dir, key)
     if data is None:
         with gc_paused():
-            data = _parse_and_check(data_dir)
+            data = _parse_and_check(files)
         _write_parsed_cache(data, key)
     return data
 
 
-def _parse_and_check(data_dir: Path) -> BenchmarkData:
-    digest = hashlib.sha256()
-    products, product_files = _merged_parts(data_dir, PRODUCT_PARTS, digest)
-    histories, history_files = _merged_parts(data_dir, HISTORY_PARTS, digest, extend_lists=True)
-    instructions = read_json(data_dir / INSTRUCTIONS_FILE, digest)
-    profile_entries = read_json(data_dir / PROFILES_FILE, digest)
+def _parse_and_check(files: DataFiles) -> BenchmarkData:
+    data_dir, product_files, history_files = files.data_dir, files.product_parts, files.history_parts
+    products = _merged_parts(product_files, files.raw)
+    histories = _merged_parts(history_files, files.raw, extend_lists=True)
+    instructions = files.json(INSTRUCTIONS_FILE)
+    profile_entries = files.json(PROFILES_FILE)
     schema.check_products_file(products, ", ".join(str(p) for p in product_files))
     schema.check_history_file(histories, ", ".join(str(p) for p in history_files))
     schema.check_instructions_file(instructions, str(data_dir / INSTRUCTIONS_FILE))
@@ -264,10 +321,8 @@ def _parse_and_check(data_dir: Path) -> BenchmarkData:
             "memory follows time order, the release numbered memory by file order"
         )
 
-    manifest_path = data_dir / SYNTHETIC_MANIFEST
-    manifest = read_json(manifest_path) if manifest_path.exists() else None
-    built_path = data_dir / CONSTRUCTION_MANIFEST
-    built = read_json(built_path) if built_path.exists() else None
+    manifest = files.json(SYNTHETIC_MANIFEST)
+    built = files.json(CONSTRUCTION_MANIFEST)
     return BenchmarkData(
         data_dir=data_dir,
         products=products,
@@ -277,7 +332,8 @@ def _parse_and_check(data_dir: Path) -> BenchmarkData:
         synthetic_manifest=manifest,
         construction_manifest=built,
         warnings=warnings,
-        fingerprint=digest.hexdigest(),
+        fingerprint=files.fingerprint,
+        products_fingerprint=files.products_fingerprint,
         _history_times=history_times,
     )
 

@@ -5,8 +5,9 @@ search engine, the SASRec recommender and the MiniLM embedder. Each is opened on
 first use under a lock, so concurrent tasks share one instance of each, and nothing
 here starts the JVM before a search (`run.py` with the Lucene backend starts it in the
 background while the data loads, since almost every run searches). The protocol renders the products a
-search index holds; an index rendered by other texts is refused with the command
-that rebuilds it.
+search index holds; each (texts, products) pair has its own index folder
+(`engines.search.search_index_dir`), and an index of other texts or products is refused with
+the command that builds the right one.
 
 A failure of an engine itself (an unreadable index, checkpoint or item map, a JVM
 exception) raises `EngineError`, which the environment does not show the agent: the task
@@ -21,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.engines.search import BACKENDS, SearchEngine, open_search_engine
-from PersonalWAB.engines.search.common import contents_fingerprint
+from PersonalWAB.engines.search import BACKENDS, SearchEngine, open_search_engine, search_index_dir
+from PersonalWAB.engines.search.common import index_mismatch
 from PersonalWAB.engines.text_embedding import TextEmbedder, shared_embedder
 from PersonalWAB.errors import DataError, EngineError, ToolArgumentError
-from PersonalWAB.paths import OFFICIAL_INDEX_DIR
 from PersonalWAB.protocol import Protocol, load_protocol
 
 
@@ -75,8 +75,8 @@ class Engines:
         self.data = data
         self.protocol = protocol or load_protocol()
         self.search_backend = search_backend
-        default_index = artifacts.lucene_index if search_backend == "lucene" else artifacts.bm25s_index
-        self.search_index = Path(search_index) if search_index else default_index
+        self.search_index = Path(search_index) if search_index else search_index_dir(data, search_backend,
+                                                                                       self.protocol)
         self.checkpoint = Path(checkpoint) if checkpoint else artifacts.checkpoint
         self.item_map = Path(item_map) if item_map else artifacts.item_map
         self.embedder = embedder or shared_embedder()
@@ -98,13 +98,14 @@ class Engines:
         return self._search
 
     def _open_search(self) -> SearchEngine:
-        official = self.search_index.resolve() == OFFICIAL_INDEX_DIR.resolve()
-        if not official and contents_fingerprint(self.search_index) != self.protocol.contents_fingerprint:
+        mismatch = self.search_index.is_dir() and index_mismatch(
+            self.search_index, self.protocol.contents_fingerprint, self.data.products_fingerprint)
+        if mismatch:
             raise DataError(
-                f"{self.search_index}: built from other product texts than the {self.protocol.name} "
-                f"protocol's; rebuild it with `python -m PersonalWAB.build --data_dir "
-                f"{self.data.data_dir} --search_backend {self.search_backend}` (with the same "
-                "--protocol_file)")
+                f"{self.search_index}: {mismatch} than this run's ({self.protocol.name} texts over "
+                f"the product files of {self.data.data_dir} as they are now); "
+                f"build its own with `python -m PersonalWAB.build --data_dir {self.data.data_dir} "
+                f"--search_backend {self.search_backend}` (with the same --protocol_file)")
         return open_search_engine(self.search_backend, self.search_index,
                                   lambda asin: self.protocol.product_block(self.data.products[asin]))
 

@@ -205,7 +205,16 @@ class OnnxMiniLM:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, InvalidGraph, InvalidProtobuf
+
+        try:
+            self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        except (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf) as exc:  # a truncated or damaged file
+            print(f"warning: {graph}: not a usable ONNX graph ({type(exc).__name__}: {str(exc)[:200]}); "
+                  "removing it and exporting it again", file=sys.stderr)
+            graph.unlink(missing_ok=True)
+            export_onnx(model_path, graph)
+            self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
         self.tokenizer = _tokenizer(model_path)
         self.threads = threads or os.cpu_count() or 1
 
@@ -284,13 +293,11 @@ class TextEmbedder:
         import numpy as np
 
         wanted = list(dict.fromkeys(texts))
-        if cache_file is not None and cache_file.exists():
-            with np.load(cache_file) as stored:
-                keys, vectors = list(stored["keys"]), stored["vectors"]
-            wanted_keys = {text_key(t) for t in wanted}
-            for key, vector in zip(keys, vectors):
-                if key in wanted_keys:
-                    self._memo.setdefault(str(key), vector)
+        stored = _read_vector_file(cache_file) if cache_file is not None else {}
+        wanted_keys = {text_key(t) for t in wanted}
+        for key, vector in stored.items():
+            if key in wanted_keys:
+                self._memo.setdefault(key, vector)
         missing = [t for t in wanted if text_key(t) not in self._memo]
         for text, vector in zip(missing, self.encode(missing, progress=len(missing) >= PROGRESS_MIN_TEXTS)):
             self._memo[text_key(text)] = vector
@@ -302,10 +309,7 @@ class TextEmbedder:
         """Merge these texts' vectors into the cache file (written atomically)."""
         import numpy as np
 
-        vectors: dict[str, Any] = {}
-        if cache_file.exists():
-            with np.load(cache_file) as stored:
-                vectors = {str(k): v for k, v in zip(stored["keys"], stored["vectors"])}
+        vectors = _read_vector_file(cache_file)
         vectors.update({text_key(t): self._memo[text_key(t)] for t in texts})
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache_file.with_name(f".{cache_file.stem}.{os.getpid()}.tmp.npz")
@@ -323,6 +327,27 @@ class TextEmbedder:
     def similarity(self, text_a: str, text_b: str) -> float:
         """Cosine similarity of two texts (dot product of normalised embeddings)."""
         return float(self.embedding(text_a) @ self.embedding(text_b))
+
+
+def _read_vector_file(cache_file: Path) -> dict[str, Any]:
+    """Text key -> vector of a `remember` cache file; empty when it is absent, and when it is
+    damaged (named in a warning, then written whole again)."""
+    import numpy as np
+
+    from PersonalWAB.paths import UNREADABLE_CACHE, warn_unusable_cache
+
+    try:
+        with np.load(cache_file) as stored:
+            keys, vectors = stored["keys"], stored["vectors"]
+    except FileNotFoundError:
+        return {}
+    except UNREADABLE_CACHE as exc:
+        warn_unusable_cache(cache_file, f"unreadable embedding cache ({exc})")
+        return {}
+    if vectors.shape != (len(keys), DIMENSION):
+        warn_unusable_cache(cache_file, f"{vectors.shape} vectors for {len(keys)} keys")
+        return {}
+    return {str(key): vector for key, vector in zip(keys, vectors)}
 
 
 _SHARED_EMBEDDER: TextEmbedder | None = None

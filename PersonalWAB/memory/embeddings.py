@@ -52,6 +52,7 @@ import numpy as np
 
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.engines.text_embedding import DIMENSION
+from PersonalWAB.paths import UNREADABLE_CACHE, warn_unusable_cache
 from PersonalWAB.protocol import Protocol
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
@@ -116,13 +117,20 @@ class TextStore:
                                                         vectors=np.concatenate([stored, vectors[new]])))
 
     def _read(self) -> tuple[np.ndarray, np.ndarray]:
+        """The stored keys and vectors; none for a missing store, and for a damaged one
+        (named in a warning; the next `add` writes a whole one)."""
+        empty = np.zeros((0, 32), dtype=np.uint8), np.zeros((0, DIMENSION), dtype=np.float32)
         try:
             with np.load(self.path) as stored:
                 keys, vectors = stored["keys"], stored["vectors"]
-        except (OSError, ValueError, KeyError):
-            keys, vectors = np.zeros((0, 32), dtype=np.uint8), np.zeros((0, DIMENSION), dtype=np.float32)
+        except FileNotFoundError:
+            return empty
+        except UNREADABLE_CACHE as exc:
+            warn_unusable_cache(self.path, f"unreadable embedding store ({exc})")
+            return empty
         if keys.shape != (len(keys), 32) or vectors.shape != (len(keys), DIMENSION):
-            return np.zeros((0, 32), dtype=np.uint8), np.zeros((0, DIMENSION), dtype=np.float32)
+            warn_unusable_cache(self.path, f"embedding store of shapes {keys.shape} and {vectors.shape}")
+            return empty
         return keys, vectors
 
 
@@ -202,16 +210,27 @@ def _save(cache_dir: Path, name: str, matrix: np.ndarray, index: dict[str, Any])
 
 
 def _load(cache_dir: Path, name: str, fingerprint: str) -> tuple[np.ndarray, dict[str, Any]] | None:
-    """The cached matrix (memory-mapped) and index, or None when missing or stale."""
+    """The cached matrix (memory-mapped) and index, or None when missing, stale (built from
+    other texts) or damaged (named in a warning)."""
     index_file, matrix_file = cache_dir / f"{name}.json", cache_dir / f"{name}.npy"
     if not index_file.exists() or not matrix_file.exists():
         return None
     try:
         index = json.loads(index_file.read_text())
-        matrix = np.load(matrix_file, mmap_mode="r")
-    except (OSError, ValueError):
+        stale = index.get("fingerprint") != fingerprint
+    except UNREADABLE_CACHE as exc:
+        warn_unusable_cache(index_file, f"unreadable embedding index ({exc})")
         return None
-    if index.get("fingerprint") != fingerprint or matrix.shape != (index.get("rows"), DIMENSION):
+    if stale:
+        return None
+    try:
+        matrix = np.load(matrix_file, mmap_mode="r")
+    except UNREADABLE_CACHE as exc:
+        warn_unusable_cache(matrix_file, f"unreadable embedding matrix ({exc})")
+        return None
+    if matrix.shape != (index.get("rows"), DIMENSION):
+        warn_unusable_cache(matrix_file, f"{matrix.shape} embeddings where {index_file.name} says "
+                                         f"({index.get('rows')}, {DIMENSION})")
         return None
     return matrix, index
 

@@ -27,9 +27,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from PersonalWAB.data.loader import load_benchmark_data  # noqa: E402
-from PersonalWAB.engines.search import SearchEngine, open_search_engine  # noqa: E402
+from PersonalWAB.engines.search import SearchEngine, open_search_engine, search_index_dir  # noqa: E402
 from PersonalWAB.protocol import load_protocol  # noqa: E402
-from PersonalWAB.paths import ArtifactPaths, default_data_dir  # noqa: E402
+from PersonalWAB.paths import default_data_dir  # noqa: E402
 
 
 def overlap(a: list[str], b: list[str]) -> float:
@@ -108,15 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     protocol = load_protocol(args.protocol_file)
 
     data = load_benchmark_data(args.data_dir or default_data_dir())
-    artifacts = ArtifactPaths.for_data_dir(data.data_dir)
     tasks = data.split(args.split)[: args.limit]
     queries = [task["task"] for task in tasks]
     if not queries:
         parser.error(f"split {args.split!r} has no instructions")
 
     results, latency = {}, {}
-    for backend, index_dir in (("lucene", args.lucene_index or artifacts.lucene_index),
-                               ("bm25s", args.bm25s_index or artifacts.bm25s_index)):
+    for backend, index_dir in (("lucene", args.lucene_index or search_index_dir(data, "lucene", protocol)),
+                               ("bm25s", args.bm25s_index or search_index_dir(data, "bm25s", protocol))):
         started = time.perf_counter()
         engine = open_search_engine(backend, index_dir, lambda asin: protocol.product_block(data.products[asin]))
         opened = time.perf_counter() - started

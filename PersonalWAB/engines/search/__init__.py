@@ -12,9 +12,10 @@ Two backends answer the same question ("which ten products best match this query
   match Lucene's.
 
 Each product is indexed as the text the protocol renders for it (`Protocol.product_block`),
-which is also what the agent reads for a hit. An index records which texts rendered it
-(`common.contents_fingerprint`), so a run with other texts rebuilds it instead of showing
-stale text.
+which is also what the agent reads for a hit. An index lives in a folder named by the
+fingerprints of those texts and of the product files (`common.index_dir_for`) and records
+them (`common.index_record`), so a run with other texts or edited products uses (or builds)
+its own index instead of showing stale text, and never disturbs another run's.
 
 This module only names the backends and dispatches to them: a backend's module (and the JVM,
 bm25s or scipy behind it) is imported when that backend is opened or built.
@@ -43,6 +44,13 @@ class SearchEngine(Protocol):
     def contents(self, docids: list[str]) -> list[str]: ...
 
 
+def search_index_dir(data: Any, backend: str, protocol: Any) -> Path:
+    """The index a run over `data` (a `BenchmarkData`) with `protocol`'s product texts reads."""
+    from PersonalWAB.engines.search.common import index_dir_for
+
+    return index_dir_for(data.artifacts, backend, protocol.contents_fingerprint, data.products_fingerprint)
+
+
 def open_search_engine(backend: str, index_dir: Path | str, contents_of: Callable[[str], str]) -> SearchEngine:
     """The engine of `backend` ("lucene" or "bm25s") over the index in `index_dir`;
     `contents_of` renders a document's text where the index does not store it (bm25s)."""
@@ -58,17 +66,19 @@ def open_search_engine(backend: str, index_dir: Path | str, contents_of: Callabl
 
 
 def build_index(backend: str, products: dict[str, dict[str, Any]], index_dir: Path, render: Render,
-                fingerprint: str, threads: int = 2) -> dict[str, Any]:
-    """Build `backend`'s index of `products` (rendered by `render`, named by `fingerprint`) into
-    `index_dir`; `threads` are Anserini's indexing threads (the bm25s build has none)."""
+                fingerprint: str, threads: int = 2, products_fingerprint: str = "") -> dict[str, Any]:
+    """Build `backend`'s index of `products` (rendered by `render`, whose texts' fingerprint is
+    `fingerprint`; the products' is `products_fingerprint`) into `index_dir`; `threads` are
+    Anserini's indexing threads (the bm25s build has none)."""
     if backend == "lucene":
         from PersonalWAB.engines.search.lucene import build_lucene_index
 
-        return build_lucene_index(products, index_dir, render, fingerprint, threads=threads)
+        return build_lucene_index(products, index_dir, render, fingerprint, threads=threads,
+                                  products_fingerprint=products_fingerprint)
     if backend == "bm25s":
         from PersonalWAB.engines.search.bm25s import build_bm25s_index
 
-        return build_bm25s_index(products, index_dir, render, fingerprint)
+        return build_bm25s_index(products, index_dir, render, fingerprint, products_fingerprint)
     raise _unknown_backend(backend)
 
 

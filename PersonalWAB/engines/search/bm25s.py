@@ -58,9 +58,10 @@ def _lucene_bm25_matrix(documents: list[list[str]]) -> tuple[dict[str, Any], dic
 
 
 def build_bm25s_index(products: dict[str, dict[str, Any]], index_dir: Path, render: Render,
-                      fingerprint: str) -> dict[str, Any]:
+                      fingerprint: str, products_fingerprint: str = "") -> dict[str, Any]:
     """Index every product's text `render(product)` for bm25s (Lucene's BM25, k1=0.9, b=0.4)
-    beside its ASIN list; `fingerprint` names the texts that rendered it.
+    beside its ASIN list; `fingerprint` names the texts that rendered it and
+    `products_fingerprint` the products.
 
     Documents are stored in ASIN order, so ranking ties by position ranks them by ASIN, as
     Anserini does.
@@ -85,7 +86,7 @@ def build_bm25s_index(products: dict[str, dict[str, Any]], index_dir: Path, rend
         meta = {"analyzer": ANALYZER_ID, "scores": "lucene-stored-lengths", "documents": len(asins),
                 "asins": asins}
         (scratch / _META_FILE).write_text(json.dumps(meta), encoding="utf-8")
-        record_contents(scratch, fingerprint)
+        record_contents(scratch, fingerprint, products_fingerprint)
         replace_dir(scratch, index_dir)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -3,8 +3,9 @@
     python -m PersonalWAB.engines.search.build --data_dir DIR \
         [--backend lucene|bm25s|all] [--threads 2] [--index_dir PATH]
 
-Indexes go where the engines look for them (`ArtifactPaths.for_data_dir(DIR)`) unless
-`--index_dir` says otherwise; a rebuilt index replaces the old one only once complete.
+Indexes go where the engines look for them (`engines.search.search_index_dir`: one folder per
+product-text and product fingerprint) unless `--index_dir` says otherwise; a rebuilt index
+replaces the old one only once complete, and Ctrl-C discards it at once.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from PersonalWAB.engines.search import BACKENDS, build_index
+from PersonalWAB.engines.search import BACKENDS, build_index, search_index_dir
+from PersonalWAB.engines.search.common import is_prebuilt
 from PersonalWAB.errors import DataError
-from PersonalWAB.paths import ArtifactPaths, default_data_dir
+from PersonalWAB.paths import default_data_dir
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -48,17 +50,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         protocol = load_protocol(args.protocol_file)
         data = load_benchmark_data(args.data_dir or default_data_dir())
-        artifacts = ArtifactPaths.for_data_dir(data.data_dir)
         backends = BACKENDS if args.backend == "all" else (args.backend,)
         for backend in backends:
-            default_index = artifacts.lucene_index if backend == "lucene" else artifacts.bm25s_index
-            report = build_index(backend, data.products, args.index_dir or default_index, protocol.product_block,
-                                 protocol.contents_fingerprint, threads=args.threads)
+            index_dir = args.index_dir or search_index_dir(data, backend, protocol)
+            if is_prebuilt(index_dir):
+                print(f"{backend}: the official prebuilt index {index_dir} is used as it is; not rebuilt")
+                continue
+            report = build_index(backend, data.products, index_dir, protocol.product_block,
+                                 protocol.contents_fingerprint, threads=args.threads,
+                                 products_fingerprint=data.products_fingerprint)
             print(f"{backend}: {report['documents']} documents indexed into {report['index_dir']} "
                   f"in {report['seconds']:.1f} s")
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: the index being built was discarded; nothing was changed", file=sys.stderr)
+        return 130
     return 0
 
 

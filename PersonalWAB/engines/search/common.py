@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.errors import DataError, ToolArgumentError
-from PersonalWAB.paths import OFFICIAL_DATA_DIR, ArtifactPaths
+from PersonalWAB.paths import OFFICIAL_DATA_DIR, OFFICIAL_INDEX_DIR, ArtifactPaths
+from PersonalWAB.scratch import remove_stale
 
 # Lucene refuses boolean queries with more clauses than this (one clause per distinct
 # term); the bm25s engine applies the same limit so both backends fail alike.
@@ -50,9 +51,9 @@ def too_many_terms() -> ToolArgumentError:
 
 def _build_command(index_dir: Path, backend: str) -> str:
     """The command that (re)builds `index_dir`, with the data directory when it can be inferred."""
-    attribute = "lucene_index" if backend == "lucene" else "bm25s_index"
-    for data_dir in (OFFICIAL_DATA_DIR, index_dir.parent.parent):
-        if getattr(ArtifactPaths.for_data_dir(data_dir), attribute).resolve() == index_dir.resolve():
+    for data_dir in (OFFICIAL_DATA_DIR, index_dir.parent.parent.parent):
+        root = ArtifactPaths.for_data_dir(data_dir).index_root(backend)
+        if is_prebuilt(index_dir) or index_dir.parent.resolve() == root.resolve():
             return f"bash scripts/tools/build_search_index.sh --data_dir {data_dir} --backend {backend}"
     return (
         f"bash scripts/tools/build_search_index.sh --data_dir DATA_DIR --backend {backend} "
@@ -73,13 +74,17 @@ def require_products(products: dict[str, dict[str, Any]], index_dir: Path) -> No
 
 def scratch_dir(target: Path, purpose: str) -> Path:
     """A scratch folder beside `target`, on the same file system so the final rename is atomic;
-    named after this process so a later run can remove it if the process is killed."""
+    named after this process so a later run can remove it if the process is killed (as this
+    one removes what killed builds left here)."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(target.parent)
     return Path(tempfile.mkdtemp(prefix=f".{target.name}.{os.getpid()}.{purpose}-", dir=target.parent))
 
 
 def replace_dir(built: Path, target: Path) -> None:
-    """Move a finished index into place so readers never see a half-written one."""
+    """Move a finished index into place so readers never see a half-written one. An index
+    that is already there is retired by a rename and then deleted: a run that has it open
+    keeps reading its open files (POSIX keeps an open file's data until it is closed)."""
     if target.exists():
         retired = target.with_name(f".{target.name}.{os.getpid()}.old-{time.time_ns()}")
         os.replace(target, retired)
@@ -89,16 +94,53 @@ def replace_dir(built: Path, target: Path) -> None:
         os.replace(built, target)
 
 
+def is_prebuilt(index_dir: Path) -> bool:
+    """Whether `index_dir` is the official release's own Lucene index (used as it is)."""
+    return Path(index_dir).resolve() == OFFICIAL_INDEX_DIR.resolve()
+
+
+def index_dir_for(artifacts: ArtifactPaths, backend: str, contents: str, products: str) -> Path:
+    """The index a run reads whose products (`products`: `BenchmarkData.products_fingerprint`)
+    are rendered by the texts of fingerprint `contents`: the official prebuilt Lucene index
+    when it is placed, else the folder built here for exactly these two."""
+    prebuilt = artifacts.prebuilt_lucene_index
+    if backend == "lucene" and prebuilt is not None and prebuilt.is_dir() and any(prebuilt.iterdir()):
+        return prebuilt
+    return artifacts.index_root(backend) / f"{contents[:16]}-{products[:16]}"
+
+
+def index_record(index_dir: Path) -> dict[str, Any]:
+    """What an index built here records about its source ({} for the official prebuilt one
+    or an unreadable record)."""
+    try:
+        record = json.loads((Path(index_dir) / CONTENTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def contents_fingerprint(index_dir: Path) -> str | None:
     """Which texts rendered an index built here; None for an index built elsewhere (the
     official prebuilt one) or an unreadable record."""
-    path = Path(index_dir) / CONTENTS_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8")).get("contents")
-    except (OSError, ValueError, AttributeError):
+    return index_record(index_dir).get("contents")
+
+
+def index_mismatch(index_dir: Path, contents: str, products: str) -> str | None:
+    """Why the index in `index_dir` does not hold these products rendered by these texts
+    (None: it does, or it is the official prebuilt index). An index whose record names no
+    products (built before records had them) is judged by its texts alone."""
+    if is_prebuilt(index_dir):
         return None
+    record = index_record(index_dir)
+    if record.get("contents") != contents:
+        return "built from other product texts"
+    if record.get("products") not in (None, "", products):
+        return "built from other products"
+    return None
 
 
-def record_contents(index_dir: Path, fingerprint: str) -> None:
-    """Record which texts rendered the index in `index_dir` (read by `contents_fingerprint`)."""
-    (index_dir / CONTENTS_FILE).write_text(json.dumps({"contents": fingerprint}), encoding="utf-8")
+def record_contents(index_dir: Path, contents: str, products: str = "") -> None:
+    """Record which texts rendered the index in `index_dir` and from which products
+    (read by `index_record`)."""
+    (index_dir / CONTENTS_FILE).write_text(json.dumps({"contents": contents, "products": products}),
+                                           encoding="utf-8")

@@ -10,6 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,7 @@ from PersonalWAB.engines.search.common import (Render, check_k, check_query, mis
                                                replace_dir, require_products, scratch_dir, too_many_terms)
 from PersonalWAB.engines.search.jvm import anserini, on_jvm
 from PersonalWAB.errors import DataError
+from PersonalWAB.paths import PACKAGE_DIR
 
 
 def _write_json_collection(products: dict[str, dict[str, Any]], folder: Path, files: int, render: Render) -> None:
@@ -51,10 +56,38 @@ def _index_collection_on_jvm(collection: Path, index: Path, threads: int) -> dic
     return {name: getattr(counters, name).get() for name in ("indexed", "empty", "skipped", "errors")}
 
 
+def _indexer_command(collection: Path, index: Path, threads: int, counts_file: Path) -> list[str]:
+    """The child process that indexes `collection` into `index` (see `_main`)."""
+    return [sys.executable, "-m", "PersonalWAB.engines.search.lucene", str(collection), str(index), str(threads),
+            str(counts_file)]
+
+
+def _index_in_child(collection: Path, index: Path, threads: int) -> dict[str, int]:
+    """Run Anserini's indexer in a child process with a JVM of its own, so an interrupt
+    (Ctrl-C, SIGTERM) stops the build at once: an indexing call on this process's JVM cannot
+    be interrupted, and would hold the exit until it ends. The child is killed, never left
+    writing into the scratch folder the caller removes."""
+    counts_file = index.parent / "counts.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(PACKAGE_DIR.parent),
+                                                                     os.environ.get("PYTHONPATH"))))}
+    child = subprocess.Popen(_indexer_command(collection, index, threads, counts_file), env=env)
+    try:
+        code = child.wait()
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    if code != 0:
+        raise DataError(f"{index}: the Anserini indexer ended with exit code {code} (its messages are above)")
+    return json.loads(counts_file.read_text(encoding="utf-8"))
+
+
 def build_lucene_index(products: dict[str, dict[str, Any]], index_dir: Path, render: Render,
-                       fingerprint: str, threads: int = 2) -> dict[str, Any]:
+                       fingerprint: str, threads: int = 2, products_fingerprint: str = "") -> dict[str, Any]:
     """Index every product's text `render(product)` (id = parent_asin) with Anserini, replacing
-    `index_dir` when done; `fingerprint` names the texts that rendered it.
+    `index_dir` when done; `fingerprint` names the texts that rendered it and
+    `products_fingerprint` the products. Nothing half-built is left when it is interrupted
+    (and what a killed build left is removed by the next, `scratch.remove_stale`).
 
     Results do not depend on `threads`: Anserini breaks score ties by document id, not by
     the (thread-dependent) order documents entered the index.
@@ -70,10 +103,10 @@ def build_lucene_index(products: dict[str, dict[str, Any]], index_dir: Path, ren
         collection.mkdir()
         _write_json_collection(products, collection, max(1, min(threads, len(products))), render)
         with stage(f"Anserini indexing {len(products)} products"):
-            counts = on_jvm(_index_collection_on_jvm, collection, scratch / "index", max(1, threads))
+            counts = _index_in_child(collection, scratch / "index", max(1, threads))
         if counts["indexed"] != len(products):
             raise DataError(f"{index_dir}: Anserini indexed {counts} of {len(products)} products")
-        record_contents(scratch / "index", fingerprint)
+        record_contents(scratch / "index", fingerprint, products_fingerprint)
         replace_dir(scratch / "index", index_dir)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -156,3 +189,25 @@ class LuceneSearchEngine:
                 raise too_many_terms() from None
             raise
         return [[hit.docid for hit in found.get(str(position))] for position in range(len(queries))]
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    """End this indexer when the build that started it is gone (even killed with SIGKILL)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _main(argv: list[str]) -> int:
+    """The indexer child of `_index_in_child`: index, then write Anserini's counters to a file.
+    Interrupts are left to the parent, which kills this process."""
+    collection, index, threads, counts_file = argv
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    counts = on_jvm(_index_collection_on_jvm, Path(collection), Path(index), int(threads))
+    Path(counts_file).write_text(json.dumps(counts), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
