@@ -22,7 +22,7 @@ from PersonalWAB.data.loader import PARSED_CACHE, load_benchmark_data
 from PersonalWAB.engines.search import BACKENDS, build_index, search_index_dir
 from PersonalWAB.engines.search.common import index_record
 from PersonalWAB.engines.shared import Engines
-from PersonalWAB.errors import DataError
+from PersonalWAB.errors import EngineError
 from PersonalWAB.protocol import load_protocol
 from PersonalWAB.scratch import SCRATCH_NAME, pid_alive
 
@@ -153,10 +153,10 @@ def test_an_index_of_other_products_is_refused_naming_the_build_command(tiny_dat
     _edit_first_product_title(data_dir)
     edited = load_benchmark_data(data_dir, reload=True)
     assert index_record(old_index)["products"] == data.products_fingerprint != edited.products_fingerprint
-    with pytest.raises(DataError, match="built from other products") as refused:
+    with pytest.raises(EngineError, match="built from other products") as refused:
         Engines(edited, "bm25s", protocol, search_index=old_index).search
     assert str(old_index) in str(refused.value) and "python -m PersonalWAB.build" in str(refused.value)
-    with pytest.raises(DataError, match="no bm25s index here"):  # its own is not built yet
+    with pytest.raises(EngineError, match="no bm25s index here"):  # its own is not built yet
         Engines(edited, "bm25s", protocol).search
 
 

@@ -292,7 +292,7 @@ def test_stale_scratch_of_killed_runs_is_removed(tiny_data_dir, tiny_engines, tm
     stale_file.write_text("[")
     live_file = tmp_path / f".other.json.{os.getpid()}.tmp"
     live_file.write_text("[")
-    stale_index = tiny_data_dir / "indexes" / f".lucene.{gone.pid}.build-x1y2"
+    stale_index = tiny_data_dir / "indexes" / "lucene" / f".0123abcd-4567ef.{gone.pid}.build-x1y2"
     (stale_index / "collection").mkdir(parents=True)
     run(RunConfig(data_dir=str(tiny_data_dir), output=str(tmp_path / "r.json"), end_index=3), log=quiet)
     assert not stale_file.exists() and not stale_index.exists()
