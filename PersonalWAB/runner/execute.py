@@ -123,7 +123,7 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float
     from PersonalWAB.engines.shared import shared_engines
     from PersonalWAB.envs.pwab.env import PWABEnv
     from PersonalWAB.envs.users import get_user
-    from PersonalWAB.progress import RunProgress
+    from PersonalWAB.progress import FirstErrors, RunProgress
     from PersonalWAB.scratch import remove_stale
     from PersonalWAB.types import Episode
 
@@ -145,6 +145,7 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float
     engines = shared_engines(data, config.search_backend, protocol)
     cache_review_embeddings(data, [tasks[tid] for _, tid in plan.jobs])
     agent = build_agent(data, config)
+    first_errors = FirstErrors(log)
 
     def run_one(trial: int, task_id: int) -> dict[str, Any]:
         user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries)
@@ -158,6 +159,7 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float
             # what the episode did before failing (calls made, their cost) is kept
             episode = getattr(exc, "episode", None) or Episode()
             episode.error = f"{type(exc).__name__}: {exc}"
+            first_errors.report(task_id, exc)
             if config.verbose:
                 traceback.print_exc()
         if episode.usage.price_unknown:
