@@ -141,6 +141,17 @@ def load_litellm() -> Any:
     return _litellm
 
 
+def warm_up() -> None:
+    """Load litellm and what its first request imports (about 3 s on 2 cores, more on a busy
+    machine), so a run can show this wait as its own step instead of a bar frozen at 0 tasks.
+    The request is litellm's mock: nothing leaves the machine."""
+    litellm = load_litellm()
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    litellm.completion(model="openai/warm-up", messages=[{"role": "user", "content": "-"}], tools=[tool],
+                       mock_response="-", api_key=PLACEHOLDER_KEY)  # a request with tools imports more
+    import openai.resources  # noqa: F401  (the OpenAI client imports it on its first request)
+
+
 def price_listed(route: str) -> bool:
     """Whether litellm's price table has token prices for this (routed) model."""
     try:

@@ -191,7 +191,9 @@ def test_format_errors_show_in_the_live_bar(format_error_run):
 def test_run_summary_names_the_format_errors(tiny_data_dir, tiny_engines, tmp_path, capsys):
     with ScriptedLLMServer([ScriptedReply(tool_calls=[("search_product_by_query", '{"query": "unterm')])]) as server:
         assert main(llm_run(tiny_data_dir, tmp_path / "r.json", server.url, "--end_index", "2")) == 0
-    assert "format errors: 2 of 2 task(s)" in capsys.readouterr().out
+    shown = capsys.readouterr()
+    assert "format errors: 2 of 2 task(s)" in shown.out
+    assert "loading the model client (litellm)" in shown.err  # the seconds before the first request, shown
 
 
 def test_validate_and_summarize_count_format_errors(format_error_run, capsys):

@@ -123,7 +123,7 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float
     from PersonalWAB.engines.shared import shared_engines
     from PersonalWAB.envs.pwab.env import PWABEnv
     from PersonalWAB.envs.users import get_user
-    from PersonalWAB.progress import FirstErrors, RunProgress
+    from PersonalWAB.progress import FirstErrors, RunProgress, stage
     from PersonalWAB.scratch import remove_stale
     from PersonalWAB.types import Episode
 
@@ -145,6 +145,11 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float
     engines = shared_engines(data, config.search_backend, protocol)
     cache_review_embeddings(data, [tasks[tid] for _, tid in plan.jobs])
     agent = build_agent(data, config)
+    if config.model or config.user_model:
+        from PersonalWAB.llm import warm_up
+
+        with stage("loading the model client (litellm)"):
+            warm_up()
     first_errors = FirstErrors(log)
 
     def run_one(trial: int, task_id: int) -> dict[str, Any]:
