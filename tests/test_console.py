@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import socket
+import subprocess
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,6 +31,7 @@ from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
 from devtools.responders import tool_caller
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from tests.conftest import REPO_ROOT
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -304,3 +307,15 @@ def test_every_help_shows_each_default_at_most_once():
     assert "(default: 16)" in sft["--lora_r"] and "(default: False)" in sft["--bf16,"]  # PUMA's flags show theirs
     reproduce = {block.split()[0]: block for block in option_blocks(helps["pwab reproduce"])}
     assert "(default: 8)" in reproduce["--max_concurrency"] and "None" not in reproduce["--rows"]
+
+
+# -- the construct smoke twice on one OUT; the suite without root ---------------------------------
+
+@pytest.mark.slow
+def test_construct_smoke_runs_twice_on_one_out_and_the_second_calls_no_model(tmp_path):
+    env = {**os.environ, "SMOKE_SCALE": "tiny", "SMOKE_USERS": "12"}  # the script's smaller world
+    runs = [subprocess.run(["bash", "scripts/construct_smoke.sh", str(tmp_path / "smoke")], cwd=REPO_ROOT, env=env,
+                           capture_output=True, text=True, timeout=600) for _ in range(2)]
+    assert [run.returncode for run in runs] == [0, 0], runs[-1].stderr[-2000:]
+    assert "scripted model server stopped after 0 request(s)" in runs[1].stdout
+    assert "stopped after 0 request(s)" not in runs[0].stdout
