@@ -31,9 +31,9 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from collections.abc import Iterator
 from typing import Any
 
 from PersonalWAB.errors import FatalError
@@ -452,13 +452,13 @@ class LLMClient:
         return min(self.backoff_s * (2**attempt) * jitter, self.max_backoff_s)
 
     def _reply(self, response: Any) -> LLMReply:
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise UnusableResponse("answered with no choices (`choices: []`): no message to read")
         usage = getattr(response, "usage", None)
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)
         prompt_price, completion_price, known = self._price(prompt, completion)
-        choices = getattr(response, "choices", None)
-        if not choices:
-            raise UnusableResponse("answered with no choices (`choices: []`): no message to read")
         return LLMReply(
             message=plain_message(choices[0].message),
             prompt_tokens=prompt,
