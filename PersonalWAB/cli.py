@@ -39,7 +39,7 @@ class DefaultsOnceFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         silent = action.default in (None, False, argparse.SUPPRESS) or not action.option_strings
-        if silent or self.SAYS_DEFAULT.search(text) or "%(default)" in text:
+        if silent or self.SAYS_DEFAULT.search(text):  # also matches argparse's own "%(default)s"
             return action.help
         return f"{text} (default: %(default)s)".lstrip()
 

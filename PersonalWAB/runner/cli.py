@@ -62,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: {note}")
     format_errors = count_format_errors(outcome.records)
     if format_errors:
-        print(f"format errors: {format_errors} of {len(outcome.records)} task(s) ended on replies whose tool "
-              "arguments were not a JSON object (10 tries each); they are scored as they stand (info.format_error)")
+        print(f"format errors: {format_errors} of {len(outcome.records)} task(s) ended on model replies whose "
+              "tool arguments could not be read, asked again until the limit; they are scored as they stand "
+              "(info.format_error)")
     print(f"result file: {outcome.output}")
     if errors["overall"]:
         print(f"{errors['overall']} task(s) ended in an error and score 0 until run again (rows marked under "
