@@ -10,16 +10,19 @@ T = TypeVar("T")
 
 
 def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+    """One flag per field; --help shows each default once (a None default stands for "not
+    given", and shows nothing)."""
     for f in fields(cls):
         default = f.default
+        shown = None if default is None else "(default: %(default)s)"
         if isinstance(default, bool):
-            parser.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=default)
+            parser.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=default, help=shown)
         elif isinstance(default, int):
-            parser.add_argument(f"--{f.name}", type=int, default=default)
+            parser.add_argument(f"--{f.name}", type=int, default=default, help=shown)
         elif isinstance(default, float):
-            parser.add_argument(f"--{f.name}", type=float, default=default)
+            parser.add_argument(f"--{f.name}", type=float, default=default, help=shown)
         else:
-            parser.add_argument(f"--{f.name}", default=default)
+            parser.add_argument(f"--{f.name}", default=default, help=shown)
 
 
 def config_from_args(cls: type[T], args: Any) -> T:

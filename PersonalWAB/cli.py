@@ -12,7 +12,9 @@ Each command's module is imported only when it is chosen, so `pwab --help` is in
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import re
 import sys
 
 # command -> ("module:function" called with the remaining arguments, one line of help)
@@ -25,6 +27,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "leaderboard": ("PersonalWAB.leaderboard.__main__:main", "validate, summarize, compare, report and plot result files"),
     "reproduce": ("PersonalWAB.reproduce.cli:cli", "run the paper's table rows for a model and compare with the paper"),
 }
+
+
+class DefaultsOnceFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help that ends each option with its default, once: not when the help already says
+    its default (a default worked out at run time), and not for None or a switch's False,
+    which say nothing. Descriptions keep their own line breaks."""
+
+    SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:", re.IGNORECASE)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        silent = action.default in (None, False, argparse.SUPPRESS) or not action.option_strings
+        if silent or self.SAYS_DEFAULT.search(text):  # also matches argparse's own "%(default)s"
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
 
 
 def usage(prog: str, title: str, commands: dict[str, tuple[str, str]], word: str = "COMMAND") -> str:

@@ -15,7 +15,11 @@ local servers check none.
 Failures (see `failure_kind`): only transient ones are retried; one that concerns a single
 request fails that task; one that would hit every call (no key, key refused, unknown model,
 malformed request) raises `LLMFatalError` at once so the run can stop instead of recording
-the same failure for every task. A missing provider key is caught before any request.
+the same failure for every task. A missing provider key is caught before any request. An
+endpoint that refuses connections or does not resolve before it has ever answered is fatal
+at once (nothing was retried for a server that is not there), and `TRANSPORT_FAILURE_LIMIT`
+requests in a row that failed for good without an answer stop the run too. A reply without
+choices or a body that is not JSON is a transport failure naming the endpoint.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ import logging
 import os
 import random
 import re
+import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -46,6 +52,10 @@ PROVIDER_KEYS = {
 MISSING_KEY_HINTS = ("missing credentials", "api_key client option must be set")
 KEY_PATTERN = re.compile(r"(\bsk-[A-Za-z0-9_\-]{6,}|Bearer\s+\S+)")
 LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+# Requests in a row (across tasks) that failed for good without an answer before the run stops.
+TRANSPORT_FAILURE_LIMIT = 5
+# Exception classes (anywhere in the chain) meaning no HTTP answer came back.
+TRANSPORT_CLASSES = frozenset({"TransportError", "APIConnectionError", "Timeout", "APITimeoutError"})
 
 _import_lock = threading.Lock()
 _litellm: Any = None
@@ -81,6 +91,39 @@ class LLMFatalError(LLMError, FatalError):
     model, malformed request): the run stops at once with this message."""
 
 
+class UnusableResponse(RuntimeError):
+    """The server answered, but with nothing a client can read (no choices): retried like a lost connection."""
+
+
+class EndpointHealth:
+    """What this process has seen of each model endpoint, shared by all clients (a user
+    simulator has one per task): whether it ever answered, and how many requests in a row
+    failed for good without an answer."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answered: set[str] = set()
+        self._failures: dict[str, int] = {}
+
+    def answered(self, endpoint: str) -> None:
+        with self._lock:
+            self._answered.add(endpoint)
+            self._failures[endpoint] = 0
+
+    def has_answered(self, endpoint: str) -> bool:
+        with self._lock:
+            return endpoint in self._answered
+
+    def failed(self, endpoint: str) -> int:
+        """Count one more request that failed for good; the number in a row."""
+        with self._lock:
+            self._failures[endpoint] = self._failures.get(endpoint, 0) + 1
+            return self._failures[endpoint]
+
+
+ENDPOINTS = EndpointHealth()
+
+
 def load_litellm() -> Any:
     """Import litellm once, offline and quiet (its debug banners would flood benchmark logs)."""
     global _litellm
@@ -96,6 +139,17 @@ def load_litellm() -> Any:
                     logging.getLogger(name).setLevel(logging.WARNING)
             _litellm = litellm
     return _litellm
+
+
+def warm_up() -> None:
+    """Load litellm and what its first request imports (about 3 s on 2 cores, more on a busy
+    machine), so a run can show this wait as its own step instead of a bar frozen at 0 tasks.
+    The request is litellm's mock: nothing leaves the machine."""
+    litellm = load_litellm()
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    litellm.completion(model="openai/warm-up", messages=[{"role": "user", "content": "-"}], tools=[tool],
+                       mock_response="-", api_key=PLACEHOLDER_KEY)  # a request with tools imports more
+    import openai.resources  # noqa: F401  (the OpenAI client imports it on its first request)
 
 
 def price_listed(route: str) -> bool:
@@ -117,6 +171,43 @@ def route_model(model: str, api_base: str | None) -> str:
     return f"openai/{model}"
 
 
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """The exception and every cause or context behind it (litellm wraps the socket error
+    several times, and reports a refused connection as an HTTP 500)."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
+
+
+def unreachable_reason(exc: BaseException) -> str | None:
+    """"refuses connections" or "does not resolve" when no connection could be opened; else None."""
+    for link in exception_chain(exc):
+        if isinstance(link, socket.gaierror):
+            return "does not resolve"
+        if isinstance(link, ConnectionRefusedError):
+            return "refuses connections"
+    return None
+
+
+def transport_problem(exc: BaseException) -> str | None:
+    """What went wrong on the wire when no usable answer came back (unreachable, timed out,
+    connection lost, a body that is not JSON, no choices); None for an HTTP error answer."""
+    reason = unreachable_reason(exc)
+    if reason:
+        return reason
+    for link in exception_chain(exc):
+        if isinstance(link, UnusableResponse):
+            return str(link)
+        if isinstance(link, ValueError) and type(link).__name__ == "JSONDecodeError":
+            return f"answered with a body that is not valid JSON, e.g. truncated ({link})"
+        if TRANSPORT_CLASSES & {cls.__name__ for cls in type(link).__mro__}:
+            return f"gave no answer ({type(link).__name__}: {str(link)[:200]})"
+    return None
+
+
 def failure_kind(exc: Exception) -> str:
     """How to treat a failed call: "retry" (rate limits, timeouts, lost connections, HTTP
     408/429/5xx), "task" (this request alone is unusable: too long, refused by a content
@@ -127,6 +218,8 @@ def failure_kind(exc: Exception) -> str:
         return "fatal"
     if any(cls.__name__ in PER_REQUEST_ERRORS for cls in type(exc).__mro__):
         return "task"
+    if isinstance(exc, UnusableResponse):
+        return "retry"
     transient = (
         litellm.RateLimitError,
         litellm.Timeout,
@@ -268,6 +361,11 @@ class LLMClient:
         self._call_key: str | None = None
         self._price_known = False
 
+    @property
+    def endpoint(self) -> str:
+        """Where requests go, as a person would name it in a message."""
+        return self.api_base or f"the provider API of model {self.model!r}"
+
     def describe(self) -> dict:
         """Settings worth recording with results (run_args); never the key."""
         return {
@@ -278,21 +376,28 @@ class LLMClient:
         }
 
     def complete(self, messages: list[dict], tools: list[dict] | None = None, **kwargs: Any) -> LLMReply:
-        """One chat completion, retried on transient failures; extra kwargs go to litellm."""
+        """One chat completion, retried on transient failures; extra kwargs go to litellm.
+
+        Raises LLMFatalError when the endpoint cannot be reached before it ever answered,
+        or when this was the TRANSPORT_FAILURE_LIMIT-th request in a row to fail unanswered."""
         litellm = load_litellm()
         params = self._params(messages, tools, kwargs)
         attempt = 0
         while True:
             try:
-                response = litellm.completion(**params)
+                reply = self._reply(litellm.completion(**params))
             except Exception as exc:
                 kind = failure_kind(exc)
+                unreachable = unreachable_reason(exc)
+                if kind == "retry" and unreachable and not ENDPOINTS.has_answered(self.endpoint):
+                    raise self._unreachable_error(exc, unreachable) from None
                 if attempt >= self.max_retries or kind != "retry":
                     raise self._error(exc, attempt + 1, fatal=kind == "fatal") from None
                 time.sleep(self._delay(exc, attempt))
                 attempt += 1
             else:
-                return self._reply(response)
+                ENDPOINTS.answered(self.endpoint)
+                return reply
 
     def _params(self, messages: list[dict], tools: list[dict] | None, extra: dict) -> dict:
         self._resolve()
@@ -347,12 +452,15 @@ class LLMClient:
         return min(self.backoff_s * (2**attempt) * jitter, self.max_backoff_s)
 
     def _reply(self, response: Any) -> LLMReply:
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise UnusableResponse("answered with no choices (`choices: []`): no message to read")
         usage = getattr(response, "usage", None)
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)
         prompt_price, completion_price, known = self._price(prompt, completion)
         return LLMReply(
-            message=plain_message(response.choices[0].message),
+            message=plain_message(choices[0].message),
             prompt_tokens=prompt,
             completion_tokens=completion,
             prompt_price=prompt_price,
@@ -372,7 +480,16 @@ class LLMClient:
             return 0.0, 0.0, False
         return float(prompt_usd), float(completion_usd), True
 
+    def _unreachable_error(self, exc: Exception, reason: str) -> LLMFatalError:
+        """The endpoint was never reached: no task can run, so the run stops now."""
+        return LLMFatalError(f"model endpoint {self.endpoint} {reason} (model {self.model!r}): is the server "
+                             "running at that address, and is the address right? Nothing was retried",
+                             error_class=type(exc).__name__)
+
     def _error(self, exc: Exception, attempts: int, fatal: bool = False) -> LLMError:
+        problem = transport_problem(exc)
+        if problem is not None and not fatal:
+            return self._transport_error(exc, problem, attempts)
         status = status_of(exc)
         name = type(exc).__name__
         detail = self._redact(str(exc))[:500]
@@ -385,6 +502,15 @@ class LLMClient:
         keys = missing_keys(self._route or self.model, self.api_base) if self._call_key is None else []
         hint = f"; set {', '.join(keys)}" if keys else "; not retried: check the key, model name and api_base"
         return LLMFatalError(message + hint, status_code=status, error_class=name)
+
+    def _transport_error(self, exc: Exception, problem: str, attempts: int) -> LLMError:
+        """A request that got no usable answer; the TRANSPORT_FAILURE_LIMIT-th in a row stops the run."""
+        message = f"model endpoint {self.endpoint} {self._redact(problem)} (model {self.model!r}, {attempts} attempt(s))"
+        in_a_row = ENDPOINTS.failed(self.endpoint)
+        if in_a_row >= TRANSPORT_FAILURE_LIMIT:
+            return LLMFatalError(f"{message}; {in_a_row} requests in a row failed this way, so the run stops "
+                                 "(the finished tasks are kept)", error_class=type(exc).__name__)
+        return LLMError(message, error_class=type(exc).__name__)
 
     def _redact(self, text: str) -> str:
         """Strip the configured key and anything key-shaped that a provider echoed back."""

@@ -60,6 +60,17 @@ def is_errored(record: dict[str, Any]) -> bool:
     return "error" in record["info"]
 
 
+def has_format_error(record: dict[str, Any]) -> bool:
+    """A task the agent's model ended with unusable replies (tool arguments that are not a JSON
+    object, 10 times in a row): scored as it stands, not an error, but worth a look."""
+    return "format_error" in record["info"]
+
+
+def count_format_errors(records: list[dict[str, Any]]) -> int:
+    """How many task runs ended on a format error (`has_format_error`)."""
+    return sum(has_format_error(record) for record in records)
+
+
 def record_steps(record: dict[str, Any]) -> int:
     """Agent model calls of a task run (one usage entry per call)."""
     return len(record["info"]["usage"]["completion_tokens"])

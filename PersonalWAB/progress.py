@@ -1,5 +1,6 @@
 """Progress a user can see: the bar of a benchmark run (tasks done of all, live accuracy,
-errors, ETA), an elapsed-time bar for opaque build steps, and bar-safe log lines.
+errors and format errors, ETA), the first error of each kind, an elapsed-time bar for
+opaque steps, and bar-safe log lines.
 
 The run's counts include the records kept from `--resume_from`, so the bar and its
 accuracies describe the whole result file being built; the ETA comes from this
@@ -11,12 +12,12 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tqdm import tqdm
 
-from PersonalWAB.metrics import is_errored, task_score
+from PersonalWAB.metrics import has_format_error, is_errored, task_score
 
 
 class RunProgress:
@@ -24,7 +25,7 @@ class RunProgress:
 
     def __init__(self, total: int, kept: list[dict[str, Any]]):
         self._function = self._result = 0.0
-        self._count = self._errors = 0
+        self._count = self._errors = self._format_errors = 0
         self._bar = tqdm(total=total, initial=len(kept), desc="tasks", unit="task", file=sys.stderr,
                          dynamic_ncols=True)
         for record in kept:
@@ -37,12 +38,16 @@ class RunProgress:
         self._result += result
         self._count += 1
         self._errors += is_errored(record)
+        self._format_errors += has_format_error(record)
 
     def _show(self) -> None:
         if self._count:
-            self._bar.set_postfix_str(f"Function Acc {self._function / self._count:.3f}, "
-                                      f"Result Acc {self._result / self._count:.3f}, errors {self._errors}",
-                                      refresh=False)
+            self._bar.set_postfix_str(self.postfix(), refresh=False)
+
+    def postfix(self) -> str:
+        """The live numbers after the bar."""
+        return (f"Function Acc {self._function / self._count:.3f}, Result Acc {self._result / self._count:.3f}, "
+                f"errors {self._errors}, format errors {self._format_errors}")
 
     def update(self, record: dict[str, Any]) -> None:
         """One more finished task."""
@@ -58,6 +63,26 @@ class RunProgress:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class FirstErrors:
+    """Says the first error of each kind a run meets, without --verbose: a run that fails
+    every task the same way shows why at once, not only in the result file."""
+
+    def __init__(self, log: Callable[[str], None]):
+        self._log = log
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def report(self, task_id: int, exc: BaseException) -> None:
+        """Log `exc` if no error of its kind (class, and the model client's error class) was logged yet."""
+        kind = f"{type(exc).__name__}/{getattr(exc, 'error_class', '')}"
+        with self._lock:
+            if kind in self._seen:
+                return
+            self._seen.add(kind)
+        self._log(f"task {task_id} ended in an error (first of its kind; recorded, and --resume_from runs it "
+                  f"again): {type(exc).__name__}: {exc}")
 
 
 def log_line(line: str) -> None:

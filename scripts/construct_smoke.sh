@@ -5,8 +5,10 @@
 # with the offline heuristic agent on both tracks. Then the build is run again on the same OUT
 # (nothing to do), once more with --force (every step again, every model answer from the cache:
 # 0 new calls, identical files), and the consistency evaluation and statistics run on OUT/data.
-# The data is synthetic: its numbers mean nothing for the paper.
+# The data is synthetic: its numbers mean nothing for the paper. Run again on the same OUT it
+# exits 0 too and makes no model call (every answer is in OUT's cache).
 #   bash scripts/construct_smoke.sh [OUT]        # default data/construct_smoke
+# SMOKE_SCALE and SMOKE_USERS (default medium and 200) make a smaller world for the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=python
@@ -19,7 +21,8 @@ RAW="$W/raw" D="$W/data" R="$W/results"
 mkdir -p "$W" "$R"
 
 step "0. the synthetic world as Amazon Reviews 2023 raw files"
-[ -f "$RAW/synthetic_manifest.json" ] || "$PY" -m PersonalWAB.data synthetic --layout raw --scale medium --seed 0 --out "$RAW"
+SCALE="${SMOKE_SCALE:-medium}" USERS="${SMOKE_USERS:-200}"
+[ -f "$RAW/synthetic_manifest.json" ] || "$PY" -m PersonalWAB.data synthetic --layout raw --scale "$SCALE" --seed 0 --out "$RAW"
 
 step "1. the scripted model server"
 rm -f "$W/server_url"
@@ -29,8 +32,8 @@ server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT
 for _ in $(seq 120); do [ -s "$W/server_url" ] && break; sleep 0.5; done
 URL=$(cat "$W/server_url")
-ARGS=(--raw_dir "$RAW" --out "$W" --num_users 200 --min_interactions 10 --max_interactions 200 --seed 0
-      --sasrec_extra_users 100 --sasrec_epochs 5 --sasrec_threads 2 --max_concurrency 4)
+ARGS=(--raw_dir "$RAW" --out "$W" --num_users "$USERS" --min_interactions 10 --max_interactions 200 --seed 0
+      --sasrec_extra_users $(( USERS / 2 )) --sasrec_epochs 5 --sasrec_threads 2 --max_concurrency 4)
 
 step "2. cost estimate before a paid run (gpt-4o-mini prices; no model is called)"
 "$PY" -m PersonalWAB.construct build "${ARGS[@]}" --model gpt-4o-mini --dry_run
@@ -40,9 +43,10 @@ step "3. the build, with the scripted model"
 "$PY" -m PersonalWAB.data validate --data_dir "$D"
 
 step "4. the heuristic agent on both tracks"
-"$PY" run.py --data_dir "$D" --agent_strategy heuristic --agent_memory last --output "$R/singleturn.json"
+"$PY" run.py --data_dir "$D" --agent_strategy heuristic --agent_memory last --output "$R/singleturn.json" \
+  --overwrite   # (a second smoke on the same OUT evaluates again)
 "$PY" run.py --data_dir "$D" --agent_strategy heuristic --agent_memory last --max_steps 5 --user_mode offline \
-  --end_index 12 --output "$R/multiturn.json"
+  --end_index 12 --output "$R/multiturn.json" --overwrite
 
 step "5. again on the same OUT: nothing to do; then --force: every step again from the cache"
 files=(all_products_part_1.json all_products_part_2.json user_history_part_1.json user_history_part_2.json

@@ -282,7 +282,9 @@ def test_action_sequences_transitions_and_attempts(files):
 def test_plot_cli_writes_pngs_and_import_stays_light(files, tmp_path, capsys):
     assert main(["plot", str(files["last"]), str(files["multi"]), "--out", str(tmp_path)]) == 0
     written = sorted(p.name.split("_")[0] for p in tmp_path.glob("*.png"))
-    assert written == ["attempts", "transitions", "type"]  # the multi-turn figures only for the multi-turn run
+    assert written == ["attempts", "transitions", "type", "type"]  # the multi-turn figures only for the multi-turn run
+    assert {p.name for p in tmp_path.glob("type_*.png")} == {"type_accuracy_single_turn.png",
+                                                            "type_accuracy_multi_turn.png"}  # tracks never mixed
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in tmp_path.glob("*.png"))
     probe = "import sys, PersonalWAB.leaderboard; print('matplotlib' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,

@@ -115,13 +115,15 @@ def test_persistent_server_error_gives_up_after_max_retries() -> None:
     assert "scripted-model" in text and "InternalServerError" in text and "HTTP 500" in text
 
 
-def test_unreachable_server_is_a_retried_connection_error() -> None:
-    server = ScriptedLLMServer([ScriptedReply(content="never")]).start()
-    url = server.url
+def test_server_gone_after_answering_is_a_retried_connection_error() -> None:
+    server = ScriptedLLMServer([ScriptedReply(content="once")]).start()
+    client = LLMClient("scripted-model", api_base=server.url, max_retries=1, backoff_s=0.001, timeout_s=5)
+    client.complete(HELLO)
     server.stop()
     with pytest.raises(LLMError) as caught:
-        LLMClient("scripted-model", api_base=url, max_retries=1, backoff_s=0.001, timeout_s=5).complete(HELLO)
-    assert "attempt(s)" in str(caught.value) and "2 attempt" in str(caught.value)
+        client.complete(HELLO)
+    assert not isinstance(caught.value, FatalError)
+    assert "2 attempt(s)" in str(caught.value) and server.url in str(caught.value)
 
 
 def test_slow_server_times_out_and_is_retried() -> None:

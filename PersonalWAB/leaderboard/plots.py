@@ -1,4 +1,4 @@
-"""PNG figures of result files: per-type accuracy across runs, and for multi-turn
+"""PNG figures of result files: per-type accuracy across runs (one figure per track), and for multi-turn
 runs the action transition matrices and the result-by-attempt profile.
 
 matplotlib is imported only when a figure is drawn (the rest of the leaderboard
@@ -116,6 +116,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:60] or "run"
 
 
+def rows_by_track(rows: list[Row]) -> dict[str, list[Row]]:
+    """Rows grouped by track: single-turn and multi-turn scores never share a figure."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(row.track, []).append(row)
+    return groups
+
+
 def write_plots(paths: list[Path | str], out_dir: Path | str, names: list[str] | None = None) -> list[Path]:
     """Write every figure of the given files into `out_dir`; return the written paths."""
     rows, reports = summarize_files(paths, names)
@@ -123,8 +131,10 @@ def write_plots(paths: list[Path | str], out_dir: Path | str, names: list[str] |
         raise ValueError("none of the files could be scored; run `validate` to see why")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = [out_dir / "type_accuracy.png"]
-    written[0].write_bytes(type_bars_png(rows))
+    written = []
+    for track, members in rows_by_track(rows).items():
+        written.append(out_dir / f"type_accuracy_{_slug(track)}.png")
+        written[-1].write_bytes(type_bars_png(members))
     records = {report.path: report.result.records for report in reports if report.result is not None}
     for i, row in enumerate(rows, 1):
         if row.track != MULTI_TURN:

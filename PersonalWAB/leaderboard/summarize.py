@@ -5,7 +5,8 @@ runner uses, and for runs of several trials the same spread across them), so a t
 never repeats a header that its records contradict;
 files whose header disagrees are marked invalid. Only rows that can be compared
 share a table: one table per track and data source, so runs on synthetic data
-never sit beside official runs.
+never sit beside official runs, and a run over part of the split is ranked only
+against runs of exactly the same tasks, in a table of their own.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import html
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, run_track, validate_file
@@ -27,6 +28,7 @@ MULTI_TURN = "multi-turn"
 TRACK_ORDER = {"single-turn": 0, MULTI_TURN: 1}
 SYNTHETIC_NOTE = "synthetic data: comparable only with runs on the same synthetic data, never with the paper"
 CUSTOM_NOTE = "custom runs: other texts or rules than the release's, comparable only with each other"
+PARTIAL = "partial split"
 TRIALS_NOTE = ("Runs with several trials show ± the half-width of the 95% interval of the mean over trials. "
                "Neighbours in the ranking:")
 
@@ -44,6 +46,8 @@ class Row:
     flags: list[str]
     valid: bool
     trials: dict[str, Any] | None = None  # the spread across trials (PersonalWAB.metrics), recomputed
+    format_errors: int = 0  # tasks that ended on unusable model replies
+    scope: str = ""  # for a partial run, the task ids it ran ("0-9,12"); empty for the whole split
 
     @property
     def num_trials(self) -> int:
@@ -84,8 +88,21 @@ def row_from_report(report: ValidationReport, name: str | None = None) -> Row | 
     run_args = report.result.run_args
     source = str(run_args.get("data_source", "official")) if report.result.header else "unknown (no header)"
     flags = [*report.flags] + ([] if report.valid else ["invalid"])
+    scope = id_ranges(record["task_id"] for record in report.result.records) if PARTIAL in flags else ""
     return Row(name or method_name(run_args, report.path), report.path, run_track(report.result), source,
-               report.statistics, report.total_cost or 0.0, flags, report.valid, report.trials)
+               report.statistics, report.total_cost or 0.0, flags, report.valid, report.trials,
+               report.format_errors, scope)
+
+
+def id_ranges(ids: Iterable[int]) -> str:
+    """Task ids as compact ranges ("0-9,12,15-17"): two runs share it only if they ran the same tasks."""
+    spans: list[list[int]] = []
+    for task_id in sorted(set(ids)):
+        if spans and task_id == spans[-1][1] + 1:
+            spans[-1][1] = task_id
+        else:
+            spans.append([task_id, task_id])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def summarize_files(paths: list[Path | str],
@@ -104,18 +121,21 @@ def rank(rows: list[Row]) -> list[Row]:
 
 def tables(rows: list[Row]) -> list[tuple[str, list[Row]]]:
     """Ranked rows split into comparable tables: (title, rows), single-turn first, standard
-    runs before custom ones (never in one table)."""
-    groups: dict[tuple[str, bool, bool, str], list[Row]] = {}
+    runs before custom ones, whole-split runs before partial ones; a partial run shares a table
+    only with runs of the same tasks."""
+    groups: dict[tuple[str, bool, bool, str, str], list[Row]] = {}
     for row in rank(rows):
-        groups.setdefault((row.track, row.custom, row.synthetic, row.data_source), []).append(row)
+        groups.setdefault((row.track, row.custom, row.synthetic, row.data_source, row.scope), []).append(row)
     out = []
-    for (track, custom, synthetic, source), members in sorted(
+    for (track, custom, synthetic, source, scope), members in sorted(
             groups.items(), key=lambda item: (TRACK_ORDER.get(item[0][0], 2), item[0][1:])):
         if track not in TRACK_ORDER:
             title = "Interrupted runs (no header: track and data source unknown)"
         else:
             title = (f"{track.capitalize()} track, {'custom' if custom else 'standard'} protocol, {source} data"
-                     + (f" ({CUSTOM_NOTE})" if custom else "") + (f" ({SYNTHETIC_NOTE})" if synthetic else ""))
+                     + (f" ({CUSTOM_NOTE})" if custom else "") + (f" ({SYNTHETIC_NOTE})" if synthetic else "")
+                     + (f" (partial runs, tasks {scope} only: ranked only against runs of the same tasks)"
+                        if scope else ""))
         out.append((title, members))
     return out
 
@@ -174,11 +194,11 @@ def render_markdown(rows: list[Row]) -> str:
     for title, members in tables(rows):
         columns = _columns(members[0].track)
         head = ["#", "Method"] + [f"{GROUP_TITLES[g]} {label}" for g in GROUPS for _, label in columns]
-        head += ["Cost ($)", "Flags"]
+        head += ["Cost ($)", "Format errors", "Flags"]
         out += [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for i, row in enumerate(members, 1):
             cells = [str(i), md_cell(row.name)] + [_cell(row, g, k) for g in GROUPS for k, _ in columns]
-            cells += [f"{row.total_cost:.4f}", md_cell(", ".join(row.flags))]
+            cells += [f"{row.total_cost:.4f}", str(row.format_errors), md_cell(", ".join(row.flags))]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
         notes = comparisons(members)
@@ -200,13 +220,15 @@ def render_html_tables(rows: list[Row]) -> str:
         out.append(f"<h3>{html.escape(title)}</h3>\n<table class=\"leaderboard\">\n<thead><tr>"
                    "<th rowspan=\"2\">#</th><th rowspan=\"2\">Method</th>"
                    + "".join(f"<th colspan=\"{len(columns)}\">{GROUP_TITLES[g]}</th>" for g in GROUPS)
-                   + "<th rowspan=\"2\">Cost ($)</th><th rowspan=\"2\">Flags</th></tr>\n<tr>"
+                   + "<th rowspan=\"2\">Cost ($)</th><th rowspan=\"2\">Format errors</th>"
+                   "<th rowspan=\"2\">Flags</th></tr>\n<tr>"
                    + "".join(f"<th>{label}</th>" for _ in GROUPS for _, label in columns)
                    + "</tr></thead>\n<tbody>")
         for i, row in enumerate(members, 1):
             cells = "".join(f"<td>{html.escape(_cell(row, g, k))}</td>" for g in GROUPS for k, _ in columns)
             out.append(f"<tr><td>{i}</td><td title=\"{html.escape(str(row.path))}\">{html.escape(row.name)}</td>"
-                       f"{cells}<td>{row.total_cost:.4f}</td><td>{html.escape(', '.join(row.flags))}</td></tr>")
+                       f"{cells}<td>{row.total_cost:.4f}</td><td>{row.format_errors}</td>"
+                       f"<td>{html.escape(', '.join(row.flags))}</td></tr>")
         out.append("</tbody></table>")
         notes = comparisons(members)
         if notes:
@@ -241,14 +263,16 @@ def render_csv(rows: list[Row]) -> str:
     interval_columns = [(g, k, f"{g}_{c}_ci95_{end}") for g in GROUPS for k, c in stat_columns[:2]
                         for end in ("low", "high")]
     writer.writerow(["track", "data_source", "rank", "method", "file", *(f"{g}_{c}" for g in GROUPS for _, c in
-                                                                       stat_columns), "tasks", "cost", "flags",
+                                                                       stat_columns), "tasks", "cost",
+                     "format_errors", "flags",
                      "num_trials", *(name for _, _, name in interval_columns)])
     for _, members in tables(rows):
         for i, row in enumerate(members, 1):
             bounds = [row.interval(g, k) for g, k, name in interval_columns[::2]]
             writer.writerow([row.track, row.data_source, i, row.name, str(row.path),
                              *(repr(row.score(g, k)) for g in GROUPS for k, _ in stat_columns),
-                             int(row.score("overall", "total_count")), repr(row.total_cost), ";".join(row.flags),
+                             int(row.score("overall", "total_count")), repr(row.total_cost), row.format_errors,
+                             ";".join(row.flags),
                              row.num_trials, *(repr(b[end]) if b else "" for b in bounds for end in (0, 1))])
     return buffer.getvalue()
 

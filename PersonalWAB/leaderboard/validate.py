@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from PersonalWAB.data.schema import TASK_TYPES
-from PersonalWAB.metrics import compute_statistics, record_cost, trial_statistics
+from PersonalWAB.metrics import compute_statistics, count_format_errors, record_cost, trial_statistics
 from PersonalWAB.results import (
     HEADER_KEYS,
     RECORD_KEYS,
@@ -74,6 +74,7 @@ class ValidationReport:
     statistics: dict[str, dict[str, float]] | None = None
     total_cost: float | None = None
     trials: dict[str, Any] | None = None  # the spread across trials, recomputed (None below 2 trials)
+    format_errors: int = 0  # records that ended on unusable model replies (info.format_error)
 
     @property
     def valid(self) -> bool:
@@ -87,7 +88,8 @@ class ValidationReport:
         out = [p.format(self.path) for p in self.problems]
         verdict = "VALID" if self.valid else "INVALID"
         flags = f" [{', '.join(self.flags)}]" if self.flags else ""
-        out.append(f"{self.path}: {verdict} ({self.count(ERROR)} errors, {self.count(WARNING)} warnings){flags}")
+        out.append(f"{self.path}: {verdict} ({self.count(ERROR)} errors, {self.count(WARNING)} warnings, "
+                   f"{self.format_errors} format errors){flags}")
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -106,6 +108,7 @@ class ValidationReport:
             "search_backend": run_args.get("search_backend"),
             "task_split": run_args.get("task_split"),
             "records": len(self.result.records) if self.result else 0,
+            "format_errors": self.format_errors,
             "statistics": self.statistics,
             "trials": self.trials,
             "total_cost": self.total_cost,
@@ -562,6 +565,7 @@ def validate_result(result: RunFile, data: Any | None = None) -> ValidationRepor
     elif records_ok:
         report.statistics = compute_statistics(result.records)
         report.total_cost = sum(record_cost(r) for r in result.records)
+        report.format_errors = count_format_errors(result.records)
         checker.check_header(report.statistics, report.total_cost)
         trials = result.run_args.get("num_trials", 1)
         report.trials = trial_statistics(result.records, trials if _is_int(trials) else 1)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from PersonalWAB.cli import DefaultsOnceFormatter
 from PersonalWAB.engines.search import BACKENDS
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import record_cost, record_user_cost
@@ -46,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="pwab reproduce",
         description="Run the baseline rows of one of the paper's tables for a model and compare them with the "
                     "paper's figures (docs/reproducing.md).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsOnceFormatter)
     parser.add_argument("--model", required=True, help="the agents' model, any litellm model string")
     parser.add_argument("--track", choices=[SINGLE, MULTI], default=SINGLE,
                         help="single: Table 3 (single-turn); multi: Table 4 (multi-turn, with the LLM user)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from PersonalWAB.envs.users import MULTI_TURN_USERS
 from PersonalWAB.runner.config import RunConfig
@@ -27,7 +28,7 @@ class SettingsError(ValueError):
 def check_settings(config: RunConfig, keys: bool = True) -> None:
     """Raise SettingsError for the first setting that cannot work; `keys=False` leaves out the
     provider keys (for a plan that sends nothing, such as a cost estimate)."""
-    checks = (_check_numbers, _check_track, _check_agent, _check_inputs, _check_output)
+    checks = (_check_numbers, _check_track, _check_agent, _check_endpoints, _check_inputs, _check_output)
     for check in checks + ((_check_keys,) if keys else ()):
         problem = check(config)
         if problem:
@@ -97,6 +98,25 @@ def _check_agent(c: RunConfig) -> str | None:
 
         return NEEDS_STORE
     return None
+
+
+def _check_endpoints(c: RunConfig) -> str | None:
+    """--api_base and --user_api_base must be http(s) URLs with a host (a bare host or a typo
+    would otherwise surface as a connection error deep inside the model client)."""
+    for flag, value in (("--api_base", c.api_base), ("--user_api_base", c.user_api_base)):
+        if value is not None and not is_http_url(value):
+            return f"{flag} {value!r}: must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8000/v1"
+    return None
+
+
+def is_http_url(value: str) -> bool:
+    """An http or https URL with a host name (and, if given, a valid port)."""
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0  # reading the port raises ValueError on a bad one
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and port_ok
 
 
 def _check_inputs(c: RunConfig) -> str | None:

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterator
 
 from PersonalWAB.errors import DataError, FatalError
-from PersonalWAB.metrics import count_errors, format_statistics_table, format_trial_table
+from PersonalWAB.metrics import count_errors, count_format_errors, format_statistics_table, format_trial_table
 from PersonalWAB.results import TRIALS_KEY, CheckpointWriteError
 from PersonalWAB.runner.config import parse_config
 from PersonalWAB.runner.execute import RunPlan, execute, prepare
@@ -70,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         print(format_trial_table(outcome.header[TRIALS_KEY]))
     for note in result_notes(run_args):
         print(f"note: {note}")
+    format_errors = count_format_errors(outcome.records)
+    if format_errors:
+        print(f"format errors: {format_errors} of {len(outcome.records)} task(s) ended on model replies whose "
+              "tool arguments could not be read, asked again until the limit; they are scored as they stand "
+              "(info.format_error)")
     print(f"result file: {outcome.output}")
     if errors["overall"]:
         print(f"{errors['overall']} task(s) ended in an error and score 0 until run again (rows marked under "

@@ -139,7 +139,7 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
     from PersonalWAB.engines.shared import shared_engines
     from PersonalWAB.envs.pwab.env import PWABEnv
     from PersonalWAB.envs.users import get_user
-    from PersonalWAB.progress import RunProgress
+    from PersonalWAB.progress import FirstErrors, RunProgress, stage
     from PersonalWAB.scratch import remove_stale
     from PersonalWAB.types import Episode
 
@@ -162,6 +162,12 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
     engines.check(search="search" in kinds, recommender="recommend" in kinds)
     cache_review_embeddings(data, [tasks[tid] for _, tid in plan.jobs])
     agent = build_agent(data, config)
+    if config.model or config.user_model:
+        from PersonalWAB.llm import warm_up
+
+        with stage("loading the model client (litellm)"):
+            warm_up()
+    first_errors = FirstErrors(log)
 
     def run_one(trial: int, task_id: int) -> dict[str, Any]:
         user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries)
@@ -175,6 +181,7 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
             # what the episode did before failing (calls made, their cost) is kept
             episode = getattr(exc, "episode", None) or Episode()
             episode.error = f"{type(exc).__name__}: {exc}"
+            first_errors.report(task_id, exc)
             if config.verbose:
                 traceback.print_exc()
         if episode.usage.price_unknown:
