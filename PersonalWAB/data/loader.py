@@ -31,10 +31,16 @@ try:
     def _parse(raw: bytes) -> Any:
         return orjson.loads(raw)
 
+    def _compact(content: Any) -> bytes:
+        return orjson.dumps(content)
+
 except ImportError:  # orjson is in requirements.txt; the stdlib parser is the fallback
 
     def _parse(raw: bytes) -> Any:
         return json.loads(raw)
+
+    def _compact(content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode()
 
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
@@ -44,9 +50,10 @@ PRODUCT_PARTS = "all_products_part_*.json"
 HISTORY_PARTS = "user_history_part_*.json"
 
 
-def read_json(path: Path, digest: Any = None) -> Any:
+def read_json(path: Path, digest: Any = None, warnings: list[str] | None = None) -> Any:
     """Parse one JSON file, naming it (and spotting Git LFS pointers) on failure; its name
-    and bytes go into `digest` (a hashlib object) when one is given."""
+    and bytes go into `digest` (a hashlib object) when one is given. With `warnings`, a key
+    given twice in one object (the parser keeps the last) is added to it."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -61,9 +68,55 @@ def read_json(path: Path, digest: Any = None) -> Any:
             "`bash scripts/download_data.sh`."
         )
     try:
-        return _parse(raw)
+        content = _parse(raw)
     except ValueError as exc:
         raise DataError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise DataError(f"{path}: not valid data: JSON nested deeper than the parser allows") from None
+    if warnings is not None:
+        warnings.extend(duplicate_key_warnings(path, raw, content))
+    return content
+
+
+_KEY_END = re.compile(rb'(?<!\\)"\s*:')
+
+
+def _key_count(content: Any) -> int:
+    """`":` in `content` written compactly: one per key, plus one per quoted text followed by
+    a colon inside a string (escaped `\\":`), as in a file written by the usual writers."""
+    return _compact(content).count(b'":')
+
+
+def duplicate_key_warnings(path: Path, raw: bytes, content: Any) -> list[str]:
+    """One warning per key given twice in one object of the file. Cheap unless there is one:
+    the keys in the text are counted against the keys parsed; only when the text holds more
+    is it parsed again to name them."""
+    written = raw.count(b'":')
+    parsed = _key_count(content)
+    if written < parsed:  # a file written with spaces before the colons
+        written = len(_KEY_END.findall(raw)) + raw.count(b'\\":')
+    if written <= parsed:
+        return []
+    repeated: list[str] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        counts = Counter(key for key, _ in pairs)
+        repeated.extend(key for key, n in counts.items() if n > 1)
+        return dict(pairs)
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs_hook)
+    except RecursionError:
+        return [f"{path}: some JSON object gives one key twice; only the last value is used"]
+    return [f"{path}: key {key!r} is given twice in one object{_places(raw, key)}; only the last value is used"
+            for key in dict.fromkeys(repeated)]
+
+
+def _places(raw: bytes, key: str) -> str:
+    """Where a repeated key stands in the file, when it occurs as a key no more than twice."""
+    pattern = re.compile(re.escape(json.dumps(key, ensure_ascii=False).encode()) + rb"\s*:")
+    offsets = [match.start() for match in pattern.finditer(raw)]
+    return f" (at bytes {offsets[0]} and {offsets[1]})" if len(offsets) == 2 else ""
 
 
 def _part_number(path: Path) -> int:
@@ -71,23 +124,61 @@ def _part_number(path: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
-def _merged_parts(data_dir: Path, pattern: str, digest: Any,
+def _missing_part_numbers(parts: list[Path]) -> list[int]:
+    """Numbers absent between the first part (1, or 0 where a part 0 exists) and the last."""
+    numbers = {_part_number(part) for part in parts}
+    return [n for n in range(min(1, *numbers), max(numbers) + 1) if n not in numbers]
+
+
+def _check_parts_complete(data_dir: Path, pattern: str, parts: list[Path]) -> None:
+    """Refuse a set of part files with a gap: its products or histories would be missing
+    without a word, and every score depending on them would be wrong."""
+    missing = _missing_part_numbers(parts)
+    if missing:
+        names = ", ".join(pattern.replace("*", str(n)) for n in missing)
+        raise DataError(
+            f"{data_dir}: {names} missing (found {', '.join(p.name for p in parts)}); a part left out loses "
+            "its entries. Restore it (`bash scripts/download_data.sh` fetches the official files) or "
+            "renumber the parts you mean to use from 1 without gaps"
+        )
+
+
+def _merged_parts(data_dir: Path, pattern: str, digest: Any, warnings: list[str],
                   extend_lists: bool = False) -> tuple[dict[str, Any], list[Path]]:
     """One dict from all part files, in part order. With `extend_lists` (user histories) a
-    key found in several parts gets all their entries, not only the last part's."""
+    key found in several parts gets all their entries, not only the last part's; otherwise
+    (products) a key found again replaces the earlier entry, with a warning naming both parts."""
     parts = sorted(data_dir.glob(pattern), key=_part_number)
     if not parts:
         raise DataError(f"{data_dir}: no files matching {pattern!r}")
+    _check_parts_complete(data_dir, pattern, parts)
     merged: dict[str, Any] = {}
+    read: list[tuple[Path, dict[str, Any]]] = []
     for part in parts:
-        content = read_json(part, digest)
+        content = read_json(part, digest, warnings)
         schema.expect_type(content, (dict,), str(part), "top level")
+        if not extend_lists:
+            warnings.extend(_repeated_key_warnings(read, part, content))
         for key, value in content.items():
             if extend_lists and isinstance(merged.get(key), list) and isinstance(value, list):
                 merged[key] = merged[key] + value
             else:
                 merged[key] = value
+        read.append((part, content))
     return merged, parts
+
+
+def _repeated_key_warnings(read: list[tuple[Path, dict[str, Any]]], part: Path,
+                           content: dict[str, Any]) -> list[str]:
+    """A warning for each part read before `part` that holds some of its keys."""
+    warnings = []
+    for earlier, earlier_content in read:
+        shared = earlier_content.keys() & content.keys()
+        if shared:
+            example = min(shared)
+            warnings.append(f"{len(shared)} ASIN(s) are in both {earlier} and {part} (e.g. {example!r}); "
+                            f"the entries of {part.name} are used")
+    return warnings
 
 
 @dataclass
@@ -140,7 +231,7 @@ class BenchmarkData:
 
 
 PARSED_CACHE = "parsed_data.marshal"
-PARSED_CACHE_VERSION = 1  # bump when `_parse_and_check` changes what it builds
+PARSED_CACHE_VERSION = 2  # bump when `_parse_and_check` changes what it builds
 
 
 def _files_key(data_dir: Path) -> list[list[Any]]:
@@ -208,16 +299,16 @@ def _load(data_dir: Path) -> BenchmarkData:
 
 def _parse_and_check(data_dir: Path) -> BenchmarkData:
     digest = hashlib.sha256()
-    products, product_files = _merged_parts(data_dir, PRODUCT_PARTS, digest)
-    histories, history_files = _merged_parts(data_dir, HISTORY_PARTS, digest, extend_lists=True)
-    instructions = read_json(data_dir / INSTRUCTIONS_FILE, digest)
-    profile_entries = read_json(data_dir / PROFILES_FILE, digest)
+    warnings: list[str] = []
+    products, product_files = _merged_parts(data_dir, PRODUCT_PARTS, digest, warnings)
+    histories, history_files = _merged_parts(data_dir, HISTORY_PARTS, digest, warnings, extend_lists=True)
+    instructions = read_json(data_dir / INSTRUCTIONS_FILE, digest, warnings)
+    profile_entries = read_json(data_dir / PROFILES_FILE, digest, warnings)
     schema.check_products_file(products, ", ".join(str(p) for p in product_files))
     schema.check_history_file(histories, ", ".join(str(p) for p in history_files))
     schema.check_instructions_file(instructions, str(data_dir / INSTRUCTIONS_FILE))
     schema.check_profiles_file(profile_entries, str(data_dir / PROFILES_FILE))
 
-    warnings: list[str] = []
     for split in ("train", "test"):
         for i, task in enumerate(instructions[split]):
             if task["user_id"] not in profile_entries:
@@ -255,10 +346,8 @@ def _parse_and_check(data_dir: Path) -> BenchmarkData:
             "memory follows time order, the release numbered memory by file order"
         )
 
-    manifest_path = data_dir / SYNTHETIC_MANIFEST
-    manifest = read_json(manifest_path) if manifest_path.exists() else None
-    built_path = data_dir / CONSTRUCTION_MANIFEST
-    built = read_json(built_path) if built_path.exists() else None
+    manifest = _read_manifest(data_dir / SYNTHETIC_MANIFEST)
+    built = _read_manifest(data_dir / CONSTRUCTION_MANIFEST)
     return BenchmarkData(
         data_dir=data_dir,
         products=products,
@@ -271,6 +360,18 @@ def _parse_and_check(data_dir: Path) -> BenchmarkData:
         fingerprint=digest.hexdigest(),
         _history_times=history_times,
     )
+
+
+def _read_manifest(path: Path) -> dict[str, Any] | None:
+    """A synthetic or construction manifest (a JSON object; its `source` a text), or None
+    when the data has none."""
+    if not path.exists():
+        return None
+    manifest = read_json(path)
+    schema.expect_type(manifest, (dict,), str(path), "top level")
+    if "source" in manifest:
+        schema.expect_type(manifest["source"], (str,), str(path), "source")
+    return manifest
 
 
 _CACHE: dict[Path, BenchmarkData] = {}
