@@ -14,6 +14,15 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Callable
+
+from PersonalWAB.errors import DataError
+from PersonalWAB.output_paths import os_error_text
+
+# What a command's bad input or unwritable output raises when the command itself does not say
+# it: the one line of the exception is shown, exit status 2 (never a traceback).
+BAD_INPUT: tuple[type[Exception], ...] = (DataError, OSError)
+EXIT_BAD_INPUT = 2
 
 # command -> ("module:function" called with the remaining arguments, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -35,9 +44,10 @@ def usage(prog: str, title: str, commands: dict[str, tuple[str, str]], word: str
 
 
 def dispatch(prog: str, title: str, commands: dict[str, tuple[str, str]], argv: list[str] | None,
-             word: str = "COMMAND") -> int:
+             word: str = "COMMAND", bad_input: tuple[type[Exception], ...] = BAD_INPUT) -> int:
     """Run the command `argv` names (`commands`: name -> ("module:function", help)) with the
-    rest of `argv`; its exit status. No command or `--help`: the list of commands."""
+    rest of `argv` (through `run_command`); its exit status. No command or `--help`: the list
+    of commands."""
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help"):
         print(usage(prog, title, commands, word))
@@ -49,7 +59,19 @@ def dispatch(prog: str, title: str, commands: dict[str, tuple[str, str]], argv: 
         return 2
     module, _, function = commands[name][0].partition(":")
     sys.argv = [f"{prog} {name}", *rest]  # a command's parser that names itself from argv[0] says `prog name`
-    return int(getattr(importlib.import_module(module), function)(rest) or 0)
+    return run_command(getattr(importlib.import_module(module), function), rest, bad_input)
+
+
+def run_command(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None,
+                bad_input: tuple[type[Exception], ...] = BAD_INPUT) -> int:
+    """`main(argv)`'s exit status; `bad_input` that escapes it (a DataError, an output that
+    cannot be written, a file that cannot be read) ends it with one line naming the file."""
+    try:
+        return int(main(argv) or 0)
+    except bad_input as exc:
+        text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+        print(f"error: {text}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def main(argv: list[str] | None = None) -> int:

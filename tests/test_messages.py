@@ -1,7 +1,9 @@
 """Bad input ends in one clear line naming the file, flag or key (issue 22, item 6)."""
 
 import json
+import os
 import shutil
+import sys
 
 import pytest
 
@@ -100,3 +102,97 @@ def test_a_quoted_text_with_a_colon_is_not_taken_for_a_key(data_copy):
     path = data_copy / "user_instructions.json"
     rewrite(path, lambda content: content["test"][0].update(task='I want the one labelled "pro": light and small'))
     assert not [w for w in load_benchmark_data(data_copy).warnings if "given twice" in w]
+
+
+# ---------------------------------------------------------------- outputs that cannot be written
+
+
+@pytest.fixture()
+def a_file(tmp_path):
+    """A plain file standing where a command would need a folder."""
+    path = tmp_path / "a_file"
+    path.write_text("in the way")
+    return path
+
+
+def _cli(argv, monkeypatch):
+    from PersonalWAB.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["pwab"])  # dispatch sets argv for the command's parser
+    return main(argv)
+
+
+@pytest.mark.parametrize("command, flag", [
+    (["leaderboard", "summarize", "x.json", "--out", "{bad}/board.md"], "--out"),
+    (["leaderboard", "compare", "a.json", "b.json", "--out", "{bad}/diff.txt"], "--out"),
+    (["leaderboard", "plot", "x.json", "--out", "{bad}/plots"], "--out"),
+    (["leaderboard", "report", "x.json", "--out", "{bad}/pages"], "--out"),
+    (["leaderboard", "pack", "x.json", "--out", "{bad}/bundle"], "--out"),
+    (["data", "synthetic", "--scale", "tiny", "--out", "{bad}/data"], "--out"),
+    (["data", "protocol", "--release_dir", ".", "--out", "{bad}/pack.json"], "--out"),
+    (["data", "download", "--dest", "{bad}/data"], "--dest"),
+    (["construct", "build", "--raw_dir", ".", "--out", "{bad}/build"], "--out"),
+    (["construct", "stats", "--data_dir", ".", "--out", "{bad}/stats.json"], "--out"),
+    (["reproduce", "--model", "m", "--out", "{bad}/rows"], "--out"),
+    (["run", "--output", "{bad}/result.json"], "--output"),
+    (["run", "--log_dir", "{bad}/results"], "--log_dir"),
+])
+def test_every_pwab_command_names_an_output_under_a_file(command, flag, a_file, monkeypatch, capsys):
+    argv = [part.replace("{bad}", str(a_file)) for part in command]
+    if command[0] in ("run", "reproduce"):  # these leave through os._exit after their own message
+        monkeypatch.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
+        with pytest.raises(SystemExit) as stop:
+            _cli(argv, monkeypatch)
+        code = stop.value.code
+    else:
+        code = _cli(argv, monkeypatch)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{flag} {a_file}/" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("step, flag", [("sft", "--output_dir"), ("merge", "--output_dir"), ("dpo", "--output_dir"),
+                                        ("generate", "--output_file"), ("score", "--output_file"),
+                                        ("dpo_data", "--output_file"), ("fast_test", "--output_file"),
+                                        ("data", "--out_dir"), ("tiny_model", "--out")])
+def test_every_puma_step_names_an_output_under_a_file(step, flag, a_file, monkeypatch, capsys):
+    from PUMA.__main__ import main
+
+    argv = [step, *(["function"] if step == "data" else []), *(["--data_dir", "."] if step == "tiny_model" else []),
+            flag, str(a_file / "out")]
+    monkeypatch.setattr(sys, "argv", ["puma"])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"error: {flag} {a_file / 'out'}: {a_file} is a file, so no folder can be made there" in err
+
+
+def test_a_write_failure_escaping_a_command_is_one_line(capsys):
+    from PersonalWAB.cli import run_command
+
+    def main(argv):
+        raise PermissionError(13, "Permission denied", "/results/board.md")
+
+    assert run_command(main, []) == 2
+    assert capsys.readouterr().err == "error: /results/board.md: Permission denied\n"
+
+
+def test_a_folder_without_write_permission_is_named(tmp_path, monkeypatch, capsys):
+    if os.geteuid() == 0:
+        pytest.skip("root may write into any folder, so there is no permission to be denied")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert _cli(["leaderboard", "plot", "x.json", "--out", str(locked / "plots")], monkeypatch) == 2
+    finally:
+        locked.chmod(0o700)
+    assert f"cannot create or write files in {locked} (permission denied)" in capsys.readouterr().err
+
+
+def test_output_problems(tmp_path, a_file):
+    from PersonalWAB.output_paths import output_problem
+
+    assert output_problem(tmp_path / "new" / "deeper" / "x.json", "--out") is None
+    assert output_problem(tmp_path, "--out", folder=True) is None
+    assert output_problem(tmp_path, "--out") == f"--out {tmp_path}: is a folder; name a file"
+    assert output_problem(a_file, "--out", folder=True) == f"--out {a_file}: is a file, not a folder"

@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from PersonalWAB.engines.search import BACKENDS
 from PersonalWAB.errors import DataError, FatalError
+from PersonalWAB.output_paths import check_output
 from PersonalWAB.metrics import record_cost, record_user_cost
 from PersonalWAB.reproduce.cost import (DEFAULT_SAMPLE, RowEstimate, estimate_row, format_estimates, total_usd,
                                         usd_text)
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         error("--sample must be at least 1 and --max_usd above 0")
         return EXIT_SETTINGS
     try:
+        check_output(settings.out, "--out", folder=True)
         specs, skipped = select_rows(settings)
         for note in skipped:
             print(f"note: {note}", file=sys.stderr)
