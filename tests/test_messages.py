@@ -3,12 +3,14 @@
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import pytest
 
 from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.errors import DataError
+from tests.conftest import REPO_ROOT
 
 
 @pytest.fixture()
@@ -196,3 +198,157 @@ def test_output_problems(tmp_path, a_file):
     assert output_problem(tmp_path, "--out", folder=True) is None
     assert output_problem(tmp_path, "--out") == f"--out {tmp_path}: is a folder; name a file"
     assert output_problem(a_file, "--out", folder=True) == f"--out {a_file}: is a file, not a folder"
+
+
+# ---------------------------------------------------------------- PUMA steps: checked before the long work
+
+
+@pytest.fixture()
+def no_long_work(monkeypatch):
+    """Fail a test whose step got as far as its long work (the memory embedding, building engines)."""
+    import PersonalWAB.build
+    import PersonalWAB.memory.embeddings
+
+    def long_work(*args, **kwargs):
+        raise AssertionError("the step started its long work before finding the bad input")
+
+    monkeypatch.setattr(PersonalWAB.memory.embeddings, "build_behaviour_embeddings", long_work)
+    monkeypatch.setattr(PersonalWAB.build, "build_artifacts", long_work)
+
+
+def _step(step_main, argv, capsys):
+    from PUMA.cli import STEP_BAD_INPUT
+    from PersonalWAB.cli import run_command
+
+    code = run_command(step_main, argv, STEP_BAD_INPUT)
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture()
+def empty_test_split(data_copy):
+    rewrite(data_copy / "user_instructions.json", lambda content: content.update(test=[]))
+    return data_copy
+
+
+def test_puma_data_refuses_an_empty_split_before_embedding(empty_test_split, tiny_model_dir, tmp_path,
+                                                           no_long_work, capsys):
+    from PUMA.data import main
+
+    code, err = _step(main, ["param", "--data_dir", str(empty_test_split), "--model_path", str(tiny_model_dir),
+                             "--out_dir", str(tmp_path / "out")], capsys)
+    assert code == 2
+    assert f"error: --splits test: the 'test' split of {empty_test_split} has no tasks" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_puma_data_refuses_an_unknown_split(tiny_data_dir, tmp_path, no_long_work, capsys):
+    from PUMA.data import main
+
+    code, err = _step(main, ["function", "--data_dir", str(tiny_data_dir), "--splits", "train,dev",
+                             "--out_dir", str(tmp_path / "out")], capsys)
+    assert code == 2 and "error: --splits 'dev': no such split; expected one of test, train" in err
+
+
+@pytest.mark.parametrize("model", ["{tmp}/no_model", "{tmp}"])
+def test_puma_data_refuses_a_missing_or_invalid_model_before_embedding(model, tiny_data_dir, tmp_path,
+                                                                        no_long_work, capsys):
+    from PUMA.data import main
+
+    model_path = model.replace("{tmp}", str(tmp_path))
+    code, err = _step(main, ["param", "--data_dir", str(tiny_data_dir), "--model_path", model_path,
+                             "--out_dir", str(tmp_path / "out")], capsys)
+    assert code == 2 and f"error: --model_path {model_path}: " in err and "Traceback" not in err
+
+
+def test_puma_scoring_refuses_an_empty_split_before_building(empty_test_split, tmp_path, no_long_work, capsys):
+    from PUMA.score import main
+
+    candidates = tmp_path / "candidates.json"
+    candidates.write_text("{}")
+    code, err = _step(main, ["--data_dir", str(empty_test_split), "--task_split", "test", "--candidates_file",
+                             str(candidates), "--output_file", str(tmp_path / "scores.json")], capsys)
+    assert code == 2 and "error: --task_split test: the 'test' split" in err
+
+
+def test_a_puma_input_that_is_not_json_is_named(tmp_path, capsys):
+    from PUMA.dpo_data import main
+
+    scores = tmp_path / "scores.json"
+    scores.write_text("{not json")
+    code, err = _step(main, ["--scores_file", str(scores), "--output_file", str(tmp_path / "pairs.json")], capsys)
+    assert code == 2 and err.startswith(f"error: {scores}: not valid JSON (")
+
+
+# ---------------------------------------------------------------- human user, CSV, report, nesting
+
+
+def test_human_mode_stops_at_end_of_input_and_keeps_what_finished(tiny_data_dir, tiny_engines, tmp_path):
+    output = tmp_path / "human.json"
+    argv = [sys.executable, str(REPO_ROOT / "run.py"), "--user_mode", "human", "--max_steps", "3",
+            "--agent_strategy", "heuristic", "--agent_memory", "none", "--data_dir", str(tiny_data_dir),
+            "--search_backend", "bm25s", "--end_index", "2", "--output", str(output)]
+    done = subprocess.run(argv, input="", capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "error: end of input on the user's turn (--user_mode human): the run stops" in done.stderr
+    assert f"--resume_from {output}" in done.stderr
+    records = json.loads(output.read_text())[1:]
+    assert all(not any(turn.get("role") == "user" and turn.get("content") == "" for turn in record["traj"])
+               for record in records)  # no empty user reply was recorded
+
+
+@pytest.fixture(scope="module")
+def result_file(tiny_data_dir, tiny_engines, tmp_path_factory):
+    from PersonalWAB.runner.config import RunConfig
+    from PersonalWAB.runner.execute import run
+
+    out = tmp_path_factory.mktemp("results") / "result.json"
+    config = RunConfig(data_dir=str(tiny_data_dir), output=str(out), agent_memory="none", search_backend="bm25s",
+                       end_index=3)
+    return run(config, log=lambda _: None)[1]
+
+
+def test_csv_text_cells_are_escaped_and_numbers_kept(result_file):
+    import csv
+    import io
+
+    from PersonalWAB.leaderboard.summarize import render_csv, summarize_files
+
+    rows, _ = summarize_files([result_file], ["=HYPERLINK(\"http://x\")"])
+    [row] = list(csv.DictReader(io.StringIO(render_csv(rows))))
+    assert row["method"] == "'=HYPERLINK(\"http://x\")"
+    assert float(row["overall_f_acc"]) >= 0 and not row["overall_f_acc"].startswith("'")
+
+
+@pytest.mark.parametrize("cell, shown", [("-0.5 gain", "'-0.5 gain"), ("+1", "'+1"), ("@SUM(A1)", "'@SUM(A1)"),
+                                         ("plain", "plain"), ("a=b", "a=b")])
+def test_csv_text(cell, shown):
+    from PersonalWAB.leaderboard.summarize import csv_text
+
+    assert csv_text(cell) == shown
+
+
+def test_report_exits_1_and_says_why_for_an_invalid_file(result_file, tmp_path, capsys):
+    from PersonalWAB.leaderboard.__main__ import main
+
+    assert main(["report", str(result_file), "--out", str(tmp_path)]) == 0
+    broken = tmp_path / "broken.json"
+    content = json.loads(result_file.read_text())
+    content[1]["res_acc"] = [7.0]
+    broken.write_text(json.dumps(content))
+    capsys.readouterr()
+    assert main(["report", str(broken), "--out", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert (tmp_path / "broken.report.html").exists() and str(tmp_path / "broken.report.html") in captured.out
+    assert f"{broken}: INVALID (" in captured.err and ": error: " in captured.err
+
+
+def test_deeply_nested_result_files_are_reported_not_raised(tmp_path):
+    from PersonalWAB.leaderboard.validate import validate_file
+    from PersonalWAB.results import read_run_file
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    report = validate_file(deep)
+    assert not report.valid and "nested deeper than the parser allows" in report.lines()[0]
+    with pytest.raises(DataError, match="not valid JSON.*depth"):
+        read_run_file(deep)
