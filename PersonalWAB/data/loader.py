@@ -72,18 +72,18 @@ def read_json(path: Path, digest: Any = None, warnings: list[str] | None = None)
     except ValueError as exc:
         raise DataError(f"{path}: not valid JSON ({exc})") from None
     except RecursionError:
-        raise DataError(f"{path}: not valid data: JSON nested deeper than the parser allows") from None
+        raise DataError(f"{path}: not valid JSON (nested deeper than the parser allows)") from None
     if warnings is not None:
         warnings.extend(duplicate_key_warnings(path, raw, content))
     return content
 
 
-_KEY_END = re.compile(rb'(?<!\\)"\s*:')
+_KEY_END = re.compile(rb'(?<!\\)"\s*:')  # a key's end, in a file with spaces before its colons
 
 
 def _key_count(content: Any) -> int:
-    """`":` in `content` written compactly: one per key, plus one per quoted text followed by
-    a colon inside a string (escaped `\\":`), as in a file written by the usual writers."""
+    """How often `":` occurs in `content` written compactly: once per key, and once per quote
+    followed by a colon inside a text (escaped, as in the file)."""
     return _compact(content).count(b'":')
 
 
