@@ -7,9 +7,8 @@ import argparse
 from dataclasses import fields
 from typing import Any, Callable, TypeVar
 
-from PersonalWAB.cli import BAD_INPUT, run_command
+from PersonalWAB.cli import BAD_INPUT, check_output, run_command
 from PersonalWAB.errors import DataError
-from PersonalWAB.output_paths import check_output
 
 T = TypeVar("T")
 # A step's settings problems are ValueErrors naming the flag (e.g. --recipe, an input another

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from PersonalWAB.output_paths import check_output
+from PersonalWAB.cli import check_output
 
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 

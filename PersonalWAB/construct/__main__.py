@@ -20,7 +20,7 @@ from PersonalWAB.construct.config import add_arguments as add_build_arguments
 from PersonalWAB.construct.config import names
 from PersonalWAB.errors import DataError
 from PersonalWAB.llm import LLMError
-from PersonalWAB.output_paths import check_command_outputs
+from PersonalWAB.cli import check_command_outputs
 
 # Each command's outputs: a folder (True) or a file (False); checked before any work.
 OUTPUTS = {"fetch": {"raw_dir": True}, "build": {"out": True}, "consistency": {"out": False},

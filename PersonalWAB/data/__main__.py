@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from PersonalWAB.errors import DataError
-from PersonalWAB.output_paths import check_command_outputs
+from PersonalWAB.cli import check_command_outputs
 
 # Each command's output: a folder (True) or a file (False); checked before any work.
 OUTPUTS = {"synthetic": {"out": True}, "download": {"dest": True}, "protocol": {"out": False}}

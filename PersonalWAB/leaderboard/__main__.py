@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.errors import DataError
-from PersonalWAB.output_paths import check_command_outputs
+from PersonalWAB.cli import check_command_outputs
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 # Each command's --out: a folder (True) or a file (False); checked before any file is read.

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from PersonalWAB.engines.search import BACKENDS
 from PersonalWAB.errors import DataError, FatalError
-from PersonalWAB.output_paths import check_output
+from PersonalWAB.cli import check_output
 from PersonalWAB.metrics import record_cost, record_user_cost
 from PersonalWAB.reproduce.cost import (DEFAULT_SAMPLE, RowEstimate, estimate_row, format_estimates, total_usd,
                                         usd_text)
