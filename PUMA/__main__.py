@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from PersonalWAB.cli import dispatch
+from PUMA.cli import STEP_BAD_INPUT
 
 # step -> ("module:main" run with the remaining arguments, one line of help), in pipeline order
 STEPS: dict[str, tuple[str, str]] = {
@@ -31,7 +32,8 @@ STEPS: dict[str, tuple[str, str]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    return dispatch("puma", "PUMA: the fine-tuning pipeline of the PersonalWAB paper.", STEPS, argv, word="STEP")
+    return dispatch("puma", "PUMA: the fine-tuning pipeline of the PersonalWAB paper.", STEPS, argv, word="STEP",
+                    bad_input=STEP_BAD_INPUT)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from PUMA.prompting import cut_to_tokens, parameter_prompt, puma_behaviours
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE, RECOMMEND, REVIEW, SEARCH, TASK_TYPE_OF_FUNCTION
 from PersonalWAB.protocol import Protocol, load_protocol
-from PUMA.cli import add_dataclass_arguments, config_from_args
+from PUMA.cli import add_dataclass_arguments, check_step_outputs, config_from_args, nonempty_split
 from PUMA.modeling import write_json
 from PUMA.recipe import Recipe, get_recipe, write_record
 
@@ -156,12 +156,21 @@ def _load(config: DataConfig) -> BenchmarkData:
     return load_benchmark_data(config.data_dir or default_data_dir())
 
 
+def _splits(config: DataConfig, data: BenchmarkData) -> list[str]:
+    """The `--splits` to write, each checked to exist and hold tasks."""
+    names = [name.strip() for name in config.splits.split(",")]
+    for name in names:
+        nonempty_split(data, name, "--splits")
+    return names
+
+
 def prepare_function_data(config: DataConfig, log: Callable[[str], None] = print) -> list[Path]:
     recipe = get_recipe(config.recipe)
     data = _load(config)
+    splits = _splits(config, data)
     protocol = load_protocol(config.protocol_file)
     written = []
-    for split in config.splits.split(","):
+    for split in splits:
         path = write_json(Path(config.out_dir) / f"function_{split}.json",
                           function_examples(protocol, data.split(split), split))
         write_record(path, "data_function", recipe, config, {"--data_dir": str(data.data_dir)},
@@ -174,20 +183,21 @@ def prepare_function_data(config: DataConfig, log: Callable[[str], None] = print
 def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -> list[Path]:
     from PUMA.prompting import PUMA_TEMPLATE
     from PersonalWAB.memory.embeddings import build_behaviour_embeddings
-    from PUMA.modeling import load_tokenizer
+    from PUMA.modeling import checked_tokenizer
 
     recipe = get_recipe(config.recipe)
     data = _load(config)
+    splits = _splits(config, data)
+    tokenizer = checked_tokenizer(config.model_path)  # before the embedding: a wrong path ends at once
     protocol = load_protocol(config.protocol_file)
     build_behaviour_embeddings(data, protocol, log=log, template=PUMA_TEMPLATE)
-    tokenizer = load_tokenizer(config.model_path)
     client = None
     if config.query_model:
         from PersonalWAB.llm import LLMClient
 
         client = LLMClient(config.query_model, api_base=config.api_base, max_retries=config.max_retries)
     written = []
-    for split in config.splits.split(","):
+    for split in splits:
         examples = param_examples(protocol, data, data.split(split), split, tokenizer, config.mem_token_length,
                                   config.memory_length, recipe, client if split == "train" else None)
         path = write_json(Path(config.out_dir) / f"param_{split}.json", examples)
@@ -218,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     add_dataclass_arguments(parser, DataConfig)
     args = parser.parse_args(argv)
     config = config_from_args(DataConfig, args)
+    check_step_outputs(config)
     if args.kind in ("function", "all"):
         prepare_function_data(config)
     if args.kind in ("param", "all"):
@@ -226,4 +237,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from PUMA.cli import run_step
+
+    sys.exit(run_step(main))

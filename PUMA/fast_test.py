@@ -161,8 +161,8 @@ def fast_test(config: FastTestConfig, log: Callable[[str], None] = print) -> Pat
     for path, content in ((config.function_file, function_outputs), (config.param_file, param_outputs)):
         if not isinstance(content, dict):
             raise ValueError(f"{path}: expected a JSON object mapping instruction text to a list of outputs")
-    data, engines = load_engines(config.data_dir, config.search_backend, config.protocol_file, log)
-    tasks = data.split(config.task_split)
+    _, engines, tasks = load_engines(config.data_dir, config.search_backend, config.protocol_file,
+                                     config.task_split, log)
     rows = evaluate(engines, tasks, function_outputs, param_outputs)
     summary = summarize(rows)
     path = write_json(config.output_file, {"recipe": recipe.name, "split": config.task_split,
@@ -183,4 +183,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from PUMA.cli import run_step
+
+    sys.exit(run_step(main))

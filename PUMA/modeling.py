@@ -68,6 +68,20 @@ def load_tokenizer(path: str | Path, padding_side: str = "right") -> Any:
     return tokenizer
 
 
+def checked_tokenizer(path: str, flag: str = "--model_path") -> Any:
+    """`load_tokenizer(path)`, or a DataError naming `flag` when there is no tokenizer there:
+    a step loads it before its long work (the memory embedding) so a wrong path ends at once."""
+    from PersonalWAB.errors import DataError
+
+    if not Path(path).exists() and (path.startswith(("/", ".", "~")) or path.count("/") > 1):
+        raise DataError(f"{flag} {path}: no such model folder")
+    try:
+        return load_tokenizer(path)
+    except (OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{flag} {path}: no tokenizer could be loaded from it ({reason})") from None
+
+
 def load_causal_lm(path: str | Path, for_generation: bool = False, dtype: Any = None,
                    merge: bool = True) -> tuple[Any, Any]:
     """(model, tokenizer) from a model folder / hub name, or from a LoRA adapter folder
@@ -223,7 +237,16 @@ def generate_texts(model: Any, tokenizer: Any, prompts: list[str], *, max_new_to
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """A step's JSON input; a DataError naming it when it is missing or not JSON."""
+    from PersonalWAB.errors import DataError
+
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (ValueError, RecursionError) as exc:
+        reason = "nested deeper than the parser allows" if isinstance(exc, RecursionError) else exc
+        raise DataError(f"{path}: not valid JSON ({reason})") from None
 
 
 def write_json(path: str | Path, content: Any) -> Path:

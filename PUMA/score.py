@@ -182,22 +182,26 @@ def scoring_facts(recipe: str, tasks: list[dict[str, Any]] | None = None) -> dic
     return facts
 
 
-def load_engines(data_dir: str | None, search_backend: str, protocol_file: str | None,
-                 log: Callable[[str], None] = print) -> tuple[Any, Any]:
-    """The benchmark data and its engines (search index and recommender built if missing)."""
+def load_engines(data_dir: str | None, search_backend: str, protocol_file: str | None, task_split: str,
+                 log: Callable[[str], None] = print) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """The benchmark data, its engines (search index and recommender built if missing) and the
+    tasks of `task_split`, which is checked to hold tasks before anything is built."""
     from PersonalWAB.build import build_artifacts
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.engines.shared import shared_engines
     from PersonalWAB.paths import default_data_dir
     from PersonalWAB.protocol import load_protocol
+    from PUMA.cli import nonempty_split
 
     protocol = load_protocol(protocol_file)
     data = load_benchmark_data(data_dir or default_data_dir())
+    tasks = nonempty_split(data, task_split, "--task_split")
     build_artifacts(data, (search_backend,), recommender=True, log=log, protocol=protocol)
-    return data, shared_engines(data, search_backend, protocol)
+    return data, shared_engines(data, search_backend, protocol), tasks
 
 
 def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
+    from PersonalWAB.errors import DataError
     from PersonalWAB.memory import load_function_file
     from PUMA.modeling import read_json, write_json
     from PUMA.recipe import check_inputs, get_recipe, write_record
@@ -205,11 +209,13 @@ def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
     recipe = get_recipe(config.recipe)
     inputs = {"--candidates_file": config.candidates_file, "--function_file": config.function_file}
     check_inputs(recipe, inputs)
-    data, engines = load_engines(config.data_dir, config.search_backend, config.protocol_file, log)
     raw = read_json(config.candidates_file)
+    if not isinstance(raw, dict):
+        raise DataError(f"{config.candidates_file}: expected a JSON object mapping instruction text to candidates")
     candidates = {k: v if isinstance(v, list) else [v] for k, v in raw.items()}
     functions = load_function_file(config.function_file) if config.function_file else None
-    tasks = data.split(config.task_split)
+    _, engines, tasks = load_engines(config.data_dir, config.search_backend, config.protocol_file,
+                                     config.task_split, log)
     scores = score_candidates(engines, tasks, candidates, functions, recipe.name)
     path = write_json(config.output_file, scores)
     total = sum(len(v) for v in scores.values())
@@ -230,4 +236,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from PUMA.cli import run_step
+
+    sys.exit(run_step(main))

@@ -293,4 +293,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from PUMA.cli import run_step
+
+    sys.exit(run_step(main))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from PersonalWAB.cli import check_output
+
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 
 
@@ -105,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heads", type=int, default=d.heads)
     parser.add_argument("--seed", type=int, default=d.seed)
     args = parser.parse_args(argv)
+    check_output(args.out, "--out", folder=True)
     config = TinyModelConfig(vocab_size=args.vocab_size, hidden_size=args.hidden_size,
                              intermediate_size=2 * args.hidden_size, layers=args.layers, heads=args.heads,
                              seed=args.seed)
@@ -114,4 +117,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from PUMA.cli import run_step
+
+    sys.exit(run_step(main))

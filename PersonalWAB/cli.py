@@ -7,15 +7,28 @@
     pwab leaderboard ...  = python -m PersonalWAB.leaderboard ...(validate, summarize, compare, report, plot)
 
 Each command's module is imported only when it is chosen, so `pwab --help` is instant.
-`dispatch` serves PUMA's `puma` command too.
+`dispatch` serves PUMA's `puma` command too. Every command checks the output paths it was
+given before any work (`check_output`: a folder that cannot be made or a file that cannot
+be written is named with its flag), and `run_command` ends bad input that escapes a command
+in one line, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from PersonalWAB.errors import DataError
+
+# What a command's bad input or unwritable output raises when the command itself does not say
+# it: the one line of the exception is shown, exit status 2 (never a traceback).
+BAD_INPUT: tuple[type[Exception], ...] = (DataError, OSError)
+EXIT_BAD_INPUT = 2
 
 # command -> ("module:function" called with the remaining arguments, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -52,9 +65,10 @@ def usage(prog: str, title: str, commands: dict[str, tuple[str, str]], word: str
 
 
 def dispatch(prog: str, title: str, commands: dict[str, tuple[str, str]], argv: list[str] | None,
-             word: str = "COMMAND") -> int:
+             word: str = "COMMAND", bad_input: tuple[type[Exception], ...] = BAD_INPUT) -> int:
     """Run the command `argv` names (`commands`: name -> ("module:function", help)) with the
-    rest of `argv`; its exit status. No command or `--help`: the list of commands."""
+    rest of `argv` (through `run_command`); its exit status. No command or `--help`: the list
+    of commands."""
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help"):
         print(usage(prog, title, commands, word))
@@ -66,7 +80,75 @@ def dispatch(prog: str, title: str, commands: dict[str, tuple[str, str]], argv: 
         return 2
     module, _, function = commands[name][0].partition(":")
     sys.argv = [f"{prog} {name}", *rest]  # a command's parser that names itself from argv[0] says `prog name`
-    return int(getattr(importlib.import_module(module), function)(rest) or 0)
+    return run_command(getattr(importlib.import_module(module), function), rest, bad_input)
+
+
+def run_command(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None,
+                bad_input: tuple[type[Exception], ...] = BAD_INPUT) -> int:
+    """`main(argv)`'s exit status; `bad_input` that escapes it (a DataError, an output that
+    cannot be written, a file that cannot be read) ends it with one line naming the file."""
+    try:
+        return int(main(argv) or 0)
+    except bad_input as exc:
+        text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+        print(f"error: {text}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+# ---------------------------------------------------------------- output paths
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _creatable_problem(path: Path, flag: str, folder: Path) -> str | None:
+    """Why files cannot be written in `folder` (made where missing), or None."""
+    existing = _nearest_existing(folder)
+    if not existing.is_dir():
+        return f"{flag} {path}: {existing} is a file, so no folder can be made there"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{flag} {path}: cannot create or write files in {existing} (permission denied)"
+    return None
+
+
+def output_problem(path: Path | str, flag: str, folder: bool = False) -> str | None:
+    """Why `path` cannot be written as the output `flag` names (a file, or with `folder` a
+    folder to write files into), or None when it can."""
+    path = Path(path)
+    if folder:
+        if path.exists() and not path.is_dir():
+            return f"{flag} {path}: is a file, not a folder"
+        return _creatable_problem(path, flag, path)
+    if path.is_dir():
+        return f"{flag} {path}: is a folder; name a file"
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"{flag} {path}: the file is not writable (permission denied)"
+    return _creatable_problem(path, flag, path.parent)
+
+
+def check_output(path: Path | str | None, flag: str, folder: bool = False) -> None:
+    """Raise DataError naming `flag` when `path` (if given) cannot be written."""
+    problem = None if path is None else output_problem(path, flag, folder)
+    if problem:
+        raise DataError(problem)
+
+
+def os_error_text(exc: OSError) -> str:
+    """An OSError as one line that names its file: `PATH: reason`."""
+    if exc.filename is None:
+        return exc.strerror or str(exc)
+    names = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
+    return f"{names}: {exc.strerror or exc}"
+
+
+def check_command_outputs(args: Any, outputs: dict[str, bool]) -> None:
+    """Check the outputs a command's parsed `args` name: attribute -> whether it is a folder."""
+    for attribute, folder in outputs.items():
+        check_output(getattr(args, attribute, None), f"--{attribute}", folder)
 
 
 def main(argv: list[str] | None = None) -> int:

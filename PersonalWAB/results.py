@@ -130,13 +130,16 @@ class RunFile:
 def decode_result_file(raw: bytes) -> Any:
     """The JSON value of a result file's bytes, parsed with the cyclic collector paused: by
     orjson (fast), or where it refuses (NaN, huge integers, broken text) by the standard
-    parser, whose values and errors are the ones given. Raises UnicodeDecodeError or
-    json.JSONDecodeError."""
+    parser, whose values and errors are the ones given (JSON nested deeper than both allow:
+    orjson's). Raises UnicodeDecodeError or json.JSONDecodeError."""
     with gc_paused():
         try:
             return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return json.loads(raw.decode("utf-8"))
+        except orjson.JSONDecodeError as fast_error:
+            try:
+                return json.loads(raw.decode("utf-8"))
+            except RecursionError:
+                raise fast_error from None
 
 
 def split_result_file(path: Path, content: list[Any]) -> RunFile:

@@ -8,12 +8,14 @@ import select
 import sys
 import time
 
-from PersonalWAB.envs.users.human_user import PROMPT, HumanUser
+import pytest
+
+from PersonalWAB.envs.users.human_user import PROMPT, HumanUser, InputEnded
 from PersonalWAB.protocol import project_protocol
 from tests.conftest import REPO_ROOT
 
 
-def test_human_user_reads_lines_and_goes_quiet_on_eof(tiny_data):
+def test_human_user_reads_lines_and_stops_the_run_on_eof(tiny_data):
     task = tiny_data.split("test")[0]
     lines = iter(["", "cheaper please"])
 
@@ -27,9 +29,10 @@ def test_human_user_reads_lines_and_goes_quiet_on_eof(tiny_data):
     user = HumanUser(read=read, out=out)
     assert user.reset(task, tiny_data.profile(task["user_id"]), project_protocol()) is None
     assert user.reply("Here are the results") == "cheaper please"
-    assert user.reply("Better?") == "" and user.reply("Still there?") == ""
+    with pytest.raises(InputEnded, match="end of input"):
+        user.reply("Better?")
     shown = out.getvalue()
-    assert "AGENT: Here are the results" in shown and "end of input" in shown and task["task"] in shown
+    assert "AGENT: Here are the results" in shown and "AGENT: Better?" in shown and task["task"] in shown
 
 
 def read_until(fd, needle, buffer, timeout=120.0):

@@ -20,6 +20,11 @@ from PersonalWAB.construct.config import add_arguments as add_build_arguments
 from PersonalWAB.construct.config import names
 from PersonalWAB.errors import DataError
 from PersonalWAB.llm import LLMError
+from PersonalWAB.cli import check_command_outputs
+
+# Each command's outputs: a folder (True) or a file (False); checked before any work.
+OUTPUTS = {"fetch": {"raw_dir": True}, "build": {"out": True}, "consistency": {"out": False},
+           "stats": {"out": False, "plot": False}}
 
 
 def _fetch(args: argparse.Namespace) -> int:
@@ -163,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        check_command_outputs(args, OUTPUTS[args.command])
         return args.func(args)
     except (DataError, LLMError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -170,4 +176,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from PersonalWAB.cli import run_command
+
+    sys.exit(run_command(main))

@@ -6,6 +6,10 @@ import argparse
 import sys
 
 from PersonalWAB.errors import DataError
+from PersonalWAB.cli import check_command_outputs
+
+# Each command's output: a folder (True) or a file (False); checked before any work.
+OUTPUTS = {"synthetic": {"out": True}, "download": {"dest": True}, "protocol": {"out": False}}
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -39,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         "protocol", help="build the release protocol pack from a checkout of the original release"))
     args = parser.parse_args(argv)
     try:
+        check_command_outputs(args, OUTPUTS.get(args.command, {}))
         return args.func(args)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -46,4 +51,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from PersonalWAB.cli import run_command
+
+    sys.exit(run_command(main))

@@ -17,7 +17,7 @@ def read_instruction_outputs(path: Path | str, what: str) -> dict[str, Any]:
         content = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(f"{path}: {what} file not found") from None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise DataError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(content, dict):
         raise DataError(f"{path}: expected a JSON object mapping instruction text to {what} outputs")

@@ -33,10 +33,16 @@ try:
     def _parse(raw: bytes) -> Any:
         return orjson.loads(raw)
 
+    def _compact(content: Any) -> bytes:
+        return orjson.dumps(content)
+
 except ImportError:  # orjson is in requirements.txt; the stdlib parser is the fallback
 
     def _parse(raw: bytes) -> Any:
         return json.loads(raw)
+
+    def _compact(content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode()
 
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
@@ -67,8 +73,9 @@ def _digest_file(digest: Any, path: Path, raw: bytes) -> None:
     digest.update(raw)
 
 
-def parse_json_bytes(path: Path, raw: bytes) -> Any:
-    """The JSON in `raw` (the bytes of `path`, named in any error)."""
+def parse_json_bytes(path: Path, raw: bytes, warnings: list[str] | None = None) -> Any:
+    """The JSON in `raw` (the bytes of `path`, named in any error). With `warnings`, a key
+    given twice in one object (the parser keeps the last) is added to it."""
     if raw.startswith(LFS_POINTER_PREFIX):
         raise DataError(
             f"{path}: is a Git LFS pointer, not the data. Fetch the real files with "
@@ -76,9 +83,55 @@ def parse_json_bytes(path: Path, raw: bytes) -> Any:
             "`bash scripts/download_data.sh`."
         )
     try:
-        return _parse(raw)
+        content = _parse(raw)
     except ValueError as exc:
         raise DataError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise DataError(f"{path}: not valid JSON (nested deeper than the parser allows)") from None
+    if warnings is not None:
+        warnings.extend(duplicate_key_warnings(path, raw, content))
+    return content
+
+
+_KEY_END = re.compile(rb'(?<!\\)"\s*:')  # a key's end, in a file with spaces before its colons
+
+
+def _key_count(content: Any) -> int:
+    """How often `":` occurs in `content` written compactly: once per key, and once per quote
+    followed by a colon inside a text (escaped, as in the file)."""
+    return _compact(content).count(b'":')
+
+
+def duplicate_key_warnings(path: Path, raw: bytes, content: Any) -> list[str]:
+    """One warning per key given twice in one object of the file. Cheap unless there is one:
+    the keys in the text are counted against the keys parsed; only when the text holds more
+    is it parsed again to name them."""
+    written = raw.count(b'":')
+    parsed = _key_count(content)
+    if written < parsed:  # a file written with spaces before the colons
+        written = len(_KEY_END.findall(raw)) + raw.count(b'\\":')
+    if written <= parsed:
+        return []
+    repeated: list[str] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        counts = Counter(key for key, _ in pairs)
+        repeated.extend(key for key, n in counts.items() if n > 1)
+        return dict(pairs)
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs_hook)
+    except RecursionError:
+        return [f"{path}: some JSON object gives one key twice; only the last value is used"]
+    return [f"{path}: key {key!r} is given twice in one object{_places(raw, key)}; only the last value is used"
+            for key in dict.fromkeys(repeated)]
+
+
+def _places(raw: bytes, key: str) -> str:
+    """Where a repeated key stands in the file, when it occurs as a key no more than twice."""
+    pattern = re.compile(re.escape(json.dumps(key, ensure_ascii=False).encode()) + rb"\s*:")
+    offsets = [match.start() for match in pattern.finditer(raw)]
+    return f" (at bytes {offsets[0]} and {offsets[1]})" if len(offsets) == 2 else ""
 
 
 def _part_number(path: Path) -> int:
@@ -86,28 +139,66 @@ def _part_number(path: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
+def _missing_part_numbers(parts: list[Path]) -> list[int]:
+    """Numbers absent between the first part (1, or 0 where a part 0 exists) and the last."""
+    numbers = {_part_number(part) for part in parts}
+    return [n for n in range(min(1, *numbers), max(numbers) + 1) if n not in numbers]
+
+
+def _check_parts_complete(data_dir: Path, pattern: str, parts: list[Path]) -> None:
+    """Refuse a set of part files with a gap: its products or histories would be missing
+    without a word, and every score depending on them would be wrong."""
+    missing = _missing_part_numbers(parts)
+    if missing:
+        names = ", ".join(pattern.replace("*", str(n)) for n in missing)
+        raise DataError(
+            f"{data_dir}: {names} missing (found {', '.join(p.name for p in parts)}); a part left out loses "
+            "its entries. Restore it (`bash scripts/download_data.sh` fetches the official files) or "
+            "renumber the parts you mean to use from 1 without gaps"
+        )
+
+
 def _part_files(data_dir: Path, pattern: str) -> list[Path]:
     parts = sorted(data_dir.glob(pattern), key=_part_number)
     if not parts:
         raise DataError(f"{data_dir}: no files matching {pattern!r}")
+    _check_parts_complete(data_dir, pattern, parts)
     return parts
 
 
-def _merged_parts(parts: list[Path], raw: dict[Path, bytes],
+def _merged_parts(parts: list[Path], raw: dict[Path, bytes], warnings: list[str],
                   extend_lists: bool = False) -> dict[str, Any]:
     """One dict from all part files (their bytes in `raw`), in part order. With
     `extend_lists` (user histories) a key found in several parts gets all their entries,
-    not only the last part's."""
+    not only the last part's; otherwise (products) a key found again replaces the earlier
+    entry, with a warning naming both parts."""
     merged: dict[str, Any] = {}
+    read: list[tuple[Path, dict[str, Any]]] = []
     for part in parts:
-        content = parse_json_bytes(part, raw[part])
+        content = parse_json_bytes(part, raw[part], warnings)
         schema.expect_type(content, (dict,), str(part), "top level")
+        if not extend_lists:
+            warnings.extend(_repeated_key_warnings(read, part, content))
         for key, value in content.items():
             if extend_lists and isinstance(merged.get(key), list) and isinstance(value, list):
                 merged[key] = merged[key] + value
             else:
                 merged[key] = value
+        read.append((part, content))
     return merged
+
+
+def _repeated_key_warnings(read: list[tuple[Path, dict[str, Any]]], part: Path,
+                           content: dict[str, Any]) -> list[str]:
+    """A warning for each part read before `part` that holds some of its keys."""
+    warnings = []
+    for earlier, earlier_content in read:
+        shared = earlier_content.keys() & content.keys()
+        if shared:
+            example = min(shared)
+            warnings.append(f"{len(shared)} ASIN(s) are in both {earlier} and {part} (e.g. {example!r}); "
+                            f"the entries of {part.name} are used")
+    return warnings
 
 
 @dataclass
@@ -146,10 +237,21 @@ class DataFiles:
                      for path in sorted(self.raw) if path.name in (SYNTHETIC_MANIFEST, CONSTRUCTION_MANIFEST)]
         return [PARSED_CACHE_VERSION, sys.version, self.fingerprint, manifests]
 
-    def json(self, name: str) -> Any:
+    def json(self, name: str, warnings: list[str] | None = None) -> Any:
         """The parsed content of one of the directory's files, None when it is absent."""
         path = self.data_dir / name
-        return parse_json_bytes(path, self.raw[path]) if path in self.raw else None
+        return parse_json_bytes(path, self.raw[path], warnings) if path in self.raw else None
+
+    def manifest(self, name: str) -> dict[str, Any] | None:
+        """A synthetic or construction manifest (a JSON object; its `source` a text), or None
+        when the data has none."""
+        manifest = self.json(name)
+        if manifest is not None:
+            path = str(self.data_dir / name)
+            schema.expect_type(manifest, (dict,), path, "top level")
+            if "source" in manifest:
+                schema.expect_type(manifest["source"], (str,), path, "source")
+        return manifest
 
 
 @dataclass
@@ -211,7 +313,7 @@ class BenchmarkData:
 
 
 PARSED_CACHE = "parsed_data.marshal"
-PARSED_CACHE_VERSION = 2  # bump when `_parse_and_check` changes what it builds
+PARSED_CACHE_VERSION = 3  # bump when `_parse_and_check` changes what it builds
 _CACHED_FIELDS = ("products", "histories", "profiles", "tasks", "synthetic_manifest", "construction_manifest",
                   "warnings", "fingerprint", "products_fingerprint", "_history_times")
 
@@ -274,16 +376,16 @@ def _load(data_dir: Path) -> BenchmarkData:
 
 def _parse_and_check(files: DataFiles) -> BenchmarkData:
     data_dir, product_files, history_files = files.data_dir, files.product_parts, files.history_parts
-    products = _merged_parts(product_files, files.raw)
-    histories = _merged_parts(history_files, files.raw, extend_lists=True)
-    instructions = files.json(INSTRUCTIONS_FILE)
-    profile_entries = files.json(PROFILES_FILE)
+    warnings: list[str] = []
+    products = _merged_parts(product_files, files.raw, warnings)
+    histories = _merged_parts(history_files, files.raw, warnings, extend_lists=True)
+    instructions = files.json(INSTRUCTIONS_FILE, warnings)
+    profile_entries = files.json(PROFILES_FILE, warnings)
     schema.check_products_file(products, ", ".join(str(p) for p in product_files))
     schema.check_history_file(histories, ", ".join(str(p) for p in history_files))
     schema.check_instructions_file(instructions, str(data_dir / INSTRUCTIONS_FILE))
     schema.check_profiles_file(profile_entries, str(data_dir / PROFILES_FILE))
 
-    warnings: list[str] = []
     for split in ("train", "test"):
         for i, task in enumerate(instructions[split]):
             if task["user_id"] not in profile_entries:
@@ -321,8 +423,8 @@ def _parse_and_check(files: DataFiles) -> BenchmarkData:
             "memory follows time order, the release numbered memory by file order"
         )
 
-    manifest = files.json(SYNTHETIC_MANIFEST)
-    built = files.json(CONSTRUCTION_MANIFEST)
+    manifest = files.manifest(SYNTHETIC_MANIFEST)
+    built = files.manifest(CONSTRUCTION_MANIFEST)
     return BenchmarkData(
         data_dir=data_dir,
         products=products,

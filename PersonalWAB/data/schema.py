@@ -162,3 +162,4 @@ def check_profiles_file(profiles: Any, file: str) -> None:
         for field in PROFILE_FIELDS:
             if field not in profile:
                 raise DataError(f"{file}: {where}.user_profile: missing key {field!r}")
+            expect_type(profile[field], (str,), file, f"{where}.user_profile[{field!r}]")

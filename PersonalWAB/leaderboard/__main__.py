@@ -13,8 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.errors import DataError
+from PersonalWAB.cli import check_command_outputs
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+# Each command's --out: a folder (True) or a file (False); checked before any file is read.
+OUTPUTS = {"summarize": {"out": False}, "compare": {"out": False}, "plot": {"out": True},
+           "report": {"out": True}, "pack": {"out": True}}
 
 
 def _load_data(data_dir: str | None) -> Any | None:
@@ -107,16 +111,35 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+SHOWN_ERRORS = 5  # of an invalid file's errors, on stderr (its page and `validate` list them all)
+
+
+def _report_invalid(report: Any) -> None:
+    """Tell stderr why a file whose page was written is invalid."""
+    errors = [line for line in report.lines() if ": error: " in line]
+    print(f"{report.path}: INVALID ({len(errors)} errors); its page shows them", file=sys.stderr)
+    for line in errors[:SHOWN_ERRORS]:
+        print(f"  {line}", file=sys.stderr)
+    if len(errors) > SHOWN_ERRORS:
+        print(f"  ... and {len(errors) - SHOWN_ERRORS} more (run validate for all)", file=sys.stderr)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    from PersonalWAB.leaderboard.report import write_report
+    from PersonalWAB.leaderboard.report import write_report_page
+    from PersonalWAB.leaderboard.validate import validate_file
 
     comparisons = _comparisons([args.compare, *args.files], args.force) if args.compare else [None] * len(args.files)
     if isinstance(comparisons, int):
         return comparisons
     data = _load_data(args.data_dir)
+    all_valid = True
     for i, path in enumerate(args.files):
-        print(write_report(path, args.out, data, args.name[i] if args.name else None, comparisons[i]))
-    return EXIT_OK
+        report = validate_file(path, data)
+        print(write_report_page(report, args.out, args.name[i] if args.name else None, comparisons[i]))
+        if not report.valid:
+            _report_invalid(report)
+            all_valid = False
+    return EXIT_OK if all_valid else EXIT_INVALID
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
@@ -200,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "name", None) and len(args.name) != len(args.files):
         parser.error(f"{len(args.name)} --name values for {len(args.files)} files: give one per file or none")
     try:
+        check_command_outputs(args, OUTPUTS.get(args.command, {}))
         return args.func(args)
-    except DataError as exc:  # e.g. a --data_dir that cannot be loaded
+    except DataError as exc:  # e.g. a --data_dir that cannot be loaded, an --out that cannot be written
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ValueError as exc:  # e.g. nothing scorable to plot
@@ -210,4 +234,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from PersonalWAB.cli import run_command
+
+    sys.exit(run_command(main))

@@ -279,9 +279,14 @@ def render_report(report: ValidationReport, name: str | None = None, comparison:
 def write_report(path: Path | str, out_dir: Path | str, data: Any | None = None, name: str | None = None,
                  comparison: Comparison | None = None) -> Path:
     """Validate `path` (against `data` when given) and write `<stem>.report.html` into `out_dir`."""
-    report = validate_file(path, data)
+    return write_report_page(validate_file(path, data), out_dir, name, comparison)
+
+
+def write_report_page(report: ValidationReport, out_dir: Path | str, name: str | None = None,
+                      comparison: Comparison | None = None) -> Path:
+    """Write the page of a validated file as `<stem>.report.html` into `out_dir`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / f"{Path(path).stem}.report.html"
+    out = out_dir / f"{Path(report.path).stem}.report.html"
     out.write_text(render_report(report, name, comparison), encoding="utf-8")
     return out

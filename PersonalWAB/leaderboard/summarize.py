@@ -255,8 +255,18 @@ def render_html(rows: list[Row]) -> str:
             f"{render_html_tables(rows)}\n</body></html>\n")
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(cell: str) -> str:
+    """A text cell a spreadsheet shows as text: one starting like a formula (`=`, `+`, `-`,
+    `@`, a tab or a carriage return) gets a leading `'`. Numbers are written as numbers."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
 def render_csv(rows: list[Row]) -> str:
-    """All rows in one CSV (track and rank as columns), every statistic included."""
+    """All rows in one CSV (track and rank as columns), every statistic included; the text
+    cells (method, file, track, data source, flags) escaped against formula injection."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     stat_columns = [("avg_action_acc", "f_acc"), ("avg_res_acc", "r_acc"), ("avg_interaction_times", "avg_steps")]
@@ -269,10 +279,11 @@ def render_csv(rows: list[Row]) -> str:
     for _, members in tables(rows):
         for i, row in enumerate(members, 1):
             bounds = [row.interval(g, k) for g, k, name in interval_columns[::2]]
-            writer.writerow([row.track, row.data_source, i, row.name, str(row.path),
+            writer.writerow([csv_text(row.track), csv_text(row.data_source), i, csv_text(row.name),
+                             csv_text(str(row.path)),
                              *(repr(row.score(g, k)) for g in GROUPS for k, _ in stat_columns),
                              int(row.score("overall", "total_count")), repr(row.total_cost), row.format_errors,
-                             ";".join(row.flags),
+                             csv_text(";".join(row.flags)),
                              row.num_trials, *(repr(b[end]) if b else "" for b in bounds for end in (0, 1))])
     return buffer.getvalue()
 

@@ -173,6 +173,8 @@ def _locate_json_break(text: str, exc: json.JSONDecodeError) -> Problem:
                            element)
         try:
             last, pos = decoder.raw_decode(text, pos)
+        except RecursionError:
+            return Problem(ERROR, "JSON nested deeper than the parser allows in this element", element)
         except json.JSONDecodeError as inner:
             # an unterminated string runs to the end of the text, so it is a cut too
             if inner.pos >= len(text.rstrip()) or inner.msg.startswith("Unterminated string"):

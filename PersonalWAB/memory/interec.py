@@ -71,7 +71,7 @@ def read_memory_file(path: Path | str) -> dict[str, dict[str, list[str]]]:
     path = Path(path)
     try:
         return _checked(json.loads(path.read_text(encoding="utf-8")), path)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise DataError(f"{path}: not valid JSON ({exc})") from None
 
 

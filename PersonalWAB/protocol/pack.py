@@ -185,7 +185,7 @@ def read_pack(path: Path | str) -> dict[str, Any]:
         pack = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(f"{path}: protocol pack not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise DataError(f"{path}: not a valid JSON protocol pack ({exc})") from None
     if not isinstance(pack, dict) or pack.get("format") != PACK_FORMAT:
         raise DataError(f"{path}: not a protocol pack (expected format {PACK_FORMAT!r}); {REBUILD}")

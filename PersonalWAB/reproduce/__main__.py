@@ -1,6 +1,9 @@
 """`python -m PersonalWAB.reproduce ...` = `pwab reproduce ...`."""
 
+import sys
+
+from PersonalWAB.cli import run_command
 from PersonalWAB.reproduce.cli import cli
 
 if __name__ == "__main__":
-    cli()
+    sys.exit(run_command(cli))

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from PersonalWAB.cli import DefaultsOnceFormatter
 from PersonalWAB.engines.search import BACKENDS
 from PersonalWAB.errors import DataError, FatalError
+from PersonalWAB.cli import check_output
 from PersonalWAB.metrics import record_cost, record_user_cost
 from PersonalWAB.reproduce.cost import (DEFAULT_SAMPLE, RowEstimate, estimate_row, format_estimates, total_usd,
                                         usd_text)
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         error("--sample must be at least 1 and --max_usd above 0")
         return EXIT_SETTINGS
     try:
+        check_output(settings.out, "--out", folder=True)
         specs, skipped = select_rows(settings)
         for note in skipped:
             print(f"note: {note}", file=sys.stderr)

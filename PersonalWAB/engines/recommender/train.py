@@ -434,4 +434,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from PersonalWAB.cli import run_command
+
+    sys.exit(run_command(main))

@@ -6,28 +6,32 @@ import sys
 from typing import Any, Callable, TextIO
 
 from PersonalWAB.envs.users.base import UserSimulator
+from PersonalWAB.errors import FatalError
 from PersonalWAB.protocol import Protocol
 
 PROMPT = "YOU> "
 RULE = "-" * 72
 
 
+class InputEnded(FatalError):
+    """The person ended the input (Ctrl-D, or a piped file ran out): no later task can be
+    answered, so the run stops; the task in progress is not recorded and runs again on resume."""
+
+
 class HumanUser(UserSimulator):
     """Shows the task and the agent's messages; reads one line per turn. The person only
     answers: the agent decides when the conversation ends (its `stop` or the step limit).
-    End-of-input (Ctrl-D) answers with an empty line from then on."""
+    End-of-input (Ctrl-D) stops the run (InputEnded) instead of answering with empty lines."""
 
     def __init__(self, read: Callable[[str], str] = input, out: TextIO | None = None):
         self.read = read
         self.out = out or sys.stdout
         self.cost = 0.0
-        self.closed = False
 
     def _print(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
     def reset(self, task: dict[str, Any], profile: dict[str, str], protocol: Protocol) -> None:
-        self.closed = False
         self._print(RULE)
         self._print(f"You play user {task['user_id']} ({task['type']} task).")
         self._print("Your profile: " + "; ".join(f"{k}: {v}" for k, v in profile.items()))
@@ -42,15 +46,13 @@ class HumanUser(UserSimulator):
 
     def reply(self, agent_message: str) -> str:
         self._print(f"AGENT: {agent_message}")
-        if self.closed:
-            return ""
         while True:
             try:
                 line = self.read(PROMPT).strip()
             except EOFError:
-                self._print("\n(end of input: your further replies are empty)")
-                self.closed = True
-                return ""
+                self._print()
+                raise InputEnded("end of input on the user's turn (--user_mode human): the run stops; the task "
+                                 "in progress is not recorded and runs again with --resume_from") from None
             if line:
                 return line
             self._print("(type a reply)")
