@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import zlib
@@ -81,6 +82,21 @@ def tiny_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tiny")
     generate_synthetic(out, scale="tiny", seed=0)
     return out
+
+
+@pytest.fixture()
+def data_copy(tiny_data_dir: Path, tmp_path: Path) -> Path:
+    """The tiny data files alone (no index, recommender or cache), free to edit."""
+    target = tmp_path / "data"
+    shutil.copytree(tiny_data_dir, target, ignore=shutil.ignore_patterns("indexes", "recommender", "cache"))
+    return target
+
+
+def rewrite(path: Path, change) -> None:
+    """Edit a JSON data file in place: `change` gets its parsed content."""
+    content = json.loads(path.read_text())
+    change(content)
+    path.write_text(json.dumps(content))
 
 
 @pytest.fixture(scope="session")

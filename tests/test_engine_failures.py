@@ -24,7 +24,7 @@ FIRST_TASKS = ["--end_index", "4"]
 
 
 @pytest.fixture()
-def data_copy(tiny_engines, tiny_data_dir: Path, tmp_path: Path) -> Path:
+def built_copy(tiny_engines, tiny_data_dir: Path, tmp_path: Path) -> Path:
     """A copy of the tiny data with its built index and recommender, free to break."""
     return shutil.copytree(tiny_data_dir, tmp_path / "data")
 
@@ -58,19 +58,19 @@ BREAKAGES = {
 
 
 @pytest.mark.parametrize("breakage", BREAKAGES, ids=list(BREAKAGES))
-def test_broken_artefact_stops_the_run_before_any_task(data_copy, tmp_path, capsys, breakage):
-    _, engines = artefacts(data_copy)
+def test_broken_artefact_stops_the_run_before_any_task(built_copy, tmp_path, capsys, breakage):
+    _, engines = artefacts(built_copy)
     breaks, named = BREAKAGES[breakage]
     breaks(engines)
     output = tmp_path / "out.json"
-    assert run_cli(data_copy, output) == 2
+    assert run_cli(built_copy, output) == 2
     message = capsys.readouterr().err
     assert str(getattr(engines, named)) in message
     assert "broken" in message
     assert not output.exists(), "no result file is written for a run that cannot score"
 
 
-def test_engine_failure_during_a_task_is_an_error_not_a_score(data_copy, tmp_path, capsys, monkeypatch):
+def test_engine_failure_during_a_task_is_an_error_not_a_score(built_copy, tmp_path, capsys, monkeypatch):
     """The recommender fails after the start-of-run probe: the recommendation tasks are
     recorded as errored (not 0 scores), the run exits 3, and a resume runs them again."""
     real_score_rows = SASRecRecommender._score_rows
@@ -84,7 +84,7 @@ def test_engine_failure_during_a_task_is_an_error_not_a_score(data_copy, tmp_pat
 
     monkeypatch.setattr(SASRecRecommender, "_score_rows", fails_after_the_probe)
     output = tmp_path / "out.json"
-    assert run_cli(data_copy, output) == 3
+    assert run_cli(built_copy, output) == 3
     records = load_result_file(output)[1]
     recommend = [r for r in records if r["info"]["task"]["type"] == "recommend"]
     assert recommend and all("EngineError" in r["info"]["error"] and "SASRec" in r["info"]["error"] for r in recommend)
@@ -93,7 +93,7 @@ def test_engine_failure_during_a_task_is_an_error_not_a_score(data_copy, tmp_pat
     monkeypatch.setattr(SASRecRecommender, "_score_rows", real_score_rows)
     capsys.readouterr()
     resumed = tmp_path / "resumed.json"
-    assert run_cli(data_copy, resumed, "--resume_from", str(output)) == 0
+    assert run_cli(built_copy, resumed, "--resume_from", str(output)) == 0
     again = load_result_file(resumed)[1]
     assert len(again) == len(records) and not any(r["info"].get("error") for r in again)
 
@@ -125,13 +125,13 @@ def test_a_jvm_failure_in_search_reaches_the_runner(tiny_engines, monkeypatch):
         env.step({"name": "search_product_by_query", "arguments": {"query": "wireless headphones"}})
 
 
-def test_an_index_the_protocol_cannot_use_is_an_engine_error_not_an_observation(data_copy, fake_protocol):
+def test_an_index_the_protocol_cannot_use_is_an_engine_error_not_an_observation(built_copy, fake_protocol):
     """The index on disk holds the project's product texts; a run with other texts must not
     show the agent an `Error:` for it."""
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.errors import DataError
 
-    engines = Engines(load_benchmark_data(data_copy), "lucene", fake_protocol)
+    engines = Engines(load_benchmark_data(built_copy), "lucene", fake_protocol)
     env = PWABEnv(engines, "test", protocol=fake_protocol)
     env.reset(0)
     with pytest.raises(EngineError, match=str(engines.search_index)):

@@ -151,24 +151,26 @@ def test_a_run_on_custom_data_is_labelled_custom(unmarked_copy, tmp_path, capsys
 
 # -- leaderboard validate -------------------------------------------------------------------------
 
-def test_validate_refuses_emptied_run_args(finished, tiny_data, tmp_path):
-    content = json.loads(finished.read_text())
-    content[0]["run_args"] = {}
-    emptied = tmp_path / "emptied.json"
-    emptied.write_text(json.dumps(content))
-    report = validate_file(emptied, tiny_data)
-    assert not report.valid and report.summary()["protocol"] == "custom"
-    assert any("run_args is empty: the run's settings are unknown" in line for line in report.lines())
+def _empty_run_args(header: dict) -> None:
+    header["run_args"] = {}
 
 
-def test_validate_refuses_a_header_without_run_args(finished, tiny_data, tmp_path):
+def _drop_run_args(header: dict) -> None:
+    del header["run_args"]
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (_empty_run_args, "run_args is empty: the run's settings are unknown"),
+    (_drop_run_args, "element 0 is a header without run_args"),
+], ids=["emptied", "missing"])
+def test_validate_refuses_a_header_whose_run_args_are_gone(finished, tiny_data, tmp_path, change, reason):
     content = json.loads(finished.read_text())
-    del content[0]["run_args"]
-    missing = tmp_path / "missing.json"
-    missing.write_text(json.dumps(content))
-    report = validate_file(missing, tiny_data)
+    change(content[0])
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(content))
+    report = validate_file(edited, tiny_data)
     assert not report.valid and report.summary()["protocol"] == "custom"
-    assert any("element 0 is a header without run_args" in line for line in report.lines())
+    assert any(reason in line for line in report.lines())
 
 
 def test_validate_refuses_a_checkpoint_with_emptied_run_args(finished, tiny_data, tmp_path):

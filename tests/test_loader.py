@@ -7,20 +7,7 @@ import pytest
 
 from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.errors import DataError
-from tests.conftest import REPO_ROOT
-
-
-@pytest.fixture()
-def data_copy(tiny_data_dir, tmp_path):
-    target = tmp_path / "data"
-    shutil.copytree(tiny_data_dir, target, ignore=shutil.ignore_patterns("indexes", "recommender", "cache"))
-    return target
-
-
-def rewrite(path, change):
-    content = json.loads(path.read_text())
-    change(content)
-    path.write_text(json.dumps(content))
+from tests.conftest import REPO_ROOT, rewrite
 
 
 def test_one_shared_object_per_directory(tiny_data_dir, tiny_data):

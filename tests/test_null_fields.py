@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.data.schema import NULLABLE_PRODUCT_FIELDS, PRODUCT_FIELDS
 from PersonalWAB.errors import DataError
+from tests.conftest import rewrite
 
 RELEASE_STR_FIELDS = ("main_category", "average_rating", "rating_number", "features", "description", "store",
                       "categories")
@@ -34,19 +34,6 @@ def nulled(product: dict, fields=RELEASE_STR_FIELDS) -> dict:
 def as_text(product: dict, fields=RELEASE_STR_FIELDS) -> dict:
     """The same product with each null written as the release writes `str(None)`."""
     return {**product, **{field: "None" for field in fields}}
-
-
-@pytest.fixture()
-def data_copy(tiny_data_dir: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "data"
-    shutil.copytree(tiny_data_dir, target, ignore=shutil.ignore_patterns("indexes", "recommender", "cache"))
-    return target
-
-
-def rewrite(path: Path, change) -> None:
-    content = json.loads(path.read_text())
-    change(content)
-    path.write_text(json.dumps(content))
 
 
 def first_review_task(data_dir: Path) -> int:

@@ -12,11 +12,8 @@ import math
 import os
 import pathlib
 import re
-import signal
 import stat
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,9 +23,6 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.results import CheckpointWriteError, ResultWriter, load_result_file, read_run_file
 from PersonalWAB.runner.cli import main
 from PersonalWAB.scratch import RunLock, atomic_write_text
-from devtools.responders import tool_caller
-from devtools.scripted_server import ScriptedLLMServer
-from tests.conftest import REPO_ROOT
 from tests.test_results import record
 
 
@@ -165,33 +159,6 @@ def test_a_run_whose_writes_fail_prints_the_resume_command(tiny_data_dir, tiny_e
     monkeypatch.undo()
     assert main(printed_command(error)) == 0
     assert [r["task_id"] for r in load_result_file(output)[1]] == [0, 1, 2, 3]
-
-
-# -- SIGTERM --------------------------------------------------------------------------------------------
-
-def test_sigterm_stops_a_run_as_ctrl_c_does(tiny_data_dir, tiny_engines, tmp_path):
-    def slow(request):
-        reply = tool_caller(request)
-        reply.delay_s = 0.5
-        return reply
-
-    output = tmp_path / "r.json"
-    env = {**os.environ, "OPENAI_API_KEY": "sk-test-only"}
-    with ScriptedLLMServer(slow) as server:
-        command = [sys.executable, "run.py", *cli(tiny_data_dir, output), "--agent_strategy", "function_calling",
-                   "--model", "scripted", "--api_base", server.url, "--max_concurrency", "2",
-                   "--agent_memory", "none"]
-        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 600  # a hang guard, not a timing check
-        while (process.poll() is None and time.monotonic() < deadline
-               and not (output.exists() and len(load_result_file(output)[1]) >= 1)):
-            time.sleep(0.1)
-        process.send_signal(signal.SIGTERM)
-        _, error = process.communicate(timeout=60)  # a hang guard, not a timing check
-    assert process.returncode == 130, error
-    assert "interrupted: " in error and "--resume_from" in error and "Traceback" not in error
-    assert read_run_file(output).records and not (tmp_path / "r.json.lock").exists()
 
 
 # -- what a resume keeps ----------------------------------------------------------------------------------
