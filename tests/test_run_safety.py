@@ -91,7 +91,7 @@ def test_unwritable_result_folder_is_refused_before_any_task(tiny_data_dir, tmp_
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     assert main(cli(tiny_data_dir, blocker / "results" / "r.json")) == 2
-    assert "cannot create or write files" in capsys.readouterr().err
+    assert "a_file is a file, so no folder can be made there" in capsys.readouterr().err
     assert main(["--data_dir", str(tiny_data_dir), "--log_dir", str(blocker / "logs")]) == 2
     assert "--log_dir" in capsys.readouterr().err
     if os.geteuid() != 0:  # root writes into read-only folders, so only a normal user can see this refusal

@@ -11,10 +11,10 @@ anything is written.
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from PersonalWAB.cli import output_problem
 from PersonalWAB.envs.users import MULTI_TURN_USERS
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.resume import resumes_in_place
@@ -143,8 +143,7 @@ def output_target(c: RunConfig) -> Path | None:
 def _check_output(c: RunConfig) -> str | None:
     target = output_target(c)
     if target is None:
-        folder = Path(c.log_dir)
-        return None if _writable(folder) else f"--log_dir {folder}: cannot create or write result files there"
+        return output_problem(c.log_dir, "--log_dir", folder=True)
     flag = "--output" if c.output else "--resume_from"
     problem = not_a_regular_file(target)
     if problem:  # a device, FIFO or kernel file would be read, replaced or written into (as root: /dev/null)
@@ -155,21 +154,7 @@ def _check_output(c: RunConfig) -> str | None:
     if target.exists() and not (resuming_in_place or c.overwrite):
         return (f"--output {target}: already exists; pass --overwrite to replace it, --resume_from it to "
                 "finish it, or choose another path")
-    if target.exists() and not os.access(target, os.W_OK):
-        return f"{flag} {target}: the file is not writable"
-    if not _writable(target.parent):
-        return f"{flag} {target}: cannot create or write files in {target.parent}"
-    return None
-
-
-def _writable(folder: Path) -> bool:
-    """Whether files can be written in `folder`, or it can be created (its nearest existing ancestor)."""
-    folder = folder.absolute()
-    while not folder.exists():
-        if folder.parent == folder:
-            return False
-        folder = folder.parent
-    return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+    return output_problem(target, flag)
 
 
 def _check_keys(c: RunConfig) -> str | None:
