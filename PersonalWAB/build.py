@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from PersonalWAB.cli import leave
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import default_data_dir
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("interrupted: the artefact being built was discarded; the others are kept", file=sys.stderr)
-        return 130
+        leave(130)  # the build is stopped and cleaned up: nothing is left to tear down but the data
     print("built: " + (", ".join(f"{name} {s:.1f}s" for name, s in seconds.items()) or "nothing (all present)"))
     return 0
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from PersonalWAB.errors import DataError
 
@@ -93,6 +94,17 @@ def run_command(main: Callable[[list[str] | None], int | None], argv: list[str] 
         text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
         print(f"error: {text}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def leave(code: int) -> NoReturn:
+    """Exit with `code` now, without the interpreter's shutdown: for a command whose work is
+    all on disk (a finished or stopped run, an interrupted build), where the shutdown would
+    only tear down the loaded data and the JVM, or wait for threads still in flight (seconds
+    on big data; minutes for a model call)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 # ---------------------------------------------------------------- output paths

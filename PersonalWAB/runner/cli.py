@@ -18,8 +18,6 @@ claimed prints the `--resume_from` command that finishes the run.
 from __future__ import annotations
 
 import contextlib
-import logging
-import os
 import signal
 import sys
 import threading
@@ -89,11 +87,9 @@ def cli(argv: list[str] | None = None) -> None:
     run it only tears down the loaded data and the JVM (~1 s on `full`, 40% of a short run's
     wall time); after Ctrl-C or a fatal error it would wait for the tasks still in flight and
     the library threads they use (a model call can take minutes)."""
-    code = main(argv)
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    from PersonalWAB.cli import leave
+
+    leave(main(argv))
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from PersonalWAB.cli import leave
 from PersonalWAB.engines.search import BACKENDS, build_index, search_index_dir
 from PersonalWAB.engines.search.common import is_prebuilt
 from PersonalWAB.errors import DataError
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("interrupted: the index being built was discarded; nothing was changed", file=sys.stderr)
-        return 130
+        leave(130)  # the build is stopped and cleaned up: nothing is left to tear down but the data
     return 0
 
 
