@@ -290,8 +290,6 @@ class TextEmbedder:
         earlier run are reused and new ones are added to it. Returns how many
         texts had to be encoded.
         """
-        import numpy as np
-
         wanted = list(dict.fromkeys(texts))
         stored = _read_vector_file(cache_file) if cache_file is not None else {}
         wanted_keys = {text_key(t) for t in wanted}
