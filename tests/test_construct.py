@@ -235,16 +235,16 @@ def test_a_changed_setting_reruns_only_what_it_reaches(built, server: ScriptedLL
 def test_new_product_texts_rebuild_only_the_index(built, fake_pack: Path) -> None:
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.engines.search import search_index_dir
-    from PersonalWAB.engines.search.common import contents_fingerprint
+    from PersonalWAB.engines.search.common import index_record
     from PersonalWAB.protocol import load_protocol
 
     out = built[0]
     released = build(settings(first_raw(out), out, protocol_file=str(fake_pack)), log=quiet)
     index = search_index_dir(load_benchmark_data(out / "data"), "lucene", load_protocol(fake_pack))
-    assert released.ran == ["index"] and contents_fingerprint(index) == load_protocol(fake_pack).contents_fingerprint
+    assert released.ran == ["index"] and index_record(index)["contents"] == load_protocol(fake_pack).contents_fingerprint
     back = build(settings(first_raw(out), out), log=quiet)
     index = search_index_dir(load_benchmark_data(out / "data"), "lucene", load_protocol())
-    assert back.ran == ["index"] and contents_fingerprint(index) == load_protocol().contents_fingerprint
+    assert back.ran == ["index"] and index_record(index)["contents"] == load_protocol().contents_fingerprint
 
 
 def test_dry_run_estimates_without_calling(raw_dir: Path, tmp_path: Path, built) -> None:

@@ -14,7 +14,7 @@ from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.engines.search import BACKENDS, SearchEngine, build, open_search_engine, search_index_dir
 from PersonalWAB.engines.search.analyzer import analyze, lucene_stored_length
 from PersonalWAB.engines.search.bm25s import BM25sSearchEngine
-from PersonalWAB.engines.search.common import MAX_QUERY_TERMS, contents_fingerprint
+from PersonalWAB.engines.search.common import MAX_QUERY_TERMS, index_record
 from PersonalWAB.engines.search.jvm import on_jvm
 from PersonalWAB.errors import DataError, ToolArgumentError
 from PersonalWAB.paths import ArtifactPaths
@@ -123,7 +123,7 @@ def test_both_backends_show_the_contents_the_index_holds(engines: dict, data_dir
         [PROTOCOL.product_block(PRODUCTS[asin]) for asin in hits]
     data = load_benchmark_data(data_dir)
     for backend in BACKENDS:
-        assert contents_fingerprint(search_index_dir(data, backend, PROTOCOL)) == PROTOCOL.contents_fingerprint
+        assert index_record(search_index_dir(data, backend, PROTOCOL))["contents"] == PROTOCOL.contents_fingerprint
 
 
 @pytest.mark.parametrize("query", [

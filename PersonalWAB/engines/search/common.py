@@ -119,12 +119,6 @@ def index_record(index_dir: Path) -> dict[str, Any]:
     return record if isinstance(record, dict) else {}
 
 
-def contents_fingerprint(index_dir: Path) -> str | None:
-    """Which texts rendered an index built here; None for an index built elsewhere (the
-    official prebuilt one) or an unreadable record."""
-    return index_record(index_dir).get("contents")
-
-
 def index_mismatch(index_dir: Path, contents: str, products: str) -> str | None:
     """Why the index in `index_dir` does not hold these products rendered by these texts
     (None: it does, or it is the official prebuilt index). An index whose record names no
