@@ -327,25 +327,32 @@ class TextEmbedder:
         return float(self.embedding(text_a) @ self.embedding(text_b))
 
 
-def _read_vector_file(cache_file: Path) -> dict[str, Any]:
-    """Text key -> vector of a `remember` cache file; empty when it is absent, and when it is
-    damaged (named in a warning, then written whole again)."""
+def read_vector_cache(path: Path, what: str) -> tuple[Any, Any] | None:
+    """The `keys` and `vectors` arrays of an .npz cache of MiniLM vectors, one row per key;
+    None when it is absent, and when it is damaged (named in a warning as `what`, so the
+    caller writes a whole one again)."""
     import numpy as np
 
     from PersonalWAB.paths import UNREADABLE_CACHE, warn_unusable_cache
 
     try:
-        with np.load(cache_file) as stored:
+        with np.load(path) as stored:
             keys, vectors = stored["keys"], stored["vectors"]
     except FileNotFoundError:
-        return {}
+        return None
     except UNREADABLE_CACHE as exc:
-        warn_unusable_cache(cache_file, f"unreadable embedding cache ({exc})")
-        return {}
+        warn_unusable_cache(path, f"unreadable {what} ({exc})")
+        return None
     if vectors.shape != (len(keys), DIMENSION):
-        warn_unusable_cache(cache_file, f"{vectors.shape} vectors for {len(keys)} keys")
-        return {}
-    return {str(key): vector for key, vector in zip(keys, vectors)}
+        warn_unusable_cache(path, f"{what} of {vectors.shape} vectors for {len(keys)} keys")
+        return None
+    return keys, vectors
+
+
+def _read_vector_file(cache_file: Path) -> dict[str, Any]:
+    """Text key -> vector of a `remember` cache file (empty when absent or damaged)."""
+    stored = read_vector_cache(cache_file, "embedding cache")
+    return {} if stored is None else {str(key): vector for key, vector in zip(*stored)}
 
 
 _SHARED_EMBEDDER: TextEmbedder | None = None

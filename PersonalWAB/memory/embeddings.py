@@ -51,7 +51,7 @@ from typing import Any, Callable, Protocol as TypingProtocol
 import numpy as np
 
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.engines.text_embedding import DIMENSION
+from PersonalWAB.engines.text_embedding import DIMENSION, read_vector_cache
 from PersonalWAB.paths import UNREADABLE_CACHE, warn_unusable_cache
 from PersonalWAB.protocol import Protocol
 
@@ -120,16 +120,12 @@ class TextStore:
         """The stored keys and vectors; none for a missing store, and for a damaged one
         (named in a warning; the next `add` writes a whole one)."""
         empty = np.zeros((0, 32), dtype=np.uint8), np.zeros((0, DIMENSION), dtype=np.float32)
-        try:
-            with np.load(self.path) as stored:
-                keys, vectors = stored["keys"], stored["vectors"]
-        except FileNotFoundError:
+        stored = read_vector_cache(self.path, "embedding store")
+        if stored is None:
             return empty
-        except UNREADABLE_CACHE as exc:
-            warn_unusable_cache(self.path, f"unreadable embedding store ({exc})")
-            return empty
-        if keys.shape != (len(keys), 32) or vectors.shape != (len(keys), DIMENSION):
-            warn_unusable_cache(self.path, f"embedding store of shapes {keys.shape} and {vectors.shape}")
+        keys, vectors = stored
+        if keys.shape != (len(keys), 32):
+            warn_unusable_cache(self.path, f"embedding store of keys shaped {keys.shape}, not digests")
             return empty
         return keys, vectors
 
