@@ -127,9 +127,9 @@ class Protocol:
 
     @property
     def texts_digest(self) -> str:
-        """A digest of every text (not of how they are rendered): result files record it, and a
-        resume with other texts is refused."""
-        return hashlib.sha256(json.dumps(self.texts, sort_keys=True).encode()).hexdigest()[:16]
+        """The fingerprint of every text: result files record it, and a resume with other texts
+        is refused."""
+        return self.fingerprint(*sorted(self.texts))
 
     @property
     def contents_fingerprint(self) -> str:
