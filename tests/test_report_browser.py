@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import websocket
 
-from PersonalWAB.leaderboard.report import write_report
+from PersonalWAB.leaderboard.report import write_report_page
+from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
 from tests.conftest import REPO_ROOT
@@ -134,7 +135,7 @@ def report_page(tiny_data_dir, tmp_path_factory) -> tuple[Path, int, int]:
     content[0]["run_args"]["model"] = "<img src=x onerror=\"window.__pwned = 3\">"
     path.write_text(json.dumps(content, indent=2))
     reviews = sum(r["info"]["task"]["type"] == "review" for r in content[1:])
-    return write_report(path, out), len(content) - 1, reviews
+    return write_report_page(validate_file(path), out), len(content) - 1, reviews
 
 
 def test_report_in_headless_chromium(browser, report_page, tmp_path):

@@ -116,7 +116,9 @@ SHOWN_ERRORS = 5  # of an invalid file's errors, on stderr (its page and `valida
 
 def _report_invalid(report: Any) -> None:
     """Tell stderr why a file whose page was written is invalid."""
-    errors = [line for line in report.lines() if ": error: " in line]
+    from PersonalWAB.leaderboard.validate import ERROR
+
+    errors = [problem.format(report.path) for problem in report.problems if problem.severity == ERROR]
     print(f"{report.path}: INVALID ({len(errors)} errors); its page shows them", file=sys.stderr)
     for line in errors[:SHOWN_ERRORS]:
         print(f"  {line}", file=sys.stderr)

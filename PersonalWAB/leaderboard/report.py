@@ -27,7 +27,7 @@ from PersonalWAB.leaderboard.analysis import is_solved
 from PersonalWAB.leaderboard.compare import Comparison, render_html
 from PersonalWAB.leaderboard.summarize import (CUSTOM_NOTE, MULTI_TURN, SYNTHETIC_NOTE, TABLE_CSS, row_from_report,
                                                render_html_tables)
-from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, validate_file
+from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport
 from PersonalWAB.metrics import record_steps, task_score
 
 MAX_TEXT = 3000  # characters kept of each message in the task list
@@ -274,12 +274,6 @@ def render_report(report: ValidationReport, name: str | None = None, comparison:
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f"<title>{html.escape(title)}</title><style>{PAGE_CSS}</style></head>\n<body>\n"
             + "\n".join(parts) + "\n</body></html>\n")
-
-
-def write_report(path: Path | str, out_dir: Path | str, data: Any | None = None, name: str | None = None,
-                 comparison: Comparison | None = None) -> Path:
-    """Validate `path` (against `data` when given) and write `<stem>.report.html` into `out_dir`."""
-    return write_report_page(validate_file(path, data), out_dir, name, comparison)
 
 
 def write_report_page(report: ValidationReport, out_dir: Path | str, name: str | None = None,
