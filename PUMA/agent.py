@@ -242,6 +242,21 @@ def check_settings(config: Any) -> str | None:
     return None
 
 
+def recorded_settings(config: Any) -> dict[str, Any]:
+    """`run_args.agent_settings`: where the outputs come from and, when generated live, every
+    decoding field of the function and parameter generations (greedy, the model folder's
+    generation defaults ignored)."""
+    if not config.puma_generate:
+        return {"outputs": "files"}
+    from PUMA.modeling import decoding_config, effective_decoding
+    from PUMA.recipe import get_recipe
+
+    release = get_recipe(config.puma_recipe).name == "release"
+    return {"outputs": "generated", "decoding": {
+        part: effective_decoding(decoding_config(None, max_new_tokens=tokens, release=release))
+        for part, tokens in (("function", FUNCTION_NEW_TOKENS), ("param", PARAM_NEW_TOKENS))}}
+
+
 def departures(config: Any) -> list[str]:
     """How a run's PUMA agent departs from the release's (none under the release recipe)."""
     if config.puma_recipe == "release":

@@ -17,6 +17,11 @@ prompts never cut; each output read from the whole decoded sequence after the pr
 (`### Tool:` / `### Tool Parameter:`), leading whitespace kept; every output listed, repeats
 included. `--recipe improved` reads the training prompt of the example as it is.
 
+Every decoding field is set by the recipe (`PUMA.modeling.decoding_config`; vLLM: every
+sampling field), so the model folder's `generation_config.json` changes nothing (transformers 5
+would fill unset fields from it: Llama-2-chat's sampling at top-p 0.9, say). The record's
+`effective_decoding` lists what the backend ran with.
+
 Output: JSON object instruction text -> list of outputs (improved: duplicates dropped, order
 kept), and its record (`<output>.puma_run.json`: recipe, settings, decoding).
 
@@ -34,7 +39,7 @@ a GPU is visible, else HF.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,7 +52,7 @@ class GenerateConfig:
     mode: str = "param"  # function | param
     data_file: str = "PUMA/data/param_train.json"
     output_file: str = "PUMA/output/param_candidates_train.json"
-    recipe: str = "release"  # generation is the same in both recipes; recorded, and inputs are checked
+    recipe: str = "release"  # release: its prompts, GenerationConfig and reading of outputs; improved: its own
     max_new_tokens: int = 256
     num_return_sequences: int = 10
     num_beams: int = 10
@@ -101,6 +106,29 @@ def decoding_settings(config: GenerateConfig) -> dict[str, Any]:
     return dict(max_new_tokens=config.max_new_tokens, num_return_sequences=config.num_return_sequences,
                 num_beams=config.num_beams, do_sample=config.do_sample, temperature=config.temperature,
                 top_p=config.top_p, early_stopping=config.early_stopping)
+
+
+def effective_settings(config: GenerateConfig, backend: str) -> dict[str, Any]:
+    """Every decoding field the backend generates with, after all defaults (the record's
+    `effective_decoding`): the same whatever the model folder's `generation_config.json` says."""
+    from PUMA.recipe import get_recipe
+
+    settings = decoding_settings(config)
+    if backend == "vllm":
+        from PUMA.vllm_backend import vllm_sampling
+
+        width = max(settings["num_beams"], settings["num_return_sequences"], 1)
+        if not settings["do_sample"] and width > 1:
+            return {"backend": "vllm", "beam_search": True, "beam_width": width,
+                    "max_tokens": settings["max_new_tokens"]}
+        return {"backend": "vllm", "max_tokens": settings["max_new_tokens"], "seed": config.seed,
+                **vllm_sampling(settings["do_sample"], settings["num_return_sequences"], settings["temperature"],
+                                settings.get("top_p", 1.0))}
+    from PUMA.modeling import decoding_config, effective_decoding
+
+    release = get_recipe(config.recipe).name == "release"
+    return {"backend": "hf", "seed": config.seed,
+            **effective_decoding(decoding_config(None, release=release, **settings))}
 
 
 def auto_batch_size(model: Any, dtype: Any, prompt_tokens: int, settings: dict[str, Any], free_bytes: int | None,
@@ -214,11 +242,13 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
         prompts = list(zip((e["instruction"] for e in examples), texts))  # one generation per example
     else:
         prompts = list({e["instruction"]: e["prompt"] for e in examples}.items())  # repeats keep one entry
-    outputs = generate_outputs(config, [text for _, text in prompts], log, release_after=cue)
+    backend = resolve_backend(config.backend)
+    outputs = generate_outputs(replace(config, backend=backend), [text for _, text in prompts], log, release_after=cue)
     result = {instruction: texts if release else list(dict.fromkeys(texts))
               for (instruction, _), texts in zip(prompts, outputs)}  # release: the last repeat's outputs
     path = write_json(config.output_file, result)
     write_record(path, f"generate_{config.mode}", recipe, config, inputs, decoding=decoding_settings(config),
+                 effective_decoding=effective_settings(config, backend),
                  prompts="release load_param_prompt (predicted function, bare instruction)"
                  if release and config.mode == "param" else "the data file's prompts",
                  prompt_cut=None if release else config.max_prompt_tokens,

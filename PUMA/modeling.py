@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 def _offline_if_local(path: str) -> None:
@@ -148,19 +149,74 @@ def fitting_batch_size(bytes_per_prompt: int, free_bytes: int, limit: int, headr
     return max(0, min(limit, int(free_bytes * headroom) // max(bytes_per_prompt, 1)))
 
 
-RELEASE_TOP_K = 50  # the HF GenerationConfig default when the release sampled (transformers 4.x)
+# Every decoding field at the value transformers 4.45 (the release's) gave a `GenerationConfig` that
+# did not set it. Generation starts from these and from nothing else: transformers 5 fills each field
+# a passed config leaves unset from the model folder's `generation_config.json` (Llama-2-chat ships
+# do_sample, temperature 0.6, top_p 0.9; Qwen2.5 a repetition penalty and top-k), transformers 4.45
+# took a passed config as it was, so a model folder's defaults would change what either recipe makes.
+DECODING_DEFAULTS: dict[str, Any] = {
+    "max_length": 20, "max_new_tokens": None, "min_length": 0, "min_new_tokens": None, "early_stopping": False,
+    "max_time": None, "stop_strings": None, "do_sample": False, "num_beams": 1, "num_beam_groups": 1,
+    "penalty_alpha": None, "dola_layers": None, "use_cache": True, "temperature": 1.0, "top_k": 50, "top_p": 1.0,
+    "min_p": None, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "diversity_penalty": 0.0,
+    "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "length_penalty": 1.0, "no_repeat_ngram_size": 0,
+    "bad_words_ids": None, "force_words_ids": None, "renormalize_logits": False, "forced_bos_token_id": None,
+    "forced_eos_token_id": None, "remove_invalid_values": False, "exponential_decay_length_penalty": None,
+    "suppress_tokens": None, "begin_suppress_tokens": None, "sequence_bias": None, "guidance_scale": None,
+    "num_return_sequences": 1, "encoder_no_repeat_ngram_size": 0,
+}
+# The special tokens transformers 4.45 still took from the model when a config was passed.
+SPECIAL_TOKEN_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 
 
-def release_generation_config(max_new_tokens: int, num_beams: int, do_sample: bool, temperature: float) -> Any:
-    """The `GenerationConfig` the release's `test_llama.py` builds: as many sequences returned
-    as beams, early stopping with beams, its temperature when sampling (0 for greedy, as its
-    greedy commands set none), and the top-k it sampled with."""
+def decoding_config(tokenizer: Any, *, max_new_tokens: int, num_return_sequences: int = 1, num_beams: int = 1,
+                    do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
+                    early_stopping: bool = False, release: bool = False) -> Any:
+    """The `GenerationConfig` of a generation, every decoding field set (`DECODING_DEFAULTS`
+    where the recipe says nothing), so the model folder's defaults cannot enter.
+
+    `release`: the config the release's `test_llama.py` and agent build (as many sequences
+    as beams, early stopping with beams, temperature 0 when greedy, transformers 4.45's
+    defaults for the rest: top-k 50 and top-p 1.0 when sampling). Otherwise the project's:
+    temperature and top-p only when sampling, at least as many beams as sequences when not."""
     from transformers import GenerationConfig
 
-    return GenerationConfig(num_beams=num_beams, max_new_tokens=max_new_tokens, num_return_sequences=num_beams,
-                            early_stopping=num_beams != 1, use_cache=True,
-                            temperature=temperature if do_sample and temperature > 0 else 0, do_sample=do_sample,
-                            top_k=RELEASE_TOP_K if do_sample else None)
+    beams = max(num_beams, 1)
+    if release:
+        chosen = dict(num_beams=beams, max_new_tokens=max_new_tokens, num_return_sequences=beams,
+                      early_stopping=beams != 1, do_sample=do_sample,
+                      temperature=temperature if do_sample and temperature > 0 else 0)
+    else:
+        chosen = dict(num_beams=beams if do_sample else max(beams, num_return_sequences), max_new_tokens=max_new_tokens,
+                      num_return_sequences=num_return_sequences, do_sample=do_sample,
+                      early_stopping=early_stopping if beams > 1 else False)
+        if do_sample:
+            chosen.update(temperature=temperature, top_p=top_p)
+    config = GenerationConfig(**{**DECODING_DEFAULTS, **chosen})
+    if tokenizer is not None:
+        config.pad_token_id, config.eos_token_id = tokenizer.pad_token_id, tokenizer.eos_token_id
+        config.bos_token_id = tokenizer.bos_token_id
+    return config
+
+
+def effective_decoding(config: Any) -> dict[str, Any]:
+    """The decoding fields a generation ran with (recorded in step 3's and the agent's records)."""
+    return {key: getattr(config, key, None) for key in DECODING_DEFAULTS}
+
+
+@contextmanager
+def model_defaults_ignored(model: Any) -> Iterator[None]:
+    """While generating, the model's own generation config holds only its special tokens (what
+    transformers 4.45 still read from it beside a passed config), so nothing else of it merges in."""
+    from transformers import GenerationConfig
+
+    owner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    original = owner.generation_config
+    owner.generation_config = GenerationConfig(**{key: getattr(original, key, None) for key in SPECIAL_TOKEN_FIELDS})
+    try:
+        yield
+    finally:
+        owner.generation_config = original
 
 
 def text_after(header: str, text: str) -> str:
@@ -178,36 +234,26 @@ def generate_texts(model: Any, tokenizer: Any, prompts: list[str], *, max_new_to
     batches padded on the left; generation stops at the EOS token. A batch that runs the
     GPU out of memory is split in two and retried (down to one prompt).
 
-    `release_after` (the prompt's cue) decodes as the release: its `GenerationConfig`
-    (`release_generation_config`, `num_beams` sequences), the whole sequence decoded and
-    read by `text_after`."""
+    Every decoding field comes from `decoding_config`, none from the model folder's
+    `generation_config.json`. `release_after` (the prompt's cue) decodes as the release: its
+    `GenerationConfig` (`num_beams` sequences), the whole sequence decoded and read by
+    `text_after`."""
     import torch
 
     if seed is not None:
         torch.manual_seed(seed)
     device = next(model.parameters()).device
     beams = max(num_beams, 1)
-    if release_after is not None:
-        num_return_sequences = beams
-        config = release_generation_config(max_new_tokens, beams, do_sample, temperature)
-        config.pad_token_id = tokenizer.pad_token_id  # batches are padded (the release generated one prompt at a time)
-        settings: dict[str, Any] = {"generation_config": config}
-    else:
-        settings = {"max_new_tokens": max_new_tokens, "num_return_sequences": num_return_sequences,
-                    "num_beams": beams, "do_sample": do_sample,
-                    "pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id}
-        if do_sample:
-            settings.update(temperature=temperature, top_p=top_p)
-        if beams > 1:
-            settings["early_stopping"] = early_stopping
-        if settings["num_beams"] < num_return_sequences and not do_sample:
-            settings["num_beams"] = num_return_sequences
+    config = decoding_config(tokenizer, max_new_tokens=max_new_tokens, num_return_sequences=num_return_sequences,
+                             num_beams=beams, do_sample=do_sample, temperature=temperature, top_p=top_p,
+                             early_stopping=early_stopping, release=release_after is not None)
+    num_return_sequences = config.num_return_sequences
     encoded = encode_prompts(tokenizer, prompts, max_prompt_tokens)
 
     def run(chunk: list[list[int]]) -> list[list[str]]:
         batch = {k: v.to(device) for k, v in left_padded(chunk, tokenizer.pad_token_id).items()}
-        with torch.no_grad():
-            generated = model.generate(**batch, **settings)
+        with torch.no_grad(), model_defaults_ignored(model):
+            generated = model.generate(**batch, generation_config=config)
         if release_after is not None:
             texts = [text_after(release_after, t) for t in tokenizer.batch_decode(generated, skip_special_tokens=True)]
         else:

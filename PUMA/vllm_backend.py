@@ -65,7 +65,8 @@ def load_vllm(model_path: str | Path, *, dtype: str = "bfloat16", max_model_len:
     _offline_if_local(path)
     settings: dict[str, Any] = dict(dtype=dtype, seed=seed, max_model_len=max_model_len,
                                     tensor_parallel_size=tensor_parallel_size,
-                                    gpu_memory_utilization=gpu_memory_utilization)
+                                    gpu_memory_utilization=gpu_memory_utilization,
+                                    generation_config="vllm")  # the folder's generation defaults never apply
     if is_adapter_dir(path) and saves_whole_modules(path):
         merged = Path(path) / "merged"
         if not (merged / "config.json").exists():
@@ -89,6 +90,18 @@ def load_vllm(model_path: str | Path, *, dtype: str = "bfloat16", max_model_len:
     return llm, LoRARequest(lora_name="puma", lora_int_id=1, lora_path=path), tokenizer
 
 
+def vllm_sampling(do_sample: bool, num_return_sequences: int, temperature: float, top_p: float) -> dict[str, Any]:
+    """Every sampling field of vLLM's `SamplingParams` set, as the HF path sets them
+    (`PUMA.modeling.DECODING_DEFAULTS`: top-k 50 when sampling, no penalties), so neither the
+    model folder's generation config (the engine is told to ignore it) nor vLLM's defaults enter."""
+    from PUMA.modeling import DECODING_DEFAULTS
+
+    return dict(n=num_return_sequences if do_sample else 1, temperature=temperature if do_sample else 0.0,
+                top_p=top_p if do_sample else 1.0, top_k=DECODING_DEFAULTS["top_k"] if do_sample else -1,
+                min_p=0.0, repetition_penalty=DECODING_DEFAULTS["repetition_penalty"], presence_penalty=0.0,
+                frequency_penalty=0.0)
+
+
 def generate_texts_vllm(llm: Any, tokenizer: Any, prompts: list[str], *, lora_request: Any = None,
                         max_new_tokens: int = 256, num_return_sequences: int = 1, num_beams: int = 1,
                         do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
@@ -99,7 +112,7 @@ def generate_texts_vllm(llm: Any, tokenizer: Any, prompts: list[str], *, lora_re
     vLLM's beam search has no early-stopping switch: a beam ends at EOS or the length limit.
     `release_after`: sampled with the release's top-k and read from the whole decoded
     sequence as the release reads it (`PUMA.modeling.text_after`)."""
-    from PUMA.modeling import RELEASE_TOP_K, encode_prompts, text_after
+    from PUMA.modeling import encode_prompts, text_after
 
     prompt_ids = encode_prompts(tokenizer, prompts, max_prompt_tokens)
     requests = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
@@ -114,10 +127,7 @@ def generate_texts_vllm(llm: Any, tokenizer: Any, prompts: list[str], *, lora_re
     else:
         from vllm import SamplingParams
 
-        params = SamplingParams(n=num_return_sequences if do_sample else 1,
-                                temperature=temperature if do_sample else 0.0,
-                                top_p=top_p if do_sample else 1.0, seed=seed,
-                                **({"top_k": RELEASE_TOP_K} if do_sample and release_after is not None else {}),
+        params = SamplingParams(**vllm_sampling(do_sample, num_return_sequences, temperature, top_p), seed=seed,
                                 max_tokens=max_new_tokens, detokenize=False)
         results = llm.generate(requests, params, use_tqdm=False, lora_request=lora_request)
         continuations = [[list(output.token_ids) for output in result.outputs] for result in results]

@@ -346,14 +346,18 @@ def test_release_generation_rebuilds_the_prompt_with_the_predicted_function(tiny
 
 
 def test_release_reading_of_a_generation_keeps_leading_whitespace_after_the_last_cue():
-    from PUMA.modeling import release_generation_config, text_after
+    from types import SimpleNamespace
+
+    from PUMA.modeling import decoding_config, text_after
 
     assert text_after("### Tool Parameter:\n", "Prompt\n### Tool Parameter:\n  red kettle \n") == "  red kettle"
     assert text_after("### Tool Parameter:\n", "P\n### Tool Parameter:\nA\n### Tool Parameter:\nB") == "B"
-    greedy = release_generation_config(32, 1, False, 0.0)
+    tokens = SimpleNamespace(pad_token_id=2, eos_token_id=2, bos_token_id=1)
+    greedy = decoding_config(tokens, max_new_tokens=32, temperature=0.0, release=True)
     assert (greedy.num_return_sequences, greedy.early_stopping, greedy.temperature, greedy.do_sample) == (1, False, 0, False)
-    sampled = release_generation_config(256, 10, True, 1.5)
-    assert (sampled.num_return_sequences, sampled.early_stopping, sampled.top_k, sampled.temperature) == (10, True, 50, 1.5)
+    sampled = decoding_config(tokens, max_new_tokens=256, num_beams=10, do_sample=True, temperature=1.5, release=True)
+    assert (sampled.num_return_sequences, sampled.early_stopping, sampled.top_k, sampled.top_p, sampled.temperature,
+            sampled.repetition_penalty) == (10, True, 50, 1.0, 1.5, 1.0)
 
 
 def test_release_param_generation_needs_the_function_file_and_one_sequence_per_beam(tmp_path: Path):

@@ -29,6 +29,10 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     seed: int | None = None
     max_tokens: int | None = 16
     detokenize: bool = True
@@ -105,7 +109,7 @@ def test_sampled_candidates_are_seeded_samples_of_prompts_cut_on_the_left(fake_v
     assert "enable_lora" not in llm.options
     ((kind, requests, params, lora),) = llm.calls
     assert kind == "generate" and lora is None
-    assert params == SamplingParams(n=4, temperature=1.5, top_p=0.9, seed=42, max_tokens=20, detokenize=False)
+    assert params == SamplingParams(n=4, temperature=1.5, top_p=0.9, top_k=50, seed=42, max_tokens=20, detokenize=False)
     tokenizer = load_tokenizer(tiny_model_dir)
     for request, prompt in zip(requests, PROMPTS.values()):
         full = tokenizer(prompt, add_special_tokens=True)["input_ids"]
@@ -183,6 +187,9 @@ def test_release_candidates_sample_with_top_k_and_read_the_whole_sequence(fake_v
                         log=lambda _: None)
     ((kind, requests, params, _),) = fake_vllm.instances[0].calls
     assert kind == "generate" and params.top_k == 50 and params.n == 2  # the HF default the release sampled with
+    # every sampling field set, and the engine told to ignore the model folder's generation defaults
+    assert (params.min_p, params.repetition_penalty, params.presence_penalty, params.frequency_penalty) == (0, 1, 0, 0)
+    assert fake_vllm.instances[0].options["generation_config"] == "vllm"
     outputs = json.loads(out.read_text())
     # read as the release: the whole sequence decoded, the text after the prompt's cue (no prompt cut)
     assert all(len(v) == 2 for v in outputs.values()) and all("Tool Parameter" not in o for v in outputs.values() for o in v)

@@ -24,9 +24,10 @@ class Strategy:
     in_release: bool  # the release has this agent (else every run with it is custom)
     check: str | None = None  # "module:function"(config) -> an error message or None, before any file
     departures: str | None = None  # "module:function"(config) -> lines recorded in the run's protocol
+    settings: str | None = None  # "module:function"(config) -> what the agent runs with (run_args.agent_settings)
 
     def load(self, what: str) -> Callable[..., Any]:
-        """The function `what` (factory, check or departures) names."""
+        """The function `what` (factory, check, departures or settings) names."""
         module, _, name = getattr(self, what).partition(":")
         return getattr(importlib.import_module(module), name)
 
@@ -39,13 +40,20 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("react_reflect", "PersonalWAB.agents.react:build_react_reflect", needs_model=True, in_release=True),
     Strategy("recmind", "PersonalWAB.agents.function_calling:build_recmind", needs_model=True, in_release=True),
     Strategy("puma", "PUMA.agent:build", needs_model=False, in_release=True,
-             check="PUMA.agent:check_settings", departures="PUMA.agent:departures"),
+             check="PUMA.agent:check_settings", departures="PUMA.agent:departures",
+             settings="PUMA.agent:recorded_settings"),
 )}
 
 
 def builtin(strategy: str) -> Strategy | None:
     """The built-in entry `strategy` names; None for an agent of one's own."""
     return STRATEGIES.get(strategy)
+
+
+def agent_settings(config: Any) -> dict[str, Any] | None:
+    """What a built-in strategy records of its effective settings (None: nothing to add)."""
+    entry = builtin(config.agent_strategy)
+    return entry.load("settings")(config) if entry is not None and entry.settings else None
 
 
 def build_agent(data: Any, config: Any) -> Any:

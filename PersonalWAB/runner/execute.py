@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB import __version__
+from PersonalWAB.agents.registry import agent_settings
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import record_cost, record_user_cost
 from PersonalWAB.progress import log_line
@@ -103,6 +104,9 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
                 "embedding_backend": embedding_backend}
     if config.user_mode == "offline":
         run_args["user_simulator_note"] = OFFLINE_USER_NOTE
+    settings = agent_settings(config)
+    if settings is not None:
+        run_args["agent_settings"] = settings
     kept, jobs = kept_and_left(config, run_args, tasks, task_ids, log)
 
     output = output_target(config)
