@@ -64,23 +64,49 @@ class Recipe:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """A setting where the paper and the release's scripts state different values (or a script
+    cannot run as shipped): the value the release recipe takes, the paper's, and where each is said."""
+
+    steps: list
+    setting: str
+    release: Any
+    paper: list
+    source: str
+
+    def line(self, value: Any) -> str:
+        """What a step run with `value` follows."""
+        paper = ", ".join(map(str, self.paper)) or "no value"
+        if value == self.release:
+            follows = "the release recipe's reading" + (", also the paper's" if value in self.paper else "")
+        elif value in self.paper:
+            follows = f"the paper's stated value, not the release recipe's ({self.release})"
+        else:
+            follows = f"neither the release recipe's reading ({self.release}) nor the paper's ({paper})"
+        return f"{self.setting} {value}: {follows}; {self.source}"
+
+
+@dataclass(frozen=True)
 class RecipeBook:
-    """The recipes as their files define them, and what every recipe shares with the release."""
+    """The recipes as their files define them, what every recipe shares with the release, and
+    where the paper and the release's scripts disagree."""
 
     recipes: dict[str, Recipe]
     shared_with_release: str
+    readings: tuple[Reading, ...] = ()
 
 
 CONFIGS = Path(__file__).with_name("configs")
 _SWITCHES = tuple(f.name for f in fields(Recipe) if f.name not in ("name", "from_release"))
 # The top-level keys of each recipe file (<name>.yaml): release.yaml also holds what every recipe shares
 # with the release and the release's bugs every recipe keeps fixed.
-_FILE_KEYS = {"release": {"switches": dict, "shared_with_release": str, "bug_fixes": list},
+_FILE_KEYS = {"release": {"switches": dict, "shared_with_release": str, "readings": list, "bug_fixes": list},
               "improved": {"switches": dict, "departures": list}}
 
 
 def _checked(path: Path, where: str, mapping: Any, types: dict[str, type]) -> dict[str, Any]:
-    """`mapping` with exactly the keys of `types`, each of its type, or an error naming the file and key."""
+    """`mapping` with exactly the keys of `types`, each of its type (`object`: any), or an error
+    naming the file and key."""
     if not isinstance(mapping, dict):
         raise ValueError(f"{path}: {where or 'the file'}: expected a mapping, got {type(mapping).__name__}")
     prefix = f"{where}." if where else ""
@@ -90,7 +116,7 @@ def _checked(path: Path, where: str, mapping: Any, types: dict[str, type]) -> di
     for key, kind in types.items():
         if key not in mapping:
             raise ValueError(f"{path}: missing key {prefix}{key}")
-        if type(mapping[key]) is not kind:
+        if kind is not object and type(mapping[key]) is not kind:
             raise ValueError(f"{path}: {prefix}{key}: expected {kind.__name__}, got {mapping[key]!r}")
     return mapping
 
@@ -111,6 +137,10 @@ def _read(path: Path, name: str) -> dict[str, Any]:
         if key in data:
             data[key] = tuple(Departure(**_checked(path, f"{key}[{i}]", entry, entry_keys))
                               for i, entry in enumerate(data[key]))
+    if "readings" in data:
+        reading_keys = {"steps": list, "setting": str, "release": object, "paper": list, "source": str}
+        data["readings"] = tuple(Reading(**_checked(path, f"readings[{i}]", entry, reading_keys))
+                                 for i, entry in enumerate(data["readings"]))
     return data
 
 
@@ -121,7 +151,7 @@ def load_recipes(configs: Path = CONFIGS) -> RecipeBook:
     fixes = files["release"]["bug_fixes"]
     recipes = {name: Recipe(name, **data["switches"], from_release=fixes + data.get("departures", ()))
                for name, data in files.items()}
-    return RecipeBook(recipes, files["release"]["shared_with_release"])
+    return RecipeBook(recipes, files["release"]["shared_with_release"], files["release"]["readings"])
 
 
 @cache
@@ -166,6 +196,13 @@ def check_inputs(recipe: Recipe, inputs: dict[str, str | None]) -> None:
                              f"with --recipe {recipe.name} or run this one with --recipe {record.get('recipe')}")
 
 
+def reading_lines(step: str, settings: dict[str, Any]) -> list[str]:
+    """For each setting of this step where the paper and the release's scripts disagree, what
+    the value it ran with follows."""
+    return [reading.line(settings[reading.setting]) for reading in _book().readings
+            if step in reading.steps and reading.setting in settings]
+
+
 def _plain(settings: Any) -> dict[str, Any]:
     return asdict(settings) if is_dataclass(settings) else dict(settings)
 
@@ -180,6 +217,7 @@ def write_record(output: str | Path, step: str, recipe: Recipe, settings: Any,
     record = {"step": step, "recipe": recipe.name, "departures_from_release": recipe.departures(step),
               "all_departures_of_recipe": recipe.departures(),
               "shared_with_release": _book().shared_with_release,
+              "readings": reading_lines(step, _plain(settings)),
               "settings": _plain(settings), "inputs": {k: v for k, v in (inputs or {}).items() if v},
               "written": datetime.now(timezone.utc).isoformat(timespec="seconds"), **facts}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

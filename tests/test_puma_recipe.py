@@ -585,3 +585,28 @@ def test_a_bad_recipe_file_names_its_file_and_key(tmp_path: Path, edit: tuple[st
     (tmp_path / "release.yaml").unlink()
     with pytest.raises(ValueError, match="release.yaml: cannot read recipe 'release'"):
         load_recipes(tmp_path)
+
+
+def test_records_say_whether_a_setting_follows_the_release_recipe_or_the_paper(tmp_path: Path):
+    """Where the paper and the release's scripts disagree (SFT learning rate, memory length)
+    or a script cannot run as shipped (train_on), every record says what its value follows."""
+    from PUMA.data import DataConfig
+    from PUMA.recipe import CONFIGS, get_recipe, load_recipes, write_record
+    from PUMA.sft import SFTConfig
+
+    recipe = get_recipe("release")
+    default = json.loads(write_record(tmp_path / "a", "sft", recipe, SFTConfig()).read_text())["readings"]
+    assert [line.split(":")[0] for line in default] == ["learning_rate 0.0003", "train_on function_param"]
+    assert all("the release recipe's reading" in line for line in default)
+    paper = json.loads(write_record(tmp_path / "b", "sft", recipe, SFTConfig(learning_rate=4e-3)).read_text())
+    assert paper["readings"][0].startswith("learning_rate 0.004: the paper's stated value, not the release recipe's")
+    memory = json.loads(write_record(tmp_path / "c", "data_param", recipe, DataConfig(mem_token_length=512)).read_text())
+    assert memory["readings"][0].startswith("mem_token_length 512: the paper's stated value")
+    odd = json.loads(write_record(tmp_path / "d", "data_param", recipe, DataConfig(mem_token_length=100)).read_text())
+    assert "neither" in odd["readings"][0]
+    for name in ("release", "improved"):
+        shutil.copy(CONFIGS / f"{name}.yaml", tmp_path)
+    text = (tmp_path / "release.yaml").read_text()
+    (tmp_path / "release.yaml").write_text(text.replace("    paper: [4.0e-3]\n", "    paper: 4.0e-3\n", 1))
+    with pytest.raises(ValueError, match=r"release.yaml: readings\[0\].paper: expected list"):
+        load_recipes(tmp_path)
