@@ -154,8 +154,9 @@ def fitting_batch_size(bytes_per_prompt: int, free_bytes: int, limit: int, headr
 # a passed config leaves unset from the model folder's `generation_config.json` (Llama-2-chat ships
 # do_sample, temperature 0.6, top_p 0.9; Qwen2.5 a repetition penalty and top-k), transformers 4.45
 # took a passed config as it was, so a model folder's defaults would change what either recipe makes.
+# (`max_length` is left out: every generation sets `max_new_tokens`, which takes precedence.)
 DECODING_DEFAULTS: dict[str, Any] = {
-    "max_length": 20, "max_new_tokens": None, "min_length": 0, "min_new_tokens": None, "early_stopping": False,
+    "max_new_tokens": None, "min_length": 0, "min_new_tokens": None, "early_stopping": False,
     "max_time": None, "stop_strings": None, "do_sample": False, "num_beams": 1, "num_beam_groups": 1,
     "penalty_alpha": None, "dola_layers": None, "use_cache": True, "temperature": 1.0, "top_k": 50, "top_p": 1.0,
     "min_p": None, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "diversity_penalty": 0.0,
