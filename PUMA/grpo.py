@@ -236,6 +236,7 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
         num_generations=config.num_generations, temperature=config.temperature,
         max_completion_length=config.max_completion_length, beta=config.beta, loss_type=config.loss_type,
         gradient_checkpointing=config.gradient_checkpointing, **vllm, **config.trainer_arguments(),
+        generation_kwargs=decoding_left_to_the_model() if backend == "hf" else None,
     )
     log_path = Path(config.output_dir) / "grpo_log.jsonl"
     log_path.unlink(missing_ok=True)
@@ -245,6 +246,20 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
     log(f"GRPO on {len(examples)} parameter prompts ({config.task_types}), {config.num_generations} samples each, "
         f"generation on {backend}")
     return trainer, tokenizer
+
+
+# The decoding fields TRL's GRPO sets itself on the HF path (the rest would come from the model folder).
+TRL_DECODING_FIELDS = ("max_new_tokens", "do_sample", "temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+
+
+def decoding_left_to_the_model() -> dict[str, Any]:
+    """Every decoding field TRL leaves unset, at `PUMA.modeling.DECODING_DEFAULTS`' value, so the
+    policy samples the same whatever the model folder's `generation_config.json` says (vLLM
+    ignores the folder's defaults unless asked)."""
+    from PUMA.modeling import DECODING_DEFAULTS
+
+    return {key: value for key, value in DECODING_DEFAULTS.items()
+            if key not in TRL_DECODING_FIELDS and value is not None}
 
 
 def train_grpo(config: GRPOStepConfig, log: Callable[[str], None] = print) -> Path:

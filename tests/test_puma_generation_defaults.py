@@ -102,3 +102,12 @@ def test_live_generation_ignores_the_folders_defaults(two_folders):
         texts = [LiveGenerator(str(folder), dtype="float32", max_new_tokens=12, release=release).generate(
             prompt, cue="Parameter: " if release else None) for folder in two_folders]
         assert texts[0] == texts[1]
+
+
+def test_grpo_sets_the_decoding_fields_trl_leaves_to_the_model():
+    from PUMA.grpo import TRL_DECODING_FIELDS, decoding_left_to_the_model
+
+    fields = decoding_left_to_the_model()
+    assert not set(fields) & set(TRL_DECODING_FIELDS)
+    assert (fields["typical_p"], fields["no_repeat_ngram_size"], fields["length_penalty"]) == (1.0, 0, 1.0)
+    assert None not in fields.values()
