@@ -240,6 +240,14 @@ class CountingModel:
     def parameters(self) -> Any:
         return self.model.parameters()
 
+    @property
+    def generation_config(self) -> Any:  # read and swapped by PUMA.modeling.model_defaults_ignored
+        return self.model.generation_config
+
+    @generation_config.setter
+    def generation_config(self, config: Any) -> None:
+        self.model.generation_config = config
+
     def generate(self, **kwargs: Any) -> Any:
         output = self.model.generate(**kwargs)
         self.tokens += generated_token_count(output[:, kwargs["input_ids"].shape[1]:], self.eos_token_id)
