@@ -157,16 +157,19 @@ class PumaAgent(Agent):
         """(the action, None) or, for a function output naming no task function, (a message
         carrying that output, scored (0, 0), then the task stops; a note saying why).
 
-        Release recipe: as the release's agent, the parameter output is read first, so a
-        `Say:` message or a stop stands even then (the release's agent builds its parameter
-        prompt for a review when the function is unknown); any other output leaves the
-        release's action unset (`bug_fixes` in PUMA/configs/release.yaml)."""
+        Release recipe: as the release's agent, the output is read as it is (not stripped) and
+        the parameter output first, so a `Say:` message or a stop stands even then (the
+        release's agent builds its parameter prompt for a review when the function is unknown);
+        any other output leaves the release's action unset (`bug_fixes` in
+        PUMA/configs/release.yaml)."""
         function_name, raw = self.choose_function(protocol, task)
-        rules = OutputRules.of(protocol, release=self.recipe.strict_release_parsing)
+        release = self.recipe.strict_release_parsing
+        rules = OutputRules.of(protocol, release=release)
         if function_name is not None:
-            return parse_parameters(function_name, self.parameter_output(protocol, task, function_name), rules), None
-        if self.recipe.strict_release_parsing and (task["task"] in self.params or self.generator is not None):
-            special = rules.special(self.parameter_output(protocol, task, REVIEW).strip())
+            output = self.parameter_output(protocol, task, function_name)
+            return parse_parameters(function_name, output, rules, release=release), None
+        if release and (task["task"] in self.params or self.generator is not None):
+            special = rules.special(self.parameter_output(protocol, task, REVIEW))
             if special is not None:
                 return special, None
         return Action(RESPOND, {"content": raw}), f"the function output names no task function: {raw[:200]!r}"

@@ -2,7 +2,8 @@
 
 Defaults are the release's: beta 0.1, lr 5e-5, 5 epochs, max length 1024, max prompt
 length 768, warmup ratio 0.1, the release's LoRA with `modules_to_save`; the reference
-model is the same model with the adapter disabled.
+model is the same model with the adapter disabled. `release` takes the pairs in the release's
+order over epochs with its optimizer (`PUMA/lora.py`, "Epochs").
 
 Each pair is tokenized here (prompt with BOS; each response continuing it, plus EOS) and
 cut by the recipe's rule before TRL sees it:
@@ -107,7 +108,9 @@ def encode_pairs(config: DPOStepConfig, tokenizer: Any, pairs: list[dict[str, st
 def trainer_class() -> type:
     from trl import DPOTrainer
 
-    class PumaDPOTrainer(DPOTrainer):
+    from PUMA.lora import ReleaseEpochsMixin
+
+    class PumaDPOTrainer(ReleaseEpochsMixin, DPOTrainer):
         """TRL's trainer on pairs already tokenized and cut (`encode_pairs`)."""
 
         def _prepare_dataset(self, dataset: Any, processing_class: Any, args: Any, dataset_name: str) -> Any:
@@ -139,7 +142,8 @@ def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any =
     args = DPOConfig(output_dir=config.output_dir, beta=config.beta, learning_rate=config.learning_rate,
                      num_train_epochs=config.num_train_epochs, max_length=None,
                      gradient_checkpointing=config.gradient_checkpointing, **config.trainer_arguments())
-    trainer = trainer_class()(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer = trainer_class()(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                              release_epochs=config.recipe == "release")
     return trainer, tokenizer
 
 

@@ -14,6 +14,15 @@ The improved recipe keeps a per-GPU layout (see each step's `recipe_batch`). Pre
 explicit `--gradient_accumulation_steps` wins (the global batch is then what it makes), then an
 explicit `--global_batch_size`, then the recipe's default; giving both that disagree is refused.
 
+Epochs (`--recipe release`): the release's trainer (transformers 4.45) counted its gradient
+accumulation over the whole run, so an epoch whose examples per process the accumulation does
+not divide ends inside an accumulation that the next epoch's first examples complete, and it
+stops after ceil(epochs x floor(examples per process / accumulation)) optimizer steps;
+transformers 5 steps on each epoch's remainder instead. `ReleaseEpochOrder` feeds today's
+trainer the release's order, so both take the same steps on the same examples (the record's
+`epoch_order`), and the optimizer is the release's (`adamw_torch`; transformers 5 defaults to the
+fused kernel). The improved recipe keeps transformers 5's epochs and optimizer.
+
 Precision: the release trained in fp16 under DeepSpeed ZeRO-2 (`PUMA/configs/
 deepspeed_zero2_release.json`), the model loaded in fp16, so the trained weights stay fp16
 under DeepSpeed's fp32 master copies; without DeepSpeed, AMP needs fp32 trainable weights
@@ -27,12 +36,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 MODULES_TO_SAVE = "embed_tokens,lm_head,input_layernorm,post_attention_layernorm,norm"
 RELEASE_GLOBAL_BATCH = 64  # the release's SFT: 4 GPUs (--include=localhost:0,1,2,3) x batch 1 x accumulation 16
 RELEASE_PRECISION = "deepspeed-zero2-fp16"  # its llama_ds_config.json with --float16 (fp16 weights)
+RELEASE_OPTIMIZER = "adamw_torch"  # transformers 4.45's default (5 defaults to the fused kernel)
 
 
 def world_size_from_env() -> int:
@@ -152,9 +162,68 @@ class LoRATrainingConfig:
         layout = self.batch_layout()
         names = ("logging_steps", "save_strategy", "save_total_limit", "bf16", "fp16", "seed", "deepspeed",
                  "report_to", "max_steps")
+        release = {"optim": RELEASE_OPTIMIZER} if self.recipe == "release" else {}
         return {**{name: getattr(self, name) for name in names}, "warmup_steps": self.warmup_ratio,
                 "per_device_train_batch_size": layout.per_device_train_batch_size,
-                "gradient_accumulation_steps": layout.gradient_accumulation_steps, "disable_tqdm": True}
+                "gradient_accumulation_steps": layout.gradient_accumulation_steps, "disable_tqdm": True, **release}
+
+
+class ReleaseEpochOrder:
+    """The order in which the release's trainer (transformers 4.45 with accelerate 0.34) fed the
+    examples, as the train sampler of today's `Trainer`.
+
+    That trainer shuffled each epoch with a generator seeded `seed + epoch`, gave each of the W
+    processes every W-th example (the last round filled from the epoch's start) and ran its
+    accumulation on over epoch ends. Here each epoch of today's trainer is the next
+    floor(per process / accumulation) x accumulation examples per process of that running order
+    (interleaved over the processes, which the trainer's sharding splits back), so the same
+    examples meet in the same optimizer steps and the trainer plans the release's number of steps
+    (and so its learning-rate schedule). With fewer examples per process than the accumulation,
+    an epoch is its own examples, one step each epoch (as the release's)."""
+
+    def __init__(self, examples: int, world_size: int, accumulation: int, seed: int):
+        self.examples, self.world_size, self.seed = examples, world_size, seed
+        self.per_process = -(-examples // world_size)
+        self.per_epoch = self.per_process // accumulation * accumulation or self.per_process
+        self.epoch = 0
+        self._order: tuple[int, list[int]] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """The trainer's epoch (it sets it before each; a resumed run starts at its own)."""
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.per_epoch * self.world_size
+
+    def release_epoch(self, epoch: int) -> list[int]:
+        """One epoch of the release's order, padded to whole rounds over the processes."""
+        import torch
+
+        if self._order is None or self._order[0] != epoch:
+            order = torch.randperm(self.examples, generator=torch.Generator().manual_seed(self.seed + epoch)).tolist()
+            self._order = (epoch, order + order[:self.per_process * self.world_size - self.examples])
+        return self._order[1]
+
+    def __iter__(self) -> Iterator[int]:
+        for position in range(self.epoch * self.per_epoch, (self.epoch + 1) * self.per_epoch):
+            epoch, offset = divmod(position, self.per_process)
+            yield from self.release_epoch(epoch)[offset * self.world_size:(offset + 1) * self.world_size]
+
+
+class ReleaseEpochsMixin:
+    """A `Trainer` that takes its examples in `ReleaseEpochOrder` when built with
+    `release_epochs=True` (both steps under `--recipe release`)."""
+
+    def __init__(self, *args: Any, release_epochs: bool = False, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.release_epochs = release_epochs
+
+    def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+        if not self.release_epochs:
+            return super()._get_train_sampler(train_dataset)
+        dataset = self.train_dataset if train_dataset is None else train_dataset
+        return ReleaseEpochOrder(len(dataset), self.args.world_size, self.args.gradient_accumulation_steps,
+                                 self.args.seed)
 
 
 def deepspeed_stage(path: str) -> int | None:
@@ -210,7 +279,12 @@ def run_facts(trainer: Any, config: LoRATrainingConfig, step: str) -> dict[str, 
     precision = precision_path(config, device_type)
     extra = launch_departures(config, step, layout, precision, device_type)
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in trainer.model.parameters() if p.requires_grad})
+    # a trainer without ReleaseEpochsMixin (or a stand-in) keeps transformers 5's epochs
+    order = ("the release's: accumulation carried over epoch ends (transformers 4.45)"
+             if getattr(trainer, "release_epochs", False) else "each epoch's last accumulation stepped on its own")
+    optimizer = getattr(args, "optim", None)
     facts = {**layout.facts(), "precision": precision, "trainable_dtype": ",".join(dtypes),
+             "optimizer": str(getattr(optimizer, "value", optimizer)), "epoch_order": order,
              "launch_departures": extra}
     if extra:
         facts["departures_from_release"] = get_recipe(config.recipe).departures(step) + extra

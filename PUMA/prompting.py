@@ -95,22 +95,26 @@ class OutputRules:
         return Action(STOP) if text.lower() == self.stop_word.lower() else None
 
 
-def parse_asins(text: str) -> list[str]:
-    """Comma-separated ASINs, stripped, empties dropped, de-duplicated keeping the first
-    occurrence's position (the release used an unordered set)."""
-    return list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+def parse_asins(text: str, keep_empty: bool = False) -> list[str]:
+    """Comma-separated ASINs, stripped, de-duplicated keeping the first occurrence's position
+    (the release used an unordered set); empty items dropped unless `keep_empty` (the
+    release sends them on; the recommender skips them)."""
+    return list(dict.fromkeys(part.strip() for part in text.split(",") if keep_empty or part.strip()))
 
 
-def parse_parameters(function_name: str, output: str, rules: OutputRules | None = None) -> Action:
+def parse_parameters(function_name: str, output: str, rules: OutputRules | None = None, release: bool = False
+                     ) -> Action:
     """The action a generated parameter stands for. With `rules`, a message or a stop is
     recognised first; without, every output is the parameter (the release scores its DPO
-    candidates that way)."""
-    text = output.strip()
+    candidates that way). `release`: the output as the release reads it, not stripped (a
+    leading space makes `Say:` or `stop` a parameter; a query or review is sent as written;
+    empty ASIN items stay)."""
+    text = output if release else output.strip()
     special = rules.special(text) if rules is not None else None
     if special is not None:
         return special
     if function_name == RECOMMEND:
-        return Action(function_name, {"product_sequence": parse_asins(text)})
+        return Action(function_name, {"product_sequence": parse_asins(text, keep_empty=release)})
     if function_name == SEARCH:
         return Action(function_name, {"query": text})
     if function_name == REVIEW:

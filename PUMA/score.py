@@ -8,13 +8,14 @@ batch. Score = Result Acc (0 for a wrong function or a failed call): `1 - i/len(
 for the first result whose text contains the target ASIN, or the review's MiniLM cosine.
 
 `--recipe release` scores as the release's `test.py --evaluate_dpo True`:
-- every candidate is the parameter, sent as it is (no `Say:`/`stop` reading);
+- every candidate is the parameter, sent as it is, not stripped (no `Say:`/`stop` reading);
 - a review scores the raw cosine (`review_similarity`: not clipped, can be negative, and
   it decides the "last minimum" of a DPO pair); an empty candidate is the review "";
 - an instruction that several tasks of the split share gets the scores against the LAST
   such task (the release overwrites its per-instruction entry task by task); the output
   keeps the instructions in the order of their first task;
-- recommend candidates: split on ",", stripped, each ASIN once. The release's
+- recommend candidates: split on ",", stripped, each ASIN once (empty items kept, as the
+  release sends them; the recommender skips them). The release's
   `list(set(...))` orders them by string hash, which changes with PYTHONHASHSEED; here they
   keep their first-occurrence order (`bug_fixes` in PUMA/configs/release.yaml).
 `--recipe improved` reads candidates as the improved agent does (a `Say:` message or a
@@ -89,19 +90,13 @@ def score_jobs(engines: Any, jobs: list[tuple[dict[str, Any], str, str]], recipe
     from PersonalWAB.build import review_cache_file
     from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE, RECOMMEND, REVIEW, SEARCH
     from PersonalWAB.envs.pwab.scoring import review_similarity, score_attempt
-    from PersonalWAB.types import Action
     from PUMA.recipe import get_recipe
 
     release = recipe is not None and get_recipe(recipe).name == "release"
     protocol = engines.protocol
     strict = recipe is None or get_recipe(recipe).strict_release_parsing
     rules = None if strict else OutputRules.of(protocol, release=False)
-    actions = []
-    for _, function, candidate in jobs:
-        action = parse_parameters(function, candidate, rules)
-        if release and action.name in (SEARCH, REVIEW):  # the release sends the text as it is
-            action = Action(action.name, {"query" if action.name == SEARCH else "review": candidate})
-        actions.append(action)
+    actions = [parse_parameters(function, candidate, rules, release=release) for _, function, candidate in jobs]
     values: list[Any] = [None] * len(jobs)
     searches = [i for i, action in enumerate(actions) if action.name == SEARCH]
     for i, value in zip(searches, _search_values(engines, protocol, [actions[i].arguments["query"] for i in searches])):

@@ -17,7 +17,9 @@ example`, each example's mean over its own label tokens, so a 10-token function 
 weighs as much as a 233-token recommendation list.
 
 Both recipes: the release's LoRA and `modules_to_save` (`PUMA/lora.py`), warmup ratio
-0.1, 10 epochs, lr 3e-4, max length 1280. Batch (`SFTConfig.recipe_batch`): `release`
+0.1, 10 epochs, lr 3e-4, max length 1280. `release` also takes the examples in the release's
+order over epochs (its gradient accumulation running on over epoch ends) with its optimizer
+(`PUMA/lora.py`, "Epochs"). Batch (`SFTConfig.recipe_batch`): `release`
 trains 64 examples per optimizer step on any number of GPUs (batch 1 per device, the
 accumulation = 64 / processes: 64 on one, 16 on the release's 4); `improved` packs 4 examples
 per device x accumulation 4 per GPU. Training runs through the Hugging Face `Trainer`;
@@ -179,7 +181,9 @@ def per_example_loss(logits: Any, labels: Any, example_index: Any) -> Any:
 def trainer_class() -> type:
     from transformers import Trainer
 
-    class PumaSFTTrainer(Trainer):
+    from PUMA.lora import ReleaseEpochsMixin
+
+    class PumaSFTTrainer(ReleaseEpochsMixin, Trainer):
         """The HF `Trainer` with the recipe's loss. `token`: the model's loss normalised by
         the label tokens of the whole optimizer step (HF's default). `micro_batch` (the
         release): each micro-batch's mean, averaged over gradient accumulation.
@@ -262,7 +266,8 @@ def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = Non
                              learning_rate=config.learning_rate, remove_unused_columns=False,
                              dataloader_num_workers=0, **config.trainer_arguments())
     trainer = trainer_class()(model=model, args=args, train_dataset=dataset, data_collator=collator,
-                              processing_class=tokenizer, loss_mode=loss_mode)
+                              processing_class=tokenizer, loss_mode=loss_mode,
+                              release_epochs=config.recipe == "release")
     return trainer, tokenizer
 
 
