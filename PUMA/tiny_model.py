@@ -1,13 +1,21 @@
-"""A tiny randomly initialised Llama and a BPE tokenizer trained locally on a data
-directory's texts, saved like a hub model so every PUMA step loads them by path.
-For CPU tests and the smoke run only: it learns little.
+"""A tiny randomly initialised Llama and a tokenizer trained locally on a data directory's
+texts, saved like a hub model so every PUMA step loads them by path. For CPU tests, the
+smoke run and the parity harness only: it learns little.
 
-`python -m PUMA.tiny_model --data_dir DIR --out DIR [--vocab_size 1000 --hidden_size 64 --layers 2 --heads 4]`
+Two tokenizers: `bpe` (default), a byte-level BPE of the `tokenizers` library; and
+`sentencepiece`, the kind Llama-2 ships: a SentencePiece BPE model trained with Llama's
+settings and saved as Llama-2-chat's folder holds it, so the slow `LlamaTokenizer` the
+release loads reads the same file as the tokenizer this project loads.
+
+`python -m PUMA.tiny_model --data_dir DIR --out DIR [--tokenizer bpe|sentencepiece --vocab_size 1000
+    --hidden_size 64 --layers 2 --heads 4]`
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +24,24 @@ from typing import Iterator
 from PersonalWAB.cli import check_output
 
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
+TOKENIZERS = ("bpe", "sentencepiece")
+# The trainer settings of Llama-2's tokenizer.model (its trainer and normalizer specs) that shape
+# how text is cut: BPE, bytes for characters outside the vocabulary, one digit per piece, text
+# taken as it is (no normalisation, no whitespace folding) behind a leading "▁", ids 0/1/2 for
+# <unk>/<s>/</s> and no pad piece.
+LLAMA_SENTENCEPIECE = dict(
+    model_type="bpe", byte_fallback=True, split_digits=True, normalization_rule_name="identity",
+    add_dummy_prefix=True, remove_extra_whitespaces=False, allow_whitespace_only_pieces=True,
+    split_by_unicode_script=True, split_by_whitespace=True, split_by_number=True, max_sentencepiece_length=16,
+    character_coverage=0.99995, max_sentence_length=4192, unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+    unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>")
+# Llama-2-chat's tokenizer_config.json, less its chat template: the slow `LlamaTokenizer`, BOS
+# added, no pad token (the release sets it to EOS), the non-legacy handling of text after
+# special tokens.
+LLAMA_TOKENIZER_CONFIG = {
+    "tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": False, "bos_token": "<s>",
+    "eos_token": "</s>", "unk_token": "<unk>", "pad_token": None, "legacy": False,
+    "clean_up_tokenization_spaces": False, "padding_side": "right", "sp_model_kwargs": {}, "model_max_length": 4096}
 
 
 @dataclass
@@ -27,6 +53,7 @@ class TinyModelConfig:
     heads: int = 4
     max_positions: int = 2048
     seed: int = 0
+    tokenizer: str = "bpe"  # or "sentencepiece" (see the module's docstring)
 
 
 def corpus(data_dir: Path | str, limit: int = 20_000) -> Iterator[str]:
@@ -70,14 +97,39 @@ def train_tokenizer(texts: Iterator[str], vocab_size: int = 1000) -> "PreTrained
                                    pad_token="<pad>", model_max_length=4096)
 
 
+def train_sentencepiece(texts: Iterator[str], out: Path | str, vocab_size: int = 1000) -> Path:
+    """A SentencePiece model trained on `texts` with Llama's settings, written into the folder
+    `out` as Llama-2-chat's tokenizer files (tokenizer.model, tokenizer_config.json,
+    special_tokens_map.json); returns `out`. The vocabulary may come out smaller than
+    `vocab_size` on a small corpus."""
+    import sentencepiece
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=(t for t in texts if t), model_writer=model,
+                                             vocab_size=vocab_size, hard_vocab_limit=False, num_threads=1,
+                                             minloglevel=2, **LLAMA_SENTENCEPIECE)
+    (out / "tokenizer.model").write_bytes(model.getvalue())
+    (out / "tokenizer_config.json").write_text(json.dumps(LLAMA_TOKENIZER_CONFIG, indent=1), encoding="utf-8")
+    special = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+    (out / "special_tokens_map.json").write_text(json.dumps(special, indent=1), encoding="utf-8")
+    return out
+
+
 def make_tiny_model(data_dir: Path | str, out: Path | str, config: TinyModelConfig | None = None) -> Path:
     """Train the tokenizer, build the random Llama, save both into `out`; returns `out`."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     config = config or TinyModelConfig()
+    if config.tokenizer not in TOKENIZERS:
+        raise ValueError(f"tokenizer {config.tokenizer!r}: expected one of {', '.join(TOKENIZERS)}")
     out = Path(out)
-    tokenizer = train_tokenizer(corpus(data_dir), config.vocab_size)
+    if config.tokenizer == "sentencepiece":
+        tokenizer = AutoTokenizer.from_pretrained(train_sentencepiece(corpus(data_dir), out, config.vocab_size))
+    else:
+        tokenizer = train_tokenizer(corpus(data_dir), config.vocab_size)
     torch.manual_seed(config.seed)
     model_config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
@@ -91,7 +143,8 @@ def make_tiny_model(data_dir: Path | str, out: Path | str, config: TinyModelConf
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    if config.tokenizer == "bpe":  # the sentencepiece files are written as Llama-2-chat's already
+        tokenizer.save_pretrained(out)
     return out
 
 
@@ -101,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data_dir", required=True)
     parser.add_argument("--out", required=True)
     d = TinyModelConfig()
+    parser.add_argument("--tokenizer", choices=TOKENIZERS, default=d.tokenizer,
+                        help="bpe: byte-level BPE; sentencepiece: Llama's kind, trained with Llama's settings")
     parser.add_argument("--vocab_size", type=int, default=d.vocab_size)
     parser.add_argument("--hidden_size", type=int, default=d.hidden_size)
     parser.add_argument("--layers", type=int, default=d.layers)
@@ -110,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     check_output(args.out, "--out", folder=True)
     config = TinyModelConfig(vocab_size=args.vocab_size, hidden_size=args.hidden_size,
                              intermediate_size=2 * args.hidden_size, layers=args.layers, heads=args.heads,
-                             seed=args.seed)
+                             seed=args.seed, tokenizer=args.tokenizer)
     out = make_tiny_model(args.data_dir, args.out, config)
     print(f"tiny model and tokenizer saved in {out}")
     return 0

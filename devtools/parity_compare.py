@@ -117,6 +117,7 @@ class Tally:
     by_type: dict[str, list[int]] = field(default_factory=dict)
     first_difference: dict[str, Any] | None = None
     noted: dict[str, int] = field(default_factory=dict)  # e.g. floored cosines: reported, not failures
+    facts: dict[str, Any] = field(default_factory=dict)  # measured alongside (e.g. how many scores hit)
 
     def add(self, task_type: str, same: bool, where: dict[str, Any] | None = None) -> None:
         self.compared += 1
@@ -140,6 +141,8 @@ class Tally:
         text = f"{label}: {self.identical}/{self.compared} identical" + (f" ({types})" if types else "")
         if self.noted:
             text += "; " + ", ".join(f"{what}: {n}" for what, n in sorted(self.noted.items()))
+        for what, value in self.facts.items():
+            text += f"\n    {what}: {json.dumps(value) if isinstance(value, (dict, list)) else value}"
         if self.first_difference:
             text += f"\n    first difference: {shorten(self.first_difference)}"
         return text
@@ -147,7 +150,7 @@ class Tally:
     def to_dict(self) -> dict[str, Any]:
         return {"compared": self.compared, "identical": self.identical,
                 "by_type": {t: {"compared": c[0], "identical": c[1]} for t, c in sorted(self.by_type.items())},
-                "noted": self.noted, "first_difference": self.first_difference}
+                "noted": self.noted, "facts": self.facts, "first_difference": self.first_difference}
 
 
 def shorten(where: dict[str, Any], limit: int = 400) -> str:

@@ -11,12 +11,20 @@ Steps compared (docs/fidelity.md has the table):
 3. generation with the same adapter (random LoRA, not merged in the release): function
    predictions (prompt ids, greedy outputs), parameter outputs on the test split from the
    release's rebuilt prompts, and the sampling settings of the DPO candidates;
-4. every candidate's score (the same candidates file on both sides);
-5. the DPO pairs (the release's pairs from its scores, the project's from its own);
-6. the DPO rows: the release's `dpo_llama.py` run up to training with the TRL of its time
-   (0.11, with transformers 4.45, from a folder of its own: `--puma_trl_path`) and
-   `PUMA.dpo.encode_pairs` on the same pairs;
-the evaluation: the PUMA agent's live prompt and result for every task.
+4. every candidate's score on candidates that hit (the same file on both sides; the declared
+   ASIN-order difference proved and measured: devtools/parity_scoring.py);
+5. the DPO pairs (the release's from its scores, the project's from its own with the declared
+   order's effect taken out);
+6. the DPO rows: the release's `dpo_llama.py` run up to training and `PUMA.dpo.encode_pairs`
+   on the same pairs;
+`sft_train`, `merge`, `dpo_train`: SFT and DPO trained for whole epochs by the release's scripts
+and the project's steps from the same initial adapter, and the merge between them
+(devtools/parity_training.py);
+the tokenizer: every step-1 text by the release's Llama tokenizer and the project's
+(devtools/parity_tokenizer.py);
+the evaluation: the PUMA agent's live prompt and result for every task;
+`agent`: both agents on scripted outputs covering every parsing path, single- and multi-turn
+(devtools/parity_agent.py).
 """
 
 from __future__ import annotations
@@ -30,16 +38,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from devtools import parity_tokenizer
 from devtools.parity_compare import Tally, first_difference, score_verdict
+from devtools.parity_scoring import (above_zero_counts, compare_scores, crafted_candidates, informative_pairs,
+                                     order_effect, release_order_scores, release_orders, reordered_candidates,
+                                     scores_above_zero, targets_of)
 from devtools.release_mirror import ParityError, ReleaseRunner, finish, launch, log_tail
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 
 LLAMA_ID = "meta-llama/Llama-2-7b-chat-hf"
 LABEL_MODEL = "gpt-4o-mini"
 SPLITS = ("train", "test")
-STEPS = ("1", "2", "3", "4", "5", "6", "eval")
+STEPS = ("1", "2", "3", "4", "5", "6", "eval", "sft_train", "merge", "dpo_train", "agent")
+# sft_train, merge, dpo_train: parity_training; agent: parity_agent
 LOSS_TOLERANCE = 1e-5
-SCORE_TOLERANCE = {"search": 1e-9, "recommend": 1e-9, "review": 1e-6}
+CANDIDATE_SEED = 42  # the project's default generation seed, given to the release's generate too
 
 
 @dataclass
@@ -56,10 +69,8 @@ class PumaSetup:
     sft_batches: int = 4
     param_new_tokens: int = 48
     timeout_s: float = 3600
-    trl_path: Path | None = None  # TRL 0.11 and the transformers of its time, for the release's DPO rows
     steps: tuple[str, ...] = STEPS  # step 1 always runs (or is reused from a kept work folder)
     results: dict[str, Tally] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def label_reply(body: dict[str, Any]) -> ScriptedReply:
@@ -112,30 +123,32 @@ def stand_in_model(setup: PumaSetup) -> Path:
     if setup.model_dir:
         return setup.model_dir
     model = setup.work / "tiny_model"
-    if not (model / "config.json").exists():
+    if not (model / "config.json").exists() or not (model / "tokenizer.model").exists():
+        shutil.rmtree(model, ignore_errors=True)  # a kept work folder's stand-in from before the SentencePiece one
         run_project(setup, "tiny_model", project_command(setup, "PUMA.tiny_model", "--data_dir", str(setup.data_dir),
-                                                         "--out", str(model)))
+                                                         "--out", str(model), "--tokenizer", "sentencepiece"))
     return model
 
 
 def random_adapter(model_dir: Path, out: Path) -> Path:
     """The release's LoRA (PUMA.lora's defaults) with random B matrices, so the adapter changes
-    the outputs and composing it (merged or not) is exercised; saved with the tokenizer."""
+    the outputs and composing it (merged or not) is exercised; saved with the stand-in's
+    tokenizer files (the release loads its `LlamaTokenizer` from the adapter folder)."""
     import torch
     from peft import get_peft_model
 
     from PUMA.lora import LoRATrainingConfig, lora_config
     from PUMA.modeling import load_causal_lm
 
-    if (out / "adapter_config.json").exists():
+    if (out / "adapter_config.json").exists() and (out / "tokenizer.model").exists():
         return out
     torch.manual_seed(0)
-    model, tokenizer = load_causal_lm(str(model_dir), dtype=torch.float32)
+    model, _ = load_causal_lm(str(model_dir), dtype=torch.float32)
     config = lora_config(LoRATrainingConfig())
     config.init_lora_weights = False
     peft_model = get_peft_model(model, config)
     peft_model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    parity_tokenizer.copy_tokenizer_files(model_dir, out)
     return out
 
 
@@ -185,13 +198,17 @@ def step1(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, history_fil
     release_dir.mkdir(exist_ok=True)
     project_dir.mkdir(exist_ok=True)
     hub = ["--hub", f"{LLAMA_ID}={model}"]
-    done = [release_dir / "function_data.json", release_dir / "param_data.json", release_dir / "label_requests.json",
-            project_dir / "label_requests.json", *(project_dir / f"{kind}_{split}.json" for kind in ("function", "param")
-                                                    for split in SPLITS)]
-    if all(path.exists() for path in done):  # a kept --work_dir: step 1 (the slow one) is not run again
-        log("puma step 1: reusing the SFT data in the work folder")
-    else:
-        _step1_run(setup, runner, tasks_file, history_file, model, hub, release_dir, project_dir, log)
+    release_done = all((release_dir / name).exists()
+                       for name in ("function_data.json", "param_data.json", "label_requests.json"))
+    project_done = all((project_dir / name).exists() for name in ("label_requests.json", *(
+        f"{kind}_{split}.json" for kind in ("function", "param") for split in SPLITS)))
+    # a kept --work_dir: each side's step 1 (the release's is the slow one) is not run again
+    for side, done in (("release", release_done), ("project", project_done)):
+        if done:
+            log(f"puma step 1: reusing the {side}'s SFT data in the work folder")
+    if not (release_done and project_done):
+        _step1_run(setup, runner, tasks_file, history_file, model, hub, release_dir, project_dir, log,
+                   run_release=not release_done, run_project_side=not project_done)
     release_requests = json.loads((release_dir / "label_requests.json").read_text(encoding="utf-8"))
     project_requests = json.loads((project_dir / "label_requests.json").read_text(encoding="utf-8"))
     release_function = json.loads((release_dir / "function_data.json").read_text(encoding="utf-8"))
@@ -211,21 +228,25 @@ def step1(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, history_fil
 
 
 def _step1_run(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, history_file: Path, model: Path,
-               hub: list[str], release_dir: Path, project_dir: Path, log: Callable[[str], None]) -> None:
+               hub: list[str], release_dir: Path, project_dir: Path, log: Callable[[str], None],
+               run_release: bool = True, run_project_side: bool = True) -> None:
     with ScriptedLLMServer(label_reply, max_lifetime_s=setup.timeout_s) as theirs, \
             ScriptedLLMServer(label_reply, max_lifetime_s=setup.timeout_s) as ours:
-        log("puma step 1: the release's prepare_function_data.py / prepare_param_data.py and PUMA.data all ...")
+        started = {}
         function_log, param_log = setup.work / "release_step1_function.log", setup.work / "release_step1_param.log"
-        started = {
-            "function": runner.start(["script", "--script", "PUMA/prepare_function_data.py", *hub], function_log,
-                                     release_argv=["--task_file", str(tasks_file), "--output_file",
-                                                   str(release_dir / "function_data.json")], cwd=release_dir),
-            "param": runner.start(["script", "--script", "PUMA/prepare_param_data.py", *hub], param_log,
-                                  base_url=theirs.url,
-                                  release_argv=["--task_file", str(tasks_file), "--user_history_file", str(history_file),
-                                                "--output_file", str(release_dir / "param_data.json"),
-                                                "--mem_token_length", str(setup.mem_token_length),
-                                                "--mem_length", str(setup.memory_length)], cwd=release_dir)}
+        if run_release:
+            log("puma step 1: the release's prepare_function_data.py / prepare_param_data.py ...")
+            started = {
+                "function": runner.start(["script", "--script", "PUMA/prepare_function_data.py", *hub], function_log,
+                                         release_argv=["--task_file", str(tasks_file), "--output_file",
+                                                       str(release_dir / "function_data.json")], cwd=release_dir),
+                "param": runner.start(["script", "--script", "PUMA/prepare_param_data.py", *hub], param_log,
+                                      base_url=theirs.url,
+                                      release_argv=["--task_file", str(tasks_file), "--user_history_file",
+                                                    str(history_file), "--output_file",
+                                                    str(release_dir / "param_data.json"),
+                                                    "--mem_token_length", str(setup.mem_token_length),
+                                                    "--mem_length", str(setup.memory_length)], cwd=release_dir)}
         project_data = setup.work / "project_data"
         if not (project_data / "user_instructions.json").exists():
             project_data.mkdir(exist_ok=True)
@@ -237,15 +258,18 @@ def _step1_run(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, histor
                     shutil.copytree(source, target, dirs_exist_ok=True)
                 elif not target.exists():
                     target.symlink_to(source, target_is_directory=source.is_dir())
-        run_project(setup, "step1", project_command(
-            setup, "PUMA.data", "all", "--recipe", "release", "--data_dir", str(project_data), "--out_dir",
-            str(project_dir), "--model_path", str(model), "--mem_token_length", str(setup.mem_token_length),
-            "--memory_length", str(setup.memory_length), "--query_model", f"openai/{LABEL_MODEL}",
-            "--api_base", ours.url))
-        runner.finish(started["function"], "release prepare_function_data.py", function_log)
-        runner.finish(started["param"], "release prepare_param_data.py", param_log)
-        (release_dir / "label_requests.json").write_text(json.dumps(theirs.requests), encoding="utf-8")
-        (project_dir / "label_requests.json").write_text(json.dumps(ours.requests), encoding="utf-8")
+        if run_project_side:
+            log("puma step 1: PUMA.data all ...")
+            run_project(setup, "step1", project_command(
+                setup, "PUMA.data", "all", "--recipe", "release", "--data_dir", str(project_data), "--out_dir",
+                str(project_dir), "--model_path", str(model), "--mem_token_length", str(setup.mem_token_length),
+                "--memory_length", str(setup.memory_length), "--query_model", f"openai/{LABEL_MODEL}",
+                "--api_base", ours.url))
+            (project_dir / "label_requests.json").write_text(json.dumps(ours.requests), encoding="utf-8")
+        if run_release:
+            runner.finish(started["function"], "release prepare_function_data.py", function_log)
+            runner.finish(started["param"], "release prepare_param_data.py", param_log)
+            (release_dir / "label_requests.json").write_text(json.dumps(theirs.requests), encoding="utf-8")
 
 
 def project_sft_batches(setup: PumaSetup, project_dir: Path, model: Path) -> dict[str, Any]:
@@ -299,7 +323,8 @@ def step2(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
 
 
 class GenerateRecorder:
-    """Records the settings and inputs of every `generate` call in this process."""
+    """Records every `generate` call in this process: the settings passed, the settings the
+    library generated with after merging its defaults (`effective`), and the inputs."""
 
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
@@ -307,24 +332,35 @@ class GenerateRecorder:
     def __enter__(self) -> "GenerateRecorder":
         import transformers
 
-        self._original = original = transformers.GenerationMixin.generate
-        calls = self.calls
+        mixin = transformers.GenerationMixin
+        self._original, self._prepare = original, prepare = mixin.generate, mixin._prepare_generation_config
+        calls, prepared = self.calls, []
+
+        def recorded_prepare(model: Any, *args: Any, **kwargs: Any) -> Any:
+            result = prepare(model, *args, **kwargs)
+            prepared.append(result[0])
+            return result
 
         def generate(model: Any, *args: Any, **kwargs: Any) -> Any:
             config = kwargs.get("generation_config")
             inputs = kwargs.get("input_ids", args[0] if args else None)
+            prepared.clear()
+            out = original(model, *args, **kwargs)
             calls.append({"settings": config.to_diff_dict() if config is not None else {},
+                          "effective": plain_settings(prepared[0]) if prepared else {},
                           "input_ids": inputs.tolist() if inputs is not None else None,
-                          "attention_mask": kwargs["attention_mask"].tolist() if "attention_mask" in kwargs else None})
-            return original(model, *args, **kwargs)
+                          "attention_mask": kwargs["attention_mask"].tolist() if "attention_mask" in kwargs else None,
+                          "output_ids": out.tolist() if hasattr(out, "tolist") else None})
+            return out
 
-        transformers.GenerationMixin.generate = generate
+        mixin.generate, mixin._prepare_generation_config = generate, recorded_prepare
         return self
 
     def __exit__(self, *exc: object) -> None:
         import transformers
 
         transformers.GenerationMixin.generate = self._original
+        transformers.GenerationMixin._prepare_generation_config = self._prepare
 
     def prompts(self) -> list[list[int]]:
         """Each prompt's ids without the left padding."""
@@ -335,32 +371,63 @@ class GenerateRecorder:
         return rows
 
 
-SETTING_KEYS = ("max_new_tokens", "num_beams", "num_return_sequences", "do_sample", "temperature", "top_k", "top_p",
-                "early_stopping", "use_cache")
+# The decoding fields compared, as the library generated with them (after its defaults): every
+# field either transformers release (4.45, 5.x) reads when decoding text.
+SETTING_KEYS = ("max_new_tokens", "min_new_tokens", "min_length", "num_beams", "num_beam_groups",
+                "num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p",
+                "epsilon_cutoff", "eta_cutoff", "repetition_penalty", "encoder_repetition_penalty", "length_penalty",
+                "no_repeat_ngram_size", "diversity_penalty", "bad_words_ids", "suppress_tokens",
+                "begin_suppress_tokens", "renormalize_logits", "early_stopping", "use_cache", "eos_token_id")
+SAMPLING_ONLY = ("temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff")
+# Llama-2-7b-chat-hf's generation_config.json: the stand-in carries it, so that any default the
+# library would take from the model folder shows up as a difference.
+CHAT_GENERATION_DEFAULTS = {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "max_length": 4096}
 
 
-# GenerationConfig defaults the release's transformers (4.x) applied where its scripts set nothing;
-# transformers 5 leaves these unset, so the release's settings are read with them
-RELEASE_ERA_DEFAULTS = {"top_k": 50}
+def plain_settings(config: Any) -> dict[str, Any]:
+    """The decoding fields of a `GenerationConfig` as JSON values (the library may hold tensors)."""
+    return {key: value.tolist() if hasattr(value, "tolist") else value
+            for key in SETTING_KEYS for value in [getattr(config, key, None)]}
 
 
-def settings_of(settings: dict[str, Any], release_era: bool = False) -> dict[str, Any]:
-    from transformers import GenerationConfig
+def settings_of(call: dict[str, Any]) -> dict[str, Any]:
+    """The effective decoding of a recorded call; greedy calls drop the fields only sampling reads."""
+    effective = call.get("effective") or {}
+    settings = {key: effective.get(key) for key in SETTING_KEYS}
+    if not settings["do_sample"]:
+        settings.update({key: None for key in SAMPLING_ONLY})
+    return settings
 
-    merged = {**GenerationConfig().to_dict(), **settings}
-    if release_era:
-        merged.update({key: value for key, value in RELEASE_ERA_DEFAULTS.items() if merged.get(key) is None})
-    if not merged.get("do_sample"):  # greedy: the sampling settings play no part
-        merged.update(top_k=None, top_p=None)
-    return {key: merged.get(key) for key in SETTING_KEYS}
+
+def with_chat_generation_defaults(model: Path) -> Path:
+    """Give the stand-in's folder Llama-2-chat's generation defaults (idempotent)."""
+    path = model / "generation_config.json"
+    config = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if any(config.get(key) != value for key, value in CHAT_GENERATION_DEFAULTS.items()):
+        path.write_text(json.dumps({**config, **CHAT_GENERATION_DEFAULTS}, indent=1), encoding="utf-8")
+    return model
+
+
+def compare_settings(release_calls: list[dict[str, Any]], project_calls: list[dict[str, Any]]) -> Tally:
+    """Every call's effective decoding on each side, the first release call against every project call."""
+    tally = Tally()
+    if not release_calls or not project_calls:
+        tally.add("settings", False, {"release_calls": len(release_calls), "project_calls": len(project_calls)})
+        return tally
+    a = settings_of(release_calls[0])
+    for index, call in enumerate(project_calls):
+        b = settings_of(call)
+        diff = {key: {"release": a[key], "project": b[key]} for key in SETTING_KEYS if a[key] != b[key]}
+        tally.add("settings", not diff, None if not diff else {"call": index, "fields": diff})
+    return tally
 
 
 def release_generate(setup: PumaSetup, runner: ReleaseRunner, label: str, adapter: Path, model: Path,
-                     argv: list[str]) -> dict[str, Any]:
+                     argv: list[str], seed: int | None = None) -> dict[str, Any]:
     record = setup.work / f"release_{label}_calls.json"
     log_path = setup.work / f"release_{label}.log"
     process = runner.start(["script", "--script", "PUMA/test_llama.py", "--hub", f"{LLAMA_ID}={model}",
-                            "--record", str(record)], log_path,
+                            "--record", str(record), *(["--seed", str(seed)] if seed is not None else [])], log_path,
                            release_argv=["--model_path", str(adapter), "--base_model", str(model), "--device", "cpu",
                                          *argv], cwd=setup.work / "release")
     runner.finish(process, f"release test_llama.py ({label})", log_path)
@@ -370,8 +437,9 @@ def release_generate(setup: PumaSetup, runner: ReleaseRunner, label: str, adapte
 def project_generate(setup: PumaSetup, **settings: Any) -> tuple[dict[str, list[str]], GenerateRecorder]:
     from PUMA.generate import GenerateConfig, generate_file
 
-    config = GenerateConfig(recipe="release", backend="hf", dtype="float32", batch_size=8,
-                            protocol_file=setup.protocol_file, mem_token_length=setup.mem_token_length, **settings)
+    config = GenerateConfig(**{"recipe": "release", "backend": "hf", "dtype": "float32", "batch_size": 8,
+                               "protocol_file": setup.protocol_file, "mem_token_length": setup.mem_token_length,
+                               **settings})
     with GenerateRecorder() as recorder:
         path = generate_file(config, log=lambda _: None)
     return json.loads(Path(path).read_text(encoding="utf-8")), recorder
@@ -393,11 +461,7 @@ def compare_generation(label: str, setup: PumaSetup, release_calls: dict[str, An
         outputs.add(types.get(instruction, "?"), theirs == ours, None if theirs == ours else {
             "instruction": instruction[:80], "diff": first_difference(json.dumps(theirs), json.dumps(ours))})
     setup.results[f"step3 {label} outputs"] = outputs
-    settings = Tally()
-    a = settings_of(release_calls["generate"][0]["settings"], release_era=True) if release_calls["generate"] else {}
-    b = settings_of(recorder.calls[0]["settings"]) if recorder.calls else {}
-    settings.add("settings", a == b, None if a == b else {"release": a, "project": b})
-    setup.results[f"step3 {label} generate settings"] = settings
+    setup.results[f"step3 {label} generate settings"] = compare_settings(release_calls["generate"], recorder.calls)
 
 
 def step3(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_dir: Path, model: Path,
@@ -430,7 +494,7 @@ def step3(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
                                       num_beams=1, num_return_sequences=1, do_sample=False)
     compare_generation("param (greedy)", setup, calls, json.loads(param_res.read_text(encoding="utf-8")), ours,
                        recorder, types)
-    log("puma step 3: the DPO candidates' sampling settings (two train examples) ...")
+    log("puma step 3: the DPO candidates, sampled with the same seed (two train examples) ...")
     two = {"train": json.loads((release_dir / "param_data.json").read_text(encoding="utf-8"))["train"][:2], "test": []}
     (release_dir / "param_two.json").write_text(json.dumps(two), encoding="utf-8")
     (project_dir / "param_two.json").write_text(json.dumps(
@@ -439,17 +503,22 @@ def step3(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
         "--data_path", str(release_dir / "param_two.json"), "--test_on", "param", "--batch_size", "4",
         "--max_new_tokens", "8", "--memory_token_length", str(setup.mem_token_length), "--tool_file",
         str(function_res), "--res_file", str(release_dir / "param_two_res.json"), "--num_beams", "10",
-        "--temperature", "1.5", "--do_sample", "--split", "train"])
-    _, recorder = project_generate(setup, mode="param", model_path=str(adapter),
-                                   data_file=str(project_dir / "param_two.json"),
-                                   output_file=str(project_dir / "param_two_res.json"), function_file=str(function_res),
-                                   max_new_tokens=8, num_beams=10, num_return_sequences=10, do_sample=True,
-                                   temperature=1.5)
-    tally = Tally()
-    a = settings_of(calls["generate"][0]["settings"], release_era=True) if calls["generate"] else {}
-    b = settings_of(recorder.calls[0]["settings"]) if recorder.calls else {}
-    tally.add("settings", a == b, None if a == b else {"release": a, "project": b})
-    setup.results["step3 DPO candidates generate settings"] = tally
+        "--temperature", "1.5", "--do_sample", "--split", "train"], seed=CANDIDATE_SEED)
+    # one prompt per call, as the release, so both sides draw the same random numbers in the same order
+    ours, recorder = project_generate(setup, mode="param", model_path=str(adapter),
+                                      data_file=str(project_dir / "param_two.json"),
+                                      output_file=str(project_dir / "param_two_res.json"),
+                                      function_file=str(function_res), max_new_tokens=8, num_beams=10,
+                                      num_return_sequences=10, do_sample=True, temperature=1.5, batch_size=1,
+                                      seed=CANDIDATE_SEED)
+    settings = compare_settings(calls["generate"], recorder.calls)
+    # Sampled beam search draws differently on transformers 4.45 and 5 from one seed (the rewrite
+    # picks other continuations at some steps; plain sampling draws the same): the outputs are
+    # reported beside the settings, not compared as a verdict (docs/fidelity.md).
+    theirs = json.loads((release_dir / "param_two_res.json").read_text(encoding="utf-8"))
+    equal = sum(texts == ours.get(instruction) for instruction, texts in theirs.items())
+    settings.note(f"seeded candidate lists equal across the libraries: {equal}/{len(theirs)} (informational)")
+    setup.results["step3 DPO candidates generate settings"] = settings
     return function_res
 
 
@@ -461,94 +530,144 @@ def _both_splits(project_dir: Path, kind: str) -> Path:
     return out
 
 
-def candidates_file(project_dir: Path, out: Path) -> Path:
-    """Candidates for every train instruction: the label and variants of it, and the edge cases
-    that decide how a candidate is read (a message, a stop, an empty review, repeated ASINs)."""
-    candidates: dict[str, list[str]] = {}
-    for example in json.loads((project_dir / "param_train.json").read_text(encoding="utf-8")):
-        label, kind = example["label"], example["type"]
-        options = [label, "stop", "Say: could you tell me more?", " ".join(example["instruction"].split()[:4])]
-        if kind == "recommend":
-            asins = [a.strip() for a in label.split(",")]
-            options += [", ".join(asins[:1] * 2 + asins[1:]), ",".join(reversed(asins))]
-        elif kind == "review":
-            options += ["", label[: len(label) // 2], "Terrible. Broke on day one, do not buy."]
-        else:
-            options += [label + " cheap", "zzzz qqqq"]
-        candidates[example["instruction"]] = list(dict.fromkeys(options))
+def release_set_orders(setup: PumaSetup, runner: ReleaseRunner, texts: list[str]) -> dict[str, list[str]]:
+    """What the release's test.py makes of each recommend candidate (its `list(set(...))`), worked
+    out by the release worker under the release's hash seed."""
+    texts_file, out, log_path = (setup.work / "set_order_texts.json", setup.work / "set_orders.json",
+                                 setup.work / "release_set_orders.log")
+    texts_file.write_text(json.dumps(texts), encoding="utf-8")
+    runner.finish(runner.start(["set_orders", "--texts", str(texts_file), "--out", str(out)], log_path),
+                  "release worker set_orders", log_path)
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def candidates_file(setup: PumaSetup, runner: ReleaseRunner, examples: list[dict[str, Any]],
+                    tasks: list[dict[str, Any]], out: Path) -> Path:
+    """Candidates that hit for every train instruction (`parity_scoring.crafted_candidates`), made
+    with the data's recommender and the release's set order."""
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.engines.recommender.engine import SASRecRecommender
+
+    data = load_benchmark_data(setup.data_dir)
+    recommender = SASRecRecommender(data.artifacts.checkpoint, data.artifacts.item_map)
+
+    def history(task: dict[str, Any]) -> list[str]:
+        return [b["product_info"]["parent_asin"] for b in data.behaviours_before(task["user_id"], task["timestamp"])]
+
+    candidates = crafted_candidates(targets_of(examples, tasks, history), recommender,
+                                    lambda texts: release_set_orders(setup, runner, texts))
     out.write_text(json.dumps(candidates), encoding="utf-8")
     return out
 
 
+def score_command(setup: PumaSetup, candidates: Path, out: Path) -> list[str]:
+    return project_command(setup, "PUMA.score", "--recipe", "release", "--data_dir", str(setup.work / "project_data"),
+                           "--task_split", "train", "--candidates_file", str(candidates), "--output_file", str(out))
+
+
+@dataclass
+class StepScores:
+    """Step 4's score files: the release's, the project's, and the project's with every recommend
+    candidate whose difference is the declared ASIN order scored in the release's order."""
+
+    release: Path
+    project: Path
+    release_order: Path
+
+
 def step4(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_dir: Path, train_tasks: Path,
-          products: Path, model: Path, log: Callable[[str], None]) -> tuple[Path, Path]:
-    log("puma step 4: scoring the same candidates (test.py --evaluate_dpo True and PUMA.score) ...")
-    candidates = candidates_file(project_dir, setup.work / "candidates_train.json")
+          products: Path, model: Path, log: Callable[[str], None]) -> StepScores:
+    """Both sides score the same candidates that hit; recommend candidates the project reads in
+    another order are scored again in the order the release's recommender was given (recorded
+    in its process), which proves or disproves that the order is all that differs."""
+    log("puma step 4: scoring candidates that hit (test.py --evaluate_dpo True and PUMA.score) ...")
+    tasks = json.loads(train_tasks.read_text(encoding="utf-8"))["train"]
+    examples = json.loads((project_dir / "param_train.json").read_text(encoding="utf-8"))
+    types = {e["instruction"]: e["type"] for e in examples}
+    candidates = candidates_file(setup, runner, examples, tasks, setup.work / "candidates_train.json")
     theirs_path, ours_path = release_dir / "dpo_data.json", project_dir / "candidates_train_scores.json"
-    log_path = setup.work / "release_step4.log"
-    process = runner.start(["script", "--script", "test.py", "--hub", f"{LLAMA_ID}={model}"], log_path,
-                           cwd=runner.mirror.root,
+    log_path, record = setup.work / "release_step4.log", setup.work / "release_step4_env.json"
+    process = runner.start(["script", "--script", "test.py", "--hub", f"{LLAMA_ID}={model}", "--record_env",
+                            str(record)], log_path, cwd=runner.mirror.root,
                            release_argv=["--evaluate_dpo", "True", "--task_file", str(train_tasks), "--param_file",
                                          str(candidates), "--function_file", str(candidates), "--all_products",
                                          str(products), "--dpo_output", str(theirs_path)])
-    run_project(setup, "step4", project_command(
-        setup, "PUMA.score", "--recipe", "release", "--data_dir", str(setup.work / "project_data"), "--task_split",
-        "train", "--candidates_file", str(candidates), "--output_file", str(ours_path)))
+    run_project(setup, "step4", score_command(setup, candidates, ours_path))
     runner.finish(process, "release test.py --evaluate_dpo True", log_path)
     theirs = json.loads(theirs_path.read_text(encoding="utf-8"))
     ours = json.loads(ours_path.read_text(encoding="utf-8"))
-    types = {e["instruction"]: e["type"] for e in json.loads((project_dir / "param_train.json").read_text("utf-8"))}
-    tally = Tally()
-    if set(theirs) != set(ours):
-        tally.add("instructions", False, {"release_only": sorted(set(theirs) - set(ours))[:3],
-                                          "project_only": sorted(set(ours) - set(theirs))[:3]})
-    for instruction, scored in theirs.items():
-        kind = types.get(instruction, "?")
-        for candidate, score in scored.items():
-            mine = ours.get(instruction, {}).get(candidate)
-            same = mine is not None and abs(score - mine) <= SCORE_TOLERANCE.get(kind, 1e-9)
-            tally.add(kind, same, None if same else {"instruction": instruction[:60], "candidate": candidate[:60],
-                                                     "release": score, "project": mine})
+    try:
+        orders = release_orders(tasks, json.loads(candidates.read_text(encoding="utf-8")),
+                                json.loads(record.read_text(encoding="utf-8"))["recommend_inputs"])
+    except ValueError as exc:
+        raise ParityError(f"{exc}; see {record}") from None
+    rewritten = reordered_candidates(orders)
+    reordered: dict[str, dict[str, float]] = {}
+    if rewritten:
+        log(f"puma step 4: {sum(map(len, rewritten.values()))} recommend candidate(s) scored again in the "
+            "release's ASIN order ...")
+        again, again_scores = setup.work / "candidates_train_release_order.json", \
+            project_dir / "candidates_train_release_order_scores.json"
+        again.write_text(json.dumps({i: list(dict.fromkeys(c.values())) for i, c in rewritten.items()}),
+                         encoding="utf-8")
+        run_project(setup, "step4_release_order", score_command(setup, again, again_scores))
+        rescored = json.loads(again_scores.read_text(encoding="utf-8"))
+        reordered = {i: {c: rescored[i][text] for c, text in by.items()} for i, by in rewritten.items()}
+    tally = compare_scores(theirs, ours, types, reordered)
+    tally.facts["above 0 (candidates, release, project, both)"] = above_zero_counts(theirs, ours, types)
+    tally.facts["declared ASIN order"] = order_effect(theirs, ours, types, reordered, rewritten)
     setup.results["step4 candidate scores"] = tally
-    return theirs_path, ours_path
+    setup.results["step4 scores above 0 on both sides"] = scores_above_zero(theirs, ours, types, reordered)
+    release_order = project_dir / "candidates_train_scores_release_order.json"
+    release_order.write_text(json.dumps(release_order_scores(ours, theirs, types, reordered)), encoding="utf-8")
+    return StepScores(theirs_path, ours_path, release_order)
 
 
 def step5(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_dir: Path, train_tasks: Path,
-          history_file: Path, model: Path, scores: tuple[Path, Path], log: Callable[[str], None]) -> None:
+          history_file: Path, model: Path, scores: StepScores, log: Callable[[str], None]) -> None:
+    """The release's pairs against the project's from its step-4 scores with the declared order's
+    effect taken out (`StepScores.release_order`); the pairs the order changes are counted."""
     log("puma step 5: DPO pairs (prepare_dpo_data.py and PUMA.dpo_data) ...")
-    theirs_path, ours_path = release_dir / "dpo_training_data.json", project_dir / "dpo_train.json"
+    theirs_path = release_dir / "dpo_training_data.json"
+    ours_path, own_order_path = project_dir / "dpo_train_release_order.json", project_dir / "dpo_train.json"
     log_path = setup.work / "release_step5.log"
     process = runner.start(["script", "--script", "PUMA/prepare_dpo_data.py", "--hub", f"{LLAMA_ID}={model}"],
                            log_path, cwd=release_dir,
                            release_argv=["--task_file", str(train_tasks), "--user_history_file", str(history_file),
-                                         "--dpo_data_file", str(scores[0]), "--output_file", str(theirs_path),
+                                         "--dpo_data_file", str(scores.release), "--output_file", str(theirs_path),
                                          "--mem_token_length", str(setup.mem_token_length),
                                          "--mem_length", str(setup.memory_length)])
-    run_project(setup, "step5", project_command(
-        setup, "PUMA.dpo_data", "--recipe", "release", "--scores_file", str(scores[1]), "--param_data",
-        str(project_dir / "param_train.json"), "--output_file", str(ours_path), "--model_path", str(model)))
+    for label, scores_file, out in (("step5", scores.project, own_order_path),
+                                    ("step5_release_order", scores.release_order, ours_path)):
+        run_project(setup, label, project_command(
+            setup, "PUMA.dpo_data", "--recipe", "release", "--scores_file", str(scores_file), "--param_data",
+            str(project_dir / "param_train.json"), "--output_file", str(out), "--model_path", str(model)))
     runner.finish(process, "release prepare_dpo_data.py", log_path)
     theirs = json.loads(theirs_path.read_text(encoding="utf-8"))["train"]
     ours = json.loads(ours_path.read_text(encoding="utf-8"))
+    own_order = json.loads(own_order_path.read_text(encoding="utf-8"))
     types = [e["type"] for e in json.loads((project_dir / "param_train.json").read_text("utf-8"))]
-    setup.results["step5 DPO pairs"] = compare_examples(theirs, ours, types, {
+    tally = compare_examples(theirs, ours, types, {
         "instruction": "instruction", "prompt": "prompt", "chosen": "chosen", "rejected": "rejected"})
+    informative = informative_pairs(theirs, json.loads(scores.release.read_text(encoding="utf-8")))
+    if not informative:
+        tally.add("pairs", False, {"degenerate": "no pair whose chosen candidate scores above the rejected one"})
+    tally.facts["pairs whose chosen scores above the rejected (release)"] = f"{informative}/{len(theirs)}"
+    tally.facts["pairs the declared ASIN order changes"] = sum(
+        (a["chosen"], a["rejected"]) != (b["chosen"], b["rejected"]) for a, b in zip(ours, own_order))
+    setup.results["step5 DPO pairs"] = tally
 
 
 def step6(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, model: Path,
           log: Callable[[str], None]) -> None:
-    """The DPO rows: the release's dpo_llama.py (with the TRL of its time, `trl_path`) and
-    PUMA.dpo's `encode_pairs` tokenize the same pairs (the release's step-5 pairs)."""
-    if not setup.trl_path:
-        setup.skipped["step6 DPO rows"] = ("needs the TRL of the release's time beside the project: --puma_trl_path "
-                                           "DIR (see docs/fidelity.md)")
-        return
+    """The DPO rows: the release's dpo_llama.py and PUMA.dpo's `encode_pairs` tokenize the same
+    pairs (the release's step-5 pairs)."""
     log("puma step 6: the DPO rows (the release's dpo_llama.py with TRL 0.11 and PUMA.dpo) ...")
     pairs = json.loads((release_dir / "dpo_training_data.json").read_text(encoding="utf-8"))["train"]
     data = release_dir / "dpo_rows_input.json"
     data.write_text(json.dumps({"train": pairs, "test": pairs[:2]}), encoding="utf-8")  # its eval split must exist
     out, log_path = setup.work / "release_dpo_rows.json", setup.work / "release_step6.log"
-    process = runner.start(["dpo_rows", "--first_path", str(setup.trl_path), "--hub", f"{LLAMA_ID}={model}",
+    process = runner.start(["dpo_rows", "--hub", f"{LLAMA_ID}={model}",
                             "--rows", str(len(pairs)), "--out", str(out)], log_path, cwd=release_dir,
                            release_argv=["--data_path", str(data), "--output_dir", str(release_dir / "dpo_out"),
                                          "--model_name", str(model), "--train_epoch", "5", "--learning_rate", "5e-5",
@@ -618,7 +737,7 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, test_count:
     tasks = json.loads((setup.work / "tasks.json").read_text(encoding="utf-8"))["test"]
     function_res = setup.work / "eval_functions.json"
     function_res.write_text(json.dumps({t["task"]: [choose_function(t["task"])] for t in tasks}), encoding="utf-8")
-    adapter = setup.work / "adapter"
+    adapter = random_adapter(model, setup.work / "adapter")  # step 3's, made here when it did not run
     release_logs, log_path = setup.work / "release_eval", setup.work / "release_eval.log"
     record = setup.work / "release_eval_calls.json"
     process = runner.start(["run", "--hub", f"{LLAMA_ID}={model}", "--record", str(record)], log_path,
@@ -669,34 +788,41 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, test_count:
 
 def run_check(setup: PumaSetup, runner: ReleaseRunner, log: Callable[[str], None] = print) -> dict[str, Tally]:
     setup.work.mkdir(parents=True, exist_ok=True)
-    model = stand_in_model(setup)
+    model = with_chat_generation_defaults(stand_in_model(setup))
     tasks_file = limited_tasks(setup.data_dir, setup.limit, setup.work / "tasks.json")
     train_tasks = limited_tasks(setup.data_dir, setup.limit, setup.work / "tasks_train.json", splits=("train",))
     history = merged_parts(setup.data_dir, "user_history_part_*.json", setup.work / "user_history.json")
     products = merged_parts(setup.data_dir, "all_products_part_*.json", setup.work / "all_products.json")
     release_dir, project_dir = step1(setup, runner, tasks_file, history, model, log)
+    setup.results.update(parity_tokenizer.run_item(runner, release_dir, model, LLAMA_ID, setup.work, log))
     if "2" in setup.steps:
         step2(setup, runner, release_dir, project_dir, model, log)
     if "3" in setup.steps:
         step3(setup, runner, release_dir, project_dir, model, log)
-    if {"4", "5", "6"} & set(setup.steps):  # the pairs come from the scores, the rows from the pairs
+    if {"4", "5", "6", "dpo_train"} & set(setup.steps):  # the pairs come from the scores, the rows from the pairs
         scores = step4(setup, runner, release_dir, project_dir, train_tasks, products, model, log)
         step5(setup, runner, release_dir, project_dir, train_tasks, history, model, scores, log)
         if "6" in setup.steps:
             step6(setup, runner, release_dir, model, log)
+    if {"sft_train", "merge", "dpo_train"} & set(setup.steps):
+        from devtools.parity_training import training_items
+
+        training_items(setup, runner, release_dir, project_dir, model, log)
     if "eval" in setup.steps:
         evaluation(setup, runner, model, len(json.loads(tasks_file.read_text(encoding="utf-8"))["test"]), log)
+    if "agent" in setup.steps:
+        from devtools.parity_agent import agent_paths
+
+        agent_paths(setup, runner, log)
     return setup.results
 
 
 def summary_lines(setup: PumaSetup) -> list[str]:
-    return [tally.line(f"puma {label}") for label, tally in setup.results.items()] + \
-        [f"puma {label}: not run ({why})" for label, why in setup.skipped.items()]
+    return [tally.line(f"puma {label}") for label, tally in setup.results.items()]
 
 
 def report(setup: PumaSetup) -> dict[str, Any]:
-    return {**{label: tally.to_dict() for label, tally in setup.results.items()},
-            **{label: {"not_run": why} for label, why in setup.skipped.items()}}
+    return {label: tally.to_dict() for label, tally in setup.results.items()}
 
 
 def all_identical(results: dict[str, Tally]) -> bool:

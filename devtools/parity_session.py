@@ -3,13 +3,14 @@ The command line is scripts/tools/release_parity.py; docs/fidelity.md says what 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from devtools import parity_observations, parity_puma, parity_requests
+from devtools import parity_libraries, parity_observations, parity_puma, parity_requests
 from devtools.release_mirror import (PINNED_COMMIT, ParityError, ReleaseRunner, build_mirror,
                                                 check_release_dir, data_sources)
 
@@ -35,7 +36,7 @@ class ParityConfig:
     timeout_s: float = 3600
     puma_model: str | None = None  # the puma check's stand-in model folder (default: a tiny Llama made for the run)
     puma_new_tokens: int = 48
-    puma_trl_path: str | None = None  # a folder with TRL 0.11 + transformers 4.45 (the release's DPO rows)
+    release_libs: str | None = None  # the libraries of the release's time (the puma check runs the release on them)
     puma_steps: tuple[str, ...] = parity_puma.STEPS
 
     def validate(self) -> None:
@@ -56,11 +57,14 @@ class ParityConfig:
         unknown = [step for step in self.puma_steps if step not in parity_puma.STEPS]
         if unknown:
             raise ParityError(f"--puma_steps: unknown {unknown[0]!r}; expected some of {','.join(parity_puma.STEPS)}")
-        if self.puma_trl_path and not (Path(self.puma_trl_path) / "trl").is_dir():
-            raise ParityError(f"--puma_trl_path {self.puma_trl_path}: no trl package in it (pip install --target DIR "
-                              "--no-deps trl==0.11.4 transformers==4.45.2 ...; see docs/fidelity.md)")
+        if "puma" in self.checks or self.release_libs:
+            parity_libraries.check_release_libs(self.release_libs)
         if self.puma_model and not (Path(self.puma_model) / "config.json").is_file():
             raise ParityError(f"--puma_model {self.puma_model}: not a model folder (no config.json)")
+        if self.puma_model and not (Path(self.puma_model) / "tokenizer.model").is_file():
+            raise ParityError(f"--puma_model {self.puma_model}: no tokenizer.model (the release loads Llama's "
+                              "SentencePiece tokenizer; make one with `python -m PUMA.tiny_model --tokenizer "
+                              "sentencepiece ...`)")
         for name, value in (("--protocol_file", self.protocol_file), ("--interec_memory_file", self.interec_memory_file),
                             ("--puma_function_file", self.puma_function_file)):
             if value and not Path(value).is_file():
@@ -169,15 +173,17 @@ def run_session(config: ParityConfig, scratch: Path, repo_root: Path,
                 report["checks"][label] = parity_requests.report(result)
                 identical &= parity_requests.all_identical(result)
         if "puma" in config.checks:
+            runner = dataclasses.replace(runner, release_libs=config.release_libs)
             setup = parity_puma.PumaSetup(
                 data_dir=Path(config.data_dir).resolve(), work=work / "puma", repo_root=repo_root,
                 protocol_file=config.protocol_file, model_dir=Path(config.puma_model).resolve() if config.puma_model
                 else None, limit=config.limit, param_new_tokens=config.puma_new_tokens, timeout_s=config.timeout_s,
-                trl_path=Path(config.puma_trl_path).resolve() if config.puma_trl_path else None,
                 steps=config.puma_steps)
             results = parity_puma.run_check(setup, runner, log)
             for line in parity_puma.summary_lines(setup):
                 log(line)
+            report["libraries"] = parity_libraries.report(runner)
+            log(parity_libraries.summary_line(report["libraries"]))
             report["checks"]["puma"] = parity_puma.report(setup)
             identical &= parity_puma.all_identical(results)
     finally:

@@ -14,14 +14,15 @@ and is deleted after the run.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 PINNED_COMMIT = "23ff65c4c2288198b4b3d00d835760da2c2ff8e8"
 PACKAGE = "PersonalWAB"
@@ -130,7 +131,8 @@ def release_commit(release_dir: Path) -> str | None:
 
 
 PUMA_FILES = ("test.py", "PUMA/utils.py", "PUMA/prepare_function_data.py", "PUMA/prepare_param_data.py",
-              "PUMA/prepare_dpo_data.py", "PUMA/test_llama.py", "PUMA/dpo_llama.py")  # the PUMA check's scripts; optional for the others
+              "PUMA/prepare_dpo_data.py", "PUMA/test_llama.py", "PUMA/dpo_llama.py", "PUMA/finetune_llama.py",
+              "PUMA/merge_save.py")  # the PUMA check's scripts; optional for the others
 
 
 def python_files(release_dir: Path) -> list[Path]:
@@ -206,12 +208,16 @@ def log_tail(log_path: Path, lines: int = 15) -> str:
 
 @dataclass
 class ReleaseRunner:
-    """Starts release_worker.py on a mirror, with the extra package folders on its path."""
+    """Starts release_worker.py on a mirror, with the extra package folders on its path and,
+    when `release_libs` is set, the libraries of the release's time first. Every command writes
+    the versions of the libraries it imported beside its log (`library_files`)."""
 
     mirror: ReleaseMirror
     extra_paths: list[str]
     python: str
     timeout_s: float
+    release_libs: str | None = None
+    library_files: list[Path] = field(default_factory=list, init=False)
 
     def environment(self, base_url: str | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OPENAI_BASE_URL")}
@@ -222,13 +228,23 @@ class ReleaseRunner:
 
     def start(self, args: list[str], log_path: Path, base_url: str | None = None,
               release_argv: list[str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
-        command = [self.python, str(WORKER), *args, "--mirror", str(self.mirror.root)]
+        libs_out = log_path.with_name(log_path.stem + ".libs.json")
+        libs_out.unlink(missing_ok=True)
+        self.library_files.append(libs_out)
+        command = [self.python, str(WORKER), *args, "--mirror", str(self.mirror.root), "--libs_out", str(libs_out)]
+        if self.release_libs:
+            command += ["--release_libs", self.release_libs]
         command += [part for path in self.extra_paths for part in ("--extra_path", path)]
         if cwd is not None:
             command += ["--cwd", str(cwd)]
         if release_argv is not None:
             command += ["--", *release_argv]
         return launch(command, log_path, self.environment(base_url))
+
+    def libraries(self) -> dict[str, dict[str, Any]]:
+        """Per command started (its log's name): the libraries it imported, version and folder."""
+        return {path.name.removesuffix(".libs.json"): json.loads(path.read_text(encoding="utf-8"))
+                for path in self.library_files if path.exists()}
 
     def finish(self, process: subprocess.Popen, label: str, log_path: Path, must_succeed: bool = True) -> int:
         status = finish(process, label, log_path, self.timeout_s)

@@ -14,12 +14,18 @@ arranged, none of which changes what the release computes:
 * its OpenAI clients get a placeholder key when none is set (they and pyserini's import
   chain insist on one); `OPENAI_BASE_URL` (set by the harness) points them at a local server.
 
-For PUMA, more: hub names given with `--hub NAME=PATH` (the release's hard-coded
-`meta-llama/Llama-2-7b-chat-hf`) load from PATH (the stand-in model and tokenizer), through
-every `from_pretrained` the release calls, and its `LlamaTokenizer` loads the stand-in's own
-tokenizer class (transformers 5's `LlamaTokenizer` would rebuild a byte-level BPE tokenizer
-as a Llama one, other ids); `wandb`, which its PUMA utilities import and never use on these
-paths, is an empty module when not installed.
+For PUMA, more: with `--release_libs DIR` (the harness gives it to every PUMA command) the
+libraries of the release's time in DIR (scripts/tools/install_release_libs.sh) go first on
+sys.path before anything imports them, and the worker stops when transformers, TRL or the
+others would still come from elsewhere; hub names given with `--hub NAME=PATH` (the
+release's hard-coded `meta-llama/Llama-2-7b-chat-hf`) load from PATH (the stand-in model and
+its SentencePiece tokenizer, which the release's own `LlamaTokenizer` reads), through every
+`from_pretrained` the release calls; `wandb`, which its PUMA utilities import and never use on
+these paths, is an empty module when not installed; the release's PEFT reads the
+adapter_config.json files this project's newer PEFT writes, without the fields it does not
+know when they hold values that leave the adapter unchanged (`read_newer_adapter_configs`).
+With `--libs_out FILE`, the version and folder of every library the command imported are
+written to FILE when it ends.
 
 Commands:
     observations --mirror M --split S --jobs IN.json --out OUT.json
@@ -30,15 +36,25 @@ Commands:
         one of the release's scripts (e.g. PUMA/prepare_param_data.py, PUMA/test_llama.py,
         test.py) as `python REL`, its folder first on sys.path; with --record, every
         `generate` call's input ids, settings and output ids, and every PUMA agent
-        prompt, are written to FILE
-    dpo_rows --mirror M --cwd DIR --first_path OLD --out OUT.json -- <dpo_llama.py arguments>
-        the release's dpo_llama.py with the TRL of its time (in OLD) up to training: the
-        first --rows rows its DPOTrainer tokenized
+        prompt, are written to FILE; with --record_env (script and run), every step of
+        the release's environment and every input of its recommender
+        (devtools/release_recording.py)
+    dpo_rows --mirror M --cwd DIR --out OUT.json -- <dpo_llama.py arguments>
+        the release's dpo_llama.py up to training: the first --rows rows its DPOTrainer tokenized
+    tokenizer_ids --mirror M --model NAME --texts IN.json --out OUT.json
+        the ids of every text in IN.json by the tokenizer of NAME loaded the release's two ways:
+        `LlamaTokenizer.from_pretrained` and `AutoTokenizer.from_pretrained`
     sft_batches --mirror M --param_data F --function_data F --model DIR --max_length N
                 --batches N --out OUT.json
         the first batches of the release's SFT data pipeline (`LLaMaDataset`, function_param
         order, `DataCollatorWithPadding` to max_length, the Trainer's sampler) and the loss of
         its `LlaMaTrainerwithTemperature.compute_loss` on each from the model's weights
+    set_orders --mirror M --texts IN.json --out OUT.json
+        what the release's test.py makes of each recommend candidate in IN.json, `list(set(...))`
+        in this process (the harness's hash seed), before anything of the release loads
+    sft_train | dpo_train --mirror M --cwd DIR --initial_adapter F --out OUT.json -- <arguments>
+        the release's finetune_llama.py / dpo_llama.py trained whole from the adapter weights in F,
+        every optimizer step recorded (devtools/release_training.py)
 """
 
 from __future__ import annotations
@@ -52,10 +68,77 @@ from pathlib import Path
 from typing import Any
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+# The libraries whose versions decide what the release's PUMA code computes (reported per command).
+LIBRARIES = ("torch", "transformers", "tokenizers", "trl", "peft", "accelerate", "datasets", "sentencepiece")
+RELEASE_LIBRARIES = LIBRARIES[1:]  # all but torch come from --release_libs
 EXIT_MISSING_PACKAGE = 3
 # Import names the release needs that may be missing here -> the pip package to install.
 PIP_NAMES = {"faiss": "faiss-cpu", "termcolor": "termcolor", "tenacity": "tenacity", "scipy": "scipy",
              "openai": "openai", "pyserini": "pyserini", "peft": "peft", "tabulate": "tabulate"}
+
+
+def use_release_libs(folder: Path) -> None:
+    """Put the release-era libraries first on sys.path, before anything imports them; stop when
+    one of them would still be found elsewhere (a missing package there, an earlier import)."""
+    import importlib.util
+
+    folder = folder.resolve()
+    sys.path.insert(0, str(folder))
+    for name in RELEASE_LIBRARIES:
+        spec = importlib.util.find_spec(name)
+        origin = Path(spec.origin).resolve() if spec and spec.origin else None
+        if origin is None or folder not in origin.parents:
+            raise SystemExit(f"release worker: {name} is not in --release_libs {folder} (found: {origin}); "
+                             f"run `bash scripts/tools/install_release_libs.sh {folder}`")
+
+
+def library_versions(load: bool = False) -> dict[str, dict[str, str] | None]:
+    """Version and folder of each library of LIBRARIES this process imported (None: not
+    imported); with `load`, each is imported first (None: not installed)."""
+    import importlib
+
+    found: dict[str, dict[str, str] | None] = {}
+    for name in LIBRARIES:
+        module = sys.modules.get(name)
+        if module is None and load:
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                module = None
+        found[name] = None if module is None else {"version": str(getattr(module, "__version__", "?")),
+                                                   "path": str(Path(module.__file__).resolve().parent)}
+    return found
+
+
+# Fields of a newer PEFT's adapter_config.json that the release's PEFT lacks and that leave the
+# adapter unchanged although set: which PEFT wrote the file; QA-LoRA's group size, read only with QA-LoRA.
+INERT_ADAPTER_FIELDS = {"peft_version": lambda config: True,
+                        "qalora_group_size": lambda config: not config.get("use_qalora")}
+
+
+def read_newer_adapter_configs() -> None:
+    """The release's PEFT (0.13) rejects the adapter_config.json of this project's PEFT for its
+    newer fields: those are dropped when unset (None, false, empty) or inert; a newer field
+    that is set would change the adapter, and the worker stops naming it."""
+    import dataclasses
+
+    import peft.config
+    from peft.mapping import PEFT_TYPE_TO_CONFIG_MAPPING
+
+    original = peft.config.PeftConfigMixin.from_peft_type.__func__
+
+    def from_peft_type(cls: Any, **kwargs: Any) -> Any:
+        config_cls = PEFT_TYPE_TO_CONFIG_MAPPING[kwargs["peft_type"]] if "peft_type" in kwargs else cls
+        known = {f.name for f in dataclasses.fields(config_cls)}
+        newer = {key: value for key, value in kwargs.items() if key not in known}
+        active = {key: value for key, value in newer.items() if value not in (None, False, {}, [])
+                  and not INERT_ADAPTER_FIELDS.get(key, lambda config: False)(kwargs)}
+        if active:
+            raise SystemExit(f"release worker: the adapter config sets {active}, which PEFT {peft.__version__} "
+                             "(the release's) does not know; it would build another adapter")
+        return original(cls, **{key: value for key, value in kwargs.items() if key in known})
+
+    peft.config.PeftConfigMixin.from_peft_type = classmethod(from_peft_type)
 
 
 def prepare(mirror: Path, extra_paths: list[str], hub: dict[str, str] | None = None) -> None:
@@ -92,10 +175,6 @@ def redirect_hub(hub: dict[str, str]) -> None:
             return _original(cls, local.get(name, name) if isinstance(name, str) else name, *args, **kwargs)
 
         owner.from_pretrained = classmethod(from_pretrained)
-    if hub:  # the stand-in's tokenizer is its own class: `LlamaTokenizer` would rebuild it as a Llama one
-        fast = transformers.PreTrainedTokenizerFast.from_pretrained
-        transformers.LlamaTokenizer.from_pretrained = classmethod(
-            lambda cls, name, *a, **k: fast(local.get(name, name) if isinstance(name, str) else name, *a, **k))
 
 
 def stub_wandb() -> None:
@@ -160,24 +239,47 @@ def observations(split: str, jobs_path: Path, out_path: Path) -> None:
     out_path.write_text(json.dumps(results), encoding="utf-8")
 
 
-def record_calls(record: Path) -> Any:
+def plain_fields(config: Any) -> dict[str, Any]:
+    """A `GenerationConfig`'s public fields that are JSON values (tensors as lists)."""
+    fields = {key: value.tolist() if hasattr(value, "tolist") else value
+              for key, value in vars(config).items() if not key.startswith("_")}
+    return {key: value for key, value in fields.items() if isinstance(value, (type(None), bool, int, float, str, list))}
+
+
+def record_calls(record: Path, seed: int | None = None) -> Any:
     """Wrap `generate` and the PUMA agent's prompt hand-off; returns a function that writes
-    what was seen to `record`."""
+    what was seen to `record`: per call the input ids, the settings passed, the settings the
+    library generated with after its own merging of defaults (`effective`), the output ids.
+    With `seed`, torch is seeded right before the first call (where the project seeds)."""
     import transformers
 
     seen: dict[str, list[Any]] = {"generate": [], "agent_prompts": []}
     original = transformers.GenerationMixin.generate
+    prepare_config = transformers.GenerationMixin._prepare_generation_config
+    prepared: list[Any] = []
+
+    def recorded_prepare(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = prepare_config(self, *args, **kwargs)
+        prepared.append(result[0])
+        return result
 
     def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if seed is not None and not seen["generate"]:
+            import torch
+
+            torch.manual_seed(seed)
         inputs = args[0] if args else kwargs.get("input_ids", kwargs.get("inputs"))
         config = kwargs.get("generation_config")
+        prepared.clear()
         out = original(self, *args, **kwargs)
         seen["generate"].append({"input_ids": inputs.tolist(),
                                  "settings": config.to_diff_dict() if config is not None else {},
+                                 "effective": plain_fields(prepared[0]) if prepared else {},
                                  "kwargs": sorted(k for k in kwargs if k != "generation_config"),
                                  "output_ids": out.tolist() if hasattr(out, "tolist") else None})
         return out
 
+    transformers.GenerationMixin._prepare_generation_config = recorded_prepare
     transformers.GenerationMixin.generate = generate
     try:
         from PersonalWAB.agents.puma_agent import PUMAAgent
@@ -199,10 +301,11 @@ def record_calls(record: Path) -> Any:
     return write
 
 
-def run_script(mirror: Path, cwd: Path, script: str, argv: list[str], record: Path | None) -> None:
+def run_script(mirror: Path, cwd: Path, script: str, argv: list[str], record: Path | None,
+               seed: int | None = None) -> None:
     path = (mirror / script).resolve()
     sys.path.insert(0, str(path.parent))
-    write = record_calls(record) if record else None
+    write = record_calls(record, seed) if record else None
     os.chdir(cwd)
     sys.argv = [str(path), *argv]
     try:
@@ -226,7 +329,7 @@ def sft_batches(mirror: Path, param_data: Path, function_data: Path, model_dir: 
     tokenizer = LlamaTokenizer.from_pretrained(model_dir)
     tokenizer.padding_side = "right"
     tokenizer.pad_token = tokenizer.eos_token
-    model = LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = LlamaForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
     model.config.use_cache = False
     dataset = ConcatDataset([LLaMaDataset(tokenizer, json_file=str(param_data), max_length=max_length, split="train"),
                              LLaMaDataset(tokenizer, json_file=str(function_data), max_length=max_length,
@@ -253,8 +356,8 @@ DPO_COLUMNS = ("prompt_input_ids", "chosen_input_ids", "chosen_labels", "rejecte
 
 
 def dpo_rows(mirror: Path, cwd: Path, argv: list[str], rows: int, out: Path) -> None:
-    """The release's dpo_llama.py up to training: the rows its DPOTrainer tokenized (TRL of
-    the release's time, put first on sys.path with --first_path) are written instead."""
+    """The release's dpo_llama.py up to training: the rows its DPOTrainer tokenized are written
+    instead."""
     import trl
 
     def dump(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -267,6 +370,33 @@ def dpo_rows(mirror: Path, cwd: Path, argv: list[str], rows: int, out: Path) -> 
     run_script(mirror, cwd, "PUMA/dpo_llama.py", argv, None)
 
 
+def tokenizer_ids(model: str, texts_file: Path, out: Path) -> None:
+    """Every text's ids by the Llama tokenizer loaded the release's two ways: the slow
+    `LlamaTokenizer` (its SFT, generation, DPO and agent) and `AutoTokenizer` (its data
+    scripts' memory cut); and by the slow one in the legacy mode, to show what that mode
+    would change."""
+    from transformers import AutoTokenizer, LlamaTokenizer
+
+    texts = json.loads(texts_file.read_text(encoding="utf-8"))
+    loaded = {"LlamaTokenizer": LlamaTokenizer.from_pretrained(model),
+              "AutoTokenizer": AutoTokenizer.from_pretrained(model),
+              "LlamaTokenizer legacy": LlamaTokenizer.from_pretrained(model, legacy=True)}
+    out.write_text(json.dumps({name: {"class": type(tokenizer).__name__, "legacy": getattr(tokenizer, "legacy", None),
+                                      "space_id": tokenizer.convert_tokens_to_ids("\u2581"),
+                                      "ids": [tokenizer(text)["input_ids"] for text in texts]}
+                               for name, tokenizer in loaded.items()}), encoding="utf-8")
+
+
+def sibling(name: str) -> Any:
+    """devtools/<name>.py, loaded by path (this folder is not on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def run_release(mirror: Path, cwd: Path, argv: list[str]) -> None:
     os.chdir(cwd)
     sys.argv = ["run.py", *argv]
@@ -275,9 +405,13 @@ def run_release(mirror: Path, cwd: Path, argv: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["observations", "run", "script", "sft_batches", "dpo_rows"])
-    parser.add_argument("--first_path", action="append", default=[],
-                        help="a folder put before the installed packages (dpo_rows: the TRL of the release's time)")
+    parser.add_argument("command", choices=["observations", "run", "script", "sft_batches", "dpo_rows", "sft_train",
+                                            "dpo_train", "tokenizer_ids", "set_orders"])
+    parser.add_argument("--release_libs", type=Path, default=None,
+                        help="the libraries of the release's time (scripts/tools/install_release_libs.sh), put first")
+    parser.add_argument("--libs_out", type=Path, default=None,
+                        help="write the version and folder of every library imported here to this file at the end")
+    parser.add_argument("--texts", type=Path, help="tokenizer_ids: a JSON list of texts")
     parser.add_argument("--mirror", required=True, type=Path)
     parser.add_argument("--extra_path", action="append", default=[])
     parser.add_argument("--split", default="test")
@@ -287,28 +421,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hub", action="append", default=[], help="NAME=PATH: load hub name NAME from PATH")
     parser.add_argument("--script")
     parser.add_argument("--record", type=Path)
+    parser.add_argument("--seed", type=int, default=None, help="with --record: torch seeded before the first generate")
+    parser.add_argument("--record_env", type=Path, help="script, run: the release's env steps and recommender inputs")
     parser.add_argument("--param_data", type=Path)
     parser.add_argument("--function_data", type=Path)
     parser.add_argument("--model")
     parser.add_argument("--max_length", type=int, default=1280)
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--initial_adapter", type=Path, help="sft_train, dpo_train: the adapter weights to start from")
     argv = sys.argv[1:] if argv is None else argv
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
     release_argv = argv[split + 1:]
+    if args.command == "set_orders":
+        sibling("release_recording").write_set_orders(args.texts, args.out)
+        return 0
     try:
-        sys.path[:0] = args.first_path
+        if args.release_libs:
+            use_release_libs(args.release_libs)
         prepare(args.mirror, args.extra_path, dict(entry.split("=", 1) for entry in args.hub))
+        if args.release_libs:
+            read_newer_adapter_configs()
+        if args.record_env:
+            sibling("release_recording").install(args.record_env)
         if args.command == "observations":
             observations(args.split, args.jobs, args.out)
         elif args.command == "script":
-            run_script(args.mirror, args.cwd, args.script, release_argv, args.record)
+            run_script(args.mirror, args.cwd, args.script, release_argv, args.record, args.seed)
         elif args.command == "dpo_rows":
             dpo_rows(args.mirror, args.cwd, release_argv, args.rows, args.out)
+        elif args.command in ("sft_train", "dpo_train"):
+            sibling("release_training").train(args.command, run_script, args.mirror, args.cwd, release_argv,
+                                     args.initial_adapter, args.out)
         elif args.command == "sft_batches":
             sft_batches(args.mirror, args.param_data, args.function_data, args.model, args.max_length, args.batches,
                         args.out)
+        elif args.command == "tokenizer_ids":
+            tokenizer_ids(args.model, args.texts, args.out)
         else:
             write = record_calls(args.record) if args.record else None
             try:
@@ -322,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
               f"installed here. Install it beside the project, not into it: `.venv/bin/pip install --target "
               f"DIR {package}`, then pass `--extra_path DIR` to release_parity.py", file=sys.stderr)
         return EXIT_MISSING_PACKAGE
+    finally:
+        if args.libs_out:
+            args.libs_out.write_text(json.dumps(library_versions()), encoding="utf-8")
     return 0
 
 

@@ -134,8 +134,17 @@ json.dump({"same_ids": slow("find a red kettle")["input_ids"] == auto("find a re
 '''
 
 
+@pytest.fixture(scope="session")
+def sentencepiece_model_dir(tiny_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Llama with the SentencePiece tokenizer trained with Llama's settings (the puma check's stand-in)."""
+    from PUMA.tiny_model import TinyModelConfig, make_tiny_model
+
+    return make_tiny_model(tiny_data_dir, tmp_path_factory.mktemp("tiny_llama_sp"),
+                           TinyModelConfig(vocab_size=400, tokenizer="sentencepiece"))
+
+
 def test_puma_worker_loads_the_stand_in_for_the_hub_name_and_records_generate(tmp_path: Path,
-                                                                             tiny_model_dir: Path) -> None:
+                                                                             sentencepiece_model_dir: Path) -> None:
     from devtools.release_mirror import WORKER
 
     release = fake_release(tmp_path / "release")
@@ -147,13 +156,14 @@ def test_puma_worker_loads_the_stand_in_for_the_hub_name_and_records_generate(tm
     work = tmp_path / "work"
     work.mkdir()
     out = subprocess.run([sys.executable, str(WORKER), "script", "--mirror", str(mirror.root), "--cwd", str(work),
-                          "--script", "PUMA/test_llama.py", "--hub", f"meta-llama/Llama-2-7b-chat-hf={tiny_model_dir}",
+                          "--script", "PUMA/test_llama.py", "--hub",
+                          f"meta-llama/Llama-2-7b-chat-hf={sentencepiece_model_dir}",
                           "--record", str(work / "calls.json"), "--", "--test_on", "param"],
                          capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
                                                                            "HF_HUB_OFFLINE": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     seen = json.loads((work / "out.json").read_text())
-    assert seen == {"same_ids": True, "argv": ["--test_on", "param"]}  # LlamaTokenizer reads the stand-in's own
+    assert seen == {"same_ids": True, "argv": ["--test_on", "param"]}  # LlamaTokenizer reads tokenizer.model
     (call,) = json.loads((work / "calls.json").read_text())["generate"]
     assert call["settings"]["max_new_tokens"] == 3 and len(call["output_ids"][0]) == len(call["input_ids"][0]) + 3
 
@@ -180,22 +190,15 @@ def test_puma_check_compares_every_field_and_request() -> None:
     assert any(s.startswith('"') for s in shapes) and any(s.startswith("  ") for s in shapes)
 
 
-def test_puma_check_candidates_scores_and_settings(tmp_path: Path) -> None:
-    from devtools.parity_puma import GenerateRecorder, candidates_file, result_scores, settings_of
+def test_puma_check_result_scores_and_settings(tmp_path: Path) -> None:
+    from devtools.parity_puma import GenerateRecorder, result_scores, settings_of
 
-    (tmp_path / "param_train.json").write_text(json.dumps([
-        {"instruction": "rec", "type": "recommend", "label": "B1, B2, B3"},
-        {"instruction": "rev", "type": "review", "label": "Lovely mug."}]))
-    candidates = json.loads(candidates_file(tmp_path, tmp_path / "c.json").read_text())
-    assert "B1, B1, B2, B3" in candidates["rec"] and "B3,B2,B1" in candidates["rec"]
-    assert "" in candidates["rev"] and "stop" in candidates["rev"]
     (tmp_path / "r.json").write_text(json.dumps([{"run_args": {}}, {"task_id": 3, "action_acc": [1.0],
                                                                      "res_acc": [0.25]}]))
     assert result_scores(tmp_path / "r.json") == {3: [1.0, 0.25]}
-    assert settings_of({"max_new_tokens": 8})["max_new_tokens"] == 8
-    # the release sampled with its transformers' default top-k; greedy decoding has no sampling settings
-    assert settings_of({"do_sample": True}, release_era=True)["top_k"] == 50
-    assert settings_of({"do_sample": False, "top_k": 50})["top_k"] is None
+    assert settings_of({"effective": {"max_new_tokens": 8}})["max_new_tokens"] == 8
+    # greedy decoding reads no sampling settings
+    assert settings_of({"effective": {"do_sample": False, "top_k": 50}})["top_k"] is None
     recorder = GenerateRecorder()
     recorder.calls.append({"settings": {}, "input_ids": [[0, 0, 5, 6], [7, 8, 9, 1]],
                            "attention_mask": [[0, 0, 1, 1], [1, 1, 1, 1]]})
@@ -208,6 +211,137 @@ def test_puma_settings_are_checked_before_anything_runs(tmp_path: Path) -> None:
     config = ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",), puma_steps=("1", "7"))
     with pytest.raises(ParityError, match="--puma_steps: unknown '7'"):
         config.validate()
-    config = ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",), puma_trl_path=str(tmp_path))
-    with pytest.raises(ParityError, match="--puma_trl_path .*no trl package"):
-        config.validate()
+    with pytest.raises(ParityError, match=r"install them once with `bash scripts/tools/install_release_libs.sh DIR`"):
+        ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",)).validate()
+    with pytest.raises(ParityError, match="--release_libs .*missing: not a directory"):
+        ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",),
+                     release_libs=str(tmp_path / "missing")).validate()
+    (tmp_path / "libs" / "transformers").mkdir(parents=True)
+    with pytest.raises(ParityError, match="--release_libs .*libs: no tokenizers, trl, peft, .* package in it"):
+        ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",),
+                     release_libs=str(tmp_path / "libs")).validate()
+
+
+def test_the_worker_refuses_release_libs_it_would_not_import(tmp_path: Path) -> None:
+    """A library missing from the folder would silently come from this project's: the worker stops."""
+    from devtools.release_mirror import WORKER
+
+    (tmp_path / "transformers").mkdir()
+    (tmp_path / "transformers" / "__init__.py").write_text("", encoding="utf-8")
+    code = (f"import sys; sys.path.insert(0, {str(WORKER.parent)!r}); from pathlib import Path; "
+            f"from release_worker import use_release_libs; use_release_libs(Path({str(tmp_path)!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and f"tokenizers is not in --release_libs {tmp_path}" in out.stderr
+
+
+def test_library_versions_of_both_sides_are_reported(tmp_path: Path) -> None:
+    from devtools.parity_libraries import release_versions, summary_line
+    from devtools.release_worker import LIBRARIES, library_versions
+
+    import torch
+
+    here = library_versions(load=True)
+    assert set(here) == set(LIBRARIES) and here["torch"]["version"] == torch.__version__
+    assert Path(here["transformers"]["path"]).name == "transformers"
+    torch_found = {"version": "2.13.0", "path": "/t"}
+    commands = {"release_step1": {"torch": torch_found, "transformers": {"version": "4.45.2", "path": "/l/transformers"},
+                                  "trl": None},
+                "release_step6": {"torch": torch_found, "trl": {"version": "0.11.4", "path": "/l/trl"}}}
+    merged = release_versions(commands)
+    assert merged == {"torch": ["2.13.0"], "transformers": ["4.45.2"], "trl": ["0.11.4"]}
+    line = summary_line({"release": merged, "release_libs": "/libs", "project": {"transformers": "5.0"}})
+    assert "release torch 2.13.0, transformers 4.45.2, trl 0.11.4 (from /libs); project transformers 5.0" in line
+
+
+def test_the_sentencepiece_stand_in_has_llamas_settings(tmp_path: Path) -> None:
+    from sentencepiece import SentencePieceProcessor, sentencepiece_model_pb2
+
+    from PUMA.modeling import load_tokenizer
+    from PUMA.tiny_model import train_sentencepiece
+
+    words = ["kettle", "mug", "red", "blue", "steel", "glass", "lamp", "chair", "table", "desk"]
+    texts = [f"Find a {a} {b} for 12 dollars." for a in words for b in words]
+    folder = train_sentencepiece(iter(texts), tmp_path / "sp", vocab_size=300)
+    proto = sentencepiece_model_pb2.ModelProto.FromString((folder / "tokenizer.model").read_bytes())
+    spec, normalizer = proto.trainer_spec, proto.normalizer_spec
+    assert (spec.model_type, spec.byte_fallback, spec.split_digits) == (spec.BPE, True, True)
+    assert (normalizer.name, normalizer.add_dummy_prefix, normalizer.remove_extra_whitespaces) == ("identity", True,
+                                                                                                   False)
+    pieces = SentencePieceProcessor(model_file=str(folder / "tokenizer.model"))
+    assert [pieces.id_to_piece(i) for i in range(3)] == ["<unk>", "<s>", "</s>"] and pieces.pad_id() == -1
+    tokenizer = load_tokenizer(folder)
+    ids = tokenizer("a ☃ kettle")["input_ids"]
+    assert ids[0] == 1 and 0 not in ids  # BOS first; the unseen character falls back to bytes, not <unk>
+    assert "<0xE2>" in tokenizer.convert_ids_to_tokens(ids)
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "a ☃ kettle"
+    assert tokenizer("Find 12")["input_ids"][-2:] == [pieces.piece_to_id("1"), pieces.piece_to_id("2")]
+    assert (tokenizer.pad_token, tokenizer.eos_token_id) == ("</s>", 2)  # no pad: EOS, as the release set it
+
+
+def test_tokenizer_comparison_names_the_text_that_differs(tmp_path: Path) -> None:
+    from devtools.parity_tokenizer import LEADING_SPACE, compare, step1_texts
+
+    for name, kind in (("function_data.json", "function"), ("param_data.json", "param")):
+        example = {"instruction": "i", "prompt": f"{kind} P", "target": "T",
+                   **({"mem": "M"} if kind == "param" else {})}
+        (tmp_path / name).write_text(json.dumps({"train": [example], "test": []}), encoding="utf-8")
+    texts, kinds = step1_texts(tmp_path)
+    assert texts[:3] == ["function P", "T", "function PT</s>"] and kinds[-1] == "memory" and len(texts) == 7
+    ids = [[1, 5 + i] for i in range(len(texts))]
+    release = {"LlamaTokenizer": {"ids": ids}, "AutoTokenizer": {"ids": ids},
+               "LlamaTokenizer legacy": {"ids": ids[:-1] + [[1, 9]]}}
+    assert compare(release, {"ids": ids}, texts, kinds).all_identical
+    differs = compare(release, {"ids": ids[:4] + [[1, 922, 9]] + ids[5:]}, texts, kinds)
+    assert (differs.compared, differs.identical) == (7, 6)
+    assert differs.first_difference["kind"] == "label" and differs.first_difference["at"] == 1
+    assert differs.noted == {"texts the legacy mode would cut otherwise": 1}
+    # a label led by whitespace loses SentencePiece's dummy "▁" in transformers 5: noted, as no side
+    # tokenizes a label alone; the same on a prompt counts
+    spaced = ["  T" if kind == "label" else text for text, kind in zip(texts, kinds)]
+    release["LlamaTokenizer"] = {"space_id": 922, "ids": [[1, 922, 922, 7] if kind == "label" else row
+                                                          for row, kind in zip(ids, kinds)]}
+    project = {"ids": [[1, 922, 7] if kind == "label" else row for row, kind in zip(ids, kinds)]}
+    noted = compare(release, project, spaced, kinds)
+    assert noted.all_identical and noted.noted[LEADING_SPACE] == 2
+    release["LlamaTokenizer"]["ids"][0] = [1, 922, 922, 7]
+    prompt_led = compare(release, {"ids": [[1, 922, 7]] + project["ids"][1:]}, [" P"] + spaced[1:], kinds)
+    assert (prompt_led.compared, prompt_led.identical) == (7, 6)
+    assert prompt_led.first_difference["kind"] == "function prompt"
+
+
+def test_generation_settings_are_compared_as_the_library_ran_them(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The recorder sees the settings after the library's own merging of defaults, so a
+    model folder's sampling defaults (Llama-2-chat's top-p 0.9) show up as a difference."""
+    import shutil
+
+    import torch
+    from transformers import GenerationConfig
+
+    from devtools.parity_puma import GenerateRecorder, compare_settings, with_chat_generation_defaults
+    from PUMA.modeling import decoding_config, load_causal_lm, model_defaults_ignored
+
+    folder = with_chat_generation_defaults(Path(shutil.copytree(tiny_model_dir, tmp_path / "chat")))
+    model, tokenizer = load_causal_lm(folder, for_generation=True, dtype=torch.float32)
+    ids = tokenizer(["a red kettle"], return_tensors="pt")
+    pinned = decoding_config(tokenizer, max_new_tokens=3, num_beams=2, do_sample=True, temperature=1.5, release=True)
+    with GenerateRecorder() as pinned_calls, model_defaults_ignored(model):
+        model.generate(**ids, generation_config=pinned)
+    partial = GenerationConfig(max_new_tokens=3, num_beams=2, num_return_sequences=2, do_sample=True, temperature=1.5)
+    with GenerateRecorder() as partial_calls:
+        model.generate(**ids, generation_config=partial)
+    assert pinned_calls.calls[0]["effective"]["top_p"] == 1.0
+    assert partial_calls.calls[0]["effective"]["top_p"] == 0.9  # taken from the folder
+    tally = compare_settings(pinned_calls.calls, partial_calls.calls)
+    assert not tally.all_identical and "top_p" in json.dumps(tally.to_dict())
+    assert compare_settings(pinned_calls.calls, pinned_calls.calls).all_identical
+
+
+def test_the_puma_check_runs_every_step_by_default() -> None:
+    import importlib.util
+
+    from devtools.parity_puma import STEPS
+
+    spec = importlib.util.spec_from_file_location("release_parity", Path(__file__).parents[1] / "scripts/tools/release_parity.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert set(module.build_parser().get_default("puma_steps").split(",")) == set(STEPS)

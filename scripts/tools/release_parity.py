@@ -16,6 +16,10 @@ DATA) and this project's code on the same synthetic data, and compares what they
 * puma:           PUMA's steps under --recipe release beside the release's own PUMA scripts
                   (SFT data, SFT batches and loss, generation, scores, DPO pairs, the agent),
                   on both splits (--limit N: the first N tasks of each). Run only when named.
+                  The release runs on the libraries of its time (transformers 4.45, TRL 0.11,
+                  ...), installed once into a folder of their own with
+                  `bash scripts/tools/install_release_libs.sh DIR` and passed as --release_libs
+                  DIR (or $PWAB_RELEASE_LIBS); the report names both sides' library versions.
 
 Prints one summary per check and writes everything to a JSON report; exits 1 when anything
 differs, 2 on a bad setting. Nothing of the release is copied into the project. The
@@ -66,10 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--puma_model", default=None,
                    help="puma check: the stand-in model folder both sides load (default: a tiny Llama made from the data)")
     p.add_argument("--puma_new_tokens", type=int, default=48, help="puma check: new tokens of the greedy parameter outputs")
-    p.add_argument("--puma_trl_path", default=None,
-                   help="puma check: a folder with the TRL of the release's time (trl 0.11.4, transformers 4.45.2, ...) "
-                        "for its DPO rows; without it that step is reported as not run")
-    p.add_argument("--puma_steps", default="1,2,3,4,5,6,eval",
+    p.add_argument("--release_libs", default=os.environ.get("PWAB_RELEASE_LIBS") or None,
+                   help="puma check (required): the folder of the release-era libraries the release's PUMA code runs "
+                        "on, made by `bash scripts/tools/install_release_libs.sh DIR` (default: $PWAB_RELEASE_LIBS)")
+    p.add_argument("--puma_steps", default="1,2,3,4,5,6,eval,sft_train,merge,dpo_train,agent",
                    help="puma check: which steps to compare (step 1 always runs, or is reused from --work_dir)")
     return p
 
@@ -92,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         interec_memory_file=absolute(args.interec_memory_file), puma_function_file=absolute(args.puma_function_file),
         work_dir=Path(args.work_dir).resolve() if args.work_dir else None, timeout_s=args.timeout_s,
         puma_model=absolute(args.puma_model), puma_new_tokens=args.puma_new_tokens,
-        puma_trl_path=absolute(args.puma_trl_path), puma_steps=tuple(s for s in args.puma_steps.split(",") if s))
+        release_libs=absolute(args.release_libs), puma_steps=tuple(s for s in args.puma_steps.split(",") if s))
     try:
         config.validate()
         with tempfile.TemporaryDirectory(prefix="release_parity_") as scratch:

@@ -1,0 +1,54 @@
+"""Show that the PUMA parity check can fail: small differences injected into copies of PUMA's
+code (top-p, top-k, LoRA dropout, DPO beta, learning-rate schedule, epochs, memory cut length,
+recommend ASIN order), each of which must be reported, naming the item.
+
+    .venv/bin/python scripts/tools/parity_selftest.py --work_dir /tmp/selftest            # cheap form (CI)
+    .venv/bin/python scripts/tools/parity_selftest.py --work_dir /tmp/selftest --release_dir /path/to/release \\
+        -- --data_dir data/synthetic/small --release_libs /work/release_libs --limit 3 ...   # against the release
+
+Exit status: 0 when every injection was reported and the clean tree's runs agree, 1 otherwise,
+2 when the self-test cannot run (an injection no longer matches the code, a probe failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from devtools.parity_selftest import INJECTIONS, SelfTestError, cheap_selftest, release_selftest  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    split = argv.index("--") if "--" in argv else len(argv)
+    parser = argparse.ArgumentParser(prog="parity_selftest.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work_dir", required=True, type=Path, help="copies, inputs and observations go here")
+    parser.add_argument("--release_dir", default=None,
+                        help="a checkout of the release at 23ff65c: run each copy's harness against it "
+                             "(arguments after -- go to release_parity.py); default: the cheap form")
+    parser.add_argument("--only", default="", help="comma-separated injection names (default: all)")
+    args = parser.parse_args(argv[:split])
+    chosen = tuple(i for i in INJECTIONS if not args.only or i.name in args.only.split(","))
+    if not chosen:
+        parser.error(f"--only: no injection named {args.only!r}; known: {', '.join(i.name for i in INJECTIONS)}")
+    try:
+        if args.release_dir:
+            outcome = release_selftest(args.work_dir.resolve(), ["--release_dir", args.release_dir, *argv[split + 1:]],
+                                       chosen)
+        else:
+            outcome = cheap_selftest(args.work_dir.resolve(), chosen)
+    except SelfTestError as error:
+        print(f"parity self-test: {error}", file=sys.stderr)
+        return 2
+    for line in outcome.lines():
+        print(line)
+    print("parity self-test: " + ("every injected difference was reported" if outcome.passed else "FAILED"))
+    return 0 if outcome.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
