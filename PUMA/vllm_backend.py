@@ -112,7 +112,7 @@ def generate_texts_vllm(llm: Any, tokenizer: Any, prompts: list[str], *, lora_re
     vLLM's beam search has no early-stopping switch: a beam ends at EOS or the length limit.
     `release_after`: sampled with the release's top-k and read from the whole decoded
     sequence as the release reads it (`PUMA.modeling.text_after`)."""
-    from PUMA.modeling import encode_prompts, text_after
+    from PUMA.modeling import encode_prompts, release_decode, text_after
 
     prompt_ids = encode_prompts(tokenizer, prompts, max_prompt_tokens)
     requests = [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
@@ -132,8 +132,8 @@ def generate_texts_vllm(llm: Any, tokenizer: Any, prompts: list[str], *, lora_re
         results = llm.generate(requests, params, use_tqdm=False, lora_request=lora_request)
         continuations = [[list(output.token_ids) for output in result.outputs] for result in results]
     if release_after is not None:
-        return [[text_after(release_after, text)
-                 for text in tokenizer.batch_decode([ids + list(tokens) for tokens in outputs], skip_special_tokens=True)]
+        decode = release_decode(tokenizer)
+        return [[text_after(release_after, decode(ids + list(tokens))) for tokens in outputs]
                 for ids, outputs in zip(prompt_ids, continuations)]
     return [[text.strip() for text in tokenizer.batch_decode(tokens, skip_special_tokens=True)]
             for tokens in continuations]

@@ -111,3 +111,26 @@ def test_grpo_sets_the_decoding_fields_trl_leaves_to_the_model():
     assert not set(fields) & set(TRL_DECODING_FIELDS)
     assert (fields["typical_p"], fields["no_repeat_ngram_size"], fields["length_penalty"]) == (1.0, 0, 1.0)
     assert None not in fields.values()
+
+
+def test_release_decoding_is_the_sentencepiece_model_itself(tiny_data_dir: Path, tmp_path: Path):
+    """The release decoded with its slow LlamaTokenizer (the SentencePiece model); transformers
+    5's tokenizer puts other replacement characters where byte pieces form no valid UTF-8, so
+    `--recipe release` decodes with the SentencePiece model."""
+    import sentencepiece
+
+    from PUMA.modeling import load_tokenizer, release_decode
+    from PUMA.tiny_model import TinyModelConfig, make_tiny_model
+
+    folder = make_tiny_model(tiny_data_dir, tmp_path / "sp", TinyModelConfig(vocab_size=400, tokenizer="sentencepiece"))
+    tokenizer = load_tokenizer(folder)
+    model = sentencepiece.SentencePieceProcessor(model_file=str(folder / "tokenizer.model"))
+    decode = release_decode(tokenizer)
+    words = tokenizer("a red kettle for my kitchen")["input_ids"]
+    # a stray continuation byte before the byte of ";": SentencePiece decodes the ";", transformers 5 does not
+    broken = [words[1], model.piece_to_id("<0xB5>"), model.piece_to_id("<0x3B>"), words[2], tokenizer.eos_token_id]
+    assert decode(words) == tokenizer.decode(words, skip_special_tokens=True) == "a red kettle for my kitchen"
+    assert decode(broken) == model.decode(broken[:-1])
+    assert decode(broken) != tokenizer.decode(broken, skip_special_tokens=True)  # the case that tells them apart
+    bpe = load_tokenizer(make_tiny_model(tiny_data_dir, tmp_path / "bpe"))
+    assert release_decode(bpe)(words[:3]) == bpe.decode(words[:3], skip_special_tokens=True)  # no SentencePiece file
