@@ -53,7 +53,9 @@ DPO_ARGUMENTS = ("--train_epoch", "5", "--learning_rate", "5e-5", "--train_batch
 LOSS_RTOL = 1e-4
 GRAD_NORM_RTOL = 1e-4
 LR_RTOL = 1e-9
-REWARD_RTOL, REWARD_ATOL = 1e-4, 1e-6
+# a reward is beta x a difference of two log-probabilities summed over up to 1,024 tokens, which TRL 0.11's
+# and TRL 1.x's code round differently by up to about 1e-4 in fp32 (measured 1.2e-5 at beta 0.1)
+REWARD_RTOL, REWARD_ATOL = 1e-4, 5e-5
 WEIGHT_ATOL = 1e-5
 MERGE_ATOL = 1e-6
 
