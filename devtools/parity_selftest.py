@@ -293,12 +293,17 @@ def release_selftest(work: Path, parity_args: list[str], injections: tuple[Injec
 def seed_release_side(clean_work: Path, target: Path) -> None:
     """The release's step-1 files and the stand-in model of the clean run, so that only the
     project's side of step 1 runs again in the injected copy."""
-    (target / "release").mkdir(parents=True, exist_ok=True)
-    for name in ("function_data.json", "param_data.json", "label_requests.json"):
-        shutil.copy2(clean_work / "release" / name, target / "release" / name)
+    source, into = clean_work / "puma", target / "puma"
+    names = ("function_data.json", "param_data.json", "label_requests.json")
+    missing = [name for name in names if not (source / "release" / name).is_file()]
+    if missing:
+        raise SelfTestError(f"the clean run left no {', '.join(missing)} in {source / 'release'}; see its report")
+    (into / "release").mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy2(source / "release" / name, into / "release" / name)
     for folder in ("tiny_model", "adapter"):
-        if (clean_work / folder).is_dir() and not (target / folder).exists():
-            shutil.copytree(clean_work / folder, target / folder)
+        if (source / folder).is_dir() and not (into / folder).exists():
+            shutil.copytree(source / folder, into / folder)
 
 
 def run_harness(tree: Path, parity_args: list[str], work: Path, report: Path, steps: str,
