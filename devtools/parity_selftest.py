@@ -272,8 +272,12 @@ def release_selftest(work: Path, parity_args: list[str], injections: tuple[Injec
     outcome = Outcome()
     clean_work = work / "clean_work"
     steps = ",".join(sorted({step for injection in injections for step in injection.steps.split(",")}))
-    clean = run_harness(tree_copy(work / "clean"), parity_args, clean_work, work / "clean_report.json", steps, log,
-                        timeout_s)
+    clean_report = work / "clean_report.json"
+    if clean_report.is_file() and (clean_work / "puma" / "release").is_dir():  # a kept --work_dir
+        log(f"self-test: reusing the clean run in {clean_work}")
+        clean = json.loads(clean_report.read_text(encoding="utf-8"))["checks"].get("puma", {})
+    else:
+        clean = run_harness(tree_copy(work / "clean"), parity_args, clean_work, clean_report, steps, log, timeout_s)
     outcome.clean["release check, clean tree"] = bool(clean) and all(
         "not_run" in item or reported_identical(item) for item in clean.values())
     for number, injection in enumerate(injections):
