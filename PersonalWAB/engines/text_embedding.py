@@ -15,7 +15,7 @@ Two backends compute the same fp32 model:
   checked against PyTorch before it is kept in `data/cache/onnx/`.
 - `torch` (the default on a GPU, and the reference): PyTorch through sentence-transformers.
 
-Vectors of the two agree within 1e-6 (`tests/test_text_embedding.py`), so they share
+Vectors of the two agree within 1e-6 (`tests/personalwab/engines/test_text_embedding.py`), so they share
 caches. `$PERSONALWAB_EMBEDDING_BACKEND` picks one explicitly.
 """
 

@@ -1,4 +1,4 @@
-"""Bad input ends in one clear line naming the file, flag or key (issue 22, item 6)."""
+"""Bad input ends in one clear line naming the file, flag or key."""
 
 import json
 import os

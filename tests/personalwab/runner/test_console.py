@@ -1,4 +1,4 @@
-"""Nothing slow or silent for a new user (issue 22, item 5): unreachable model endpoints stop a
+"""Nothing slow or silent for a new user: unreachable model endpoints stop a
 run at once, broken answers are named, the first error of each kind and the format errors are
 shown, the leaderboard never mixes tracks or partial runs into one ranking, every command's
 --help shows each default once, the construct smoke reuses its cache and the suite runs

@@ -24,7 +24,6 @@ from PersonalWAB.memory.embeddings import BehaviourEmbeddings, behaviour_texts, 
 from PersonalWAB.protocol import project_protocol
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 PROTOCOL = project_protocol()
 
 

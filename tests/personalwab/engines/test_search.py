@@ -22,7 +22,6 @@ from PersonalWAB.protocol import project_protocol
 
 PROTOCOL = project_protocol()
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 N_PRODUCTS = 50
 # One made-up word per product, in its title only, so a query for it has one right answer.
 UNIQUE_WORDS = [

@@ -10,6 +10,7 @@ import pytest
 
 from devtools.parity_selftest import (INJECTIONS, Injection, Outcome, SelfTestError, check_injection, inject,
                                       source_files, tree_copy, unreported)
+from tests.conftest import REPO_ROOT
 
 REQUIRED = {"top_p", "top_k", "LoRA dropout", "DPO beta", "learning-rate schedule", "epochs", "memory cut length",
             "recommend ASIN order"}
@@ -40,7 +41,7 @@ def test_a_copy_holds_the_sources_and_nothing_ignored(tmp_path: Path) -> None:
     assert "PUMA/modeling.py" in names and "devtools/parity_probe.py" in names
     assert not any(name.startswith((".venv/", "data/")) for name in names)
     copy = tree_copy(tmp_path / "copy")
-    assert (copy / "PUMA/modeling.py").read_text() == (Path(__file__).parents[1] / "PUMA/modeling.py").read_text()
+    assert (copy / "PUMA/modeling.py").read_text() == (REPO_ROOT / "PUMA/modeling.py").read_text()
 
 
 def test_the_verdict_needs_every_named_item_to_report() -> None:

@@ -13,8 +13,9 @@ import pytest
 from devtools.parity_compare import body_difference, first_difference, score_verdict
 from devtools.parity_requests import ParityModel, by_task, compare_first_requests
 from devtools.release_mirror import REQUIRED_FILES, ParityError, build_mirror
+from tests.conftest import REPO_ROOT
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "tools" / "release_parity.py"
+SCRIPT = REPO_ROOT / "scripts" / "tools" / "release_parity.py"
 
 
 def test_cli_help_names_the_checks() -> None:
@@ -341,7 +342,7 @@ def test_the_puma_check_runs_every_step_by_default() -> None:
 
     from devtools.parity_puma import STEPS
 
-    spec = importlib.util.spec_from_file_location("release_parity", Path(__file__).parents[1] / "scripts/tools/release_parity.py")
+    spec = importlib.util.spec_from_file_location("release_parity", REPO_ROOT / "scripts/tools/release_parity.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert set(module.build_parser().get_default("puma_steps").split(",")) == set(STEPS)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import HashEncoder
+from tests.conftest import HashEncoder
 from PersonalWAB.build import build_artifacts
 from PersonalWAB.data.loader import PARSED_CACHE, load_benchmark_data
 from PersonalWAB.engines.search import BACKENDS, build_index, search_index_dir
@@ -26,7 +26,6 @@ from PersonalWAB.errors import EngineError
 from PersonalWAB.protocol import load_protocol
 from PersonalWAB.scratch import SCRATCH_NAME, pid_alive
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 QUERIES = ["wireless headphones", "kitchen knife set", "running shoes for women", "camera"]
 
 

@@ -1,4 +1,4 @@
-"""Labels that cannot lie (issue 22, item 3): an edited protocol pack is refused, never run
+"""Labels that cannot lie: an edited protocol pack is refused, never run
 under the release's name; resume refuses a checkpoint made with other texts; "official" data
 is decided from the data's content; `leaderboard validate` never takes a file whose settings
 were removed for a standard run."""

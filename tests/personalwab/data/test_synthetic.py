@@ -20,7 +20,6 @@ from PersonalWAB.data.synthetic import SCALES, generate_synthetic
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR, SYNTHETIC_MANIFEST, ArtifactPaths
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 FIRST_MS, LAST_MS = 1514764800000, 1704067200000  # 2018-01-01 and 2024-01-01, UTC
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH
 from PersonalWAB.protocol import project_protocol
+from tests.conftest import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 # --- step 1: memory order, k, relevance text, the BOS-inclusive cut ----------------------------------------------
@@ -316,7 +316,7 @@ def test_release_agent_formats_memory_by_the_true_task_type(tiny_puma_data, tiny
     assert search_line in release and recommend_line in improved
 
 
-# --- GPU path: extras (the launch: tests/test_puma_launch.py) ---------------------------------------------------------------------------------
+# --- GPU path: extras (the launch: tests/puma/test_launch.py) ---------------------------------------------------------------------------------
 def test_gpu_extras_are_pinned_and_configs_parse():
     lines = [line.split("#")[0].strip() for line in (REPO_ROOT / "requirements-gpu.txt").read_text().splitlines()]
     packages = [line for line in lines if line and not line.startswith("-")]
@@ -388,7 +388,7 @@ def test_release_generation_end_to_end_lists_every_output(tiny_model_dir: Path, 
     assert record["prompt_cut"] is None and "load_param_prompt" in record["prompts"]
 
 
-# --- batch and precision under --recipe release (issue 19, items 3-4) ------------------------------------------
+# --- batch and precision under --recipe release ----------------------------------------------------------
 @pytest.mark.parametrize("world, accumulation", [(1, 64), (2, 32), (4, 16), (8, 8)])
 def test_release_keeps_64_examples_per_step_on_any_gpu_count(monkeypatch, world: int, accumulation: int):
     from PUMA.dpo import DPOStepConfig

@@ -1,5 +1,5 @@
 """PUMA step 4 and the files evaluation (`PUMA.fast_test`) under `--recipe release`, as the
-release's `test.py` scores (issue 19, items 5, 7, 8), and the raw search labels of step 1."""
+release's `test.py` scores, and the raw search labels of step 1."""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TRAINING = ("sft_release", "sft_improved", "dpo_release", "dpo_improved")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from PersonalWAB.cli import COMMANDS, main as pwab
+from tests.conftest import REPO_ROOT
 
 BIN = Path(sys.executable).parent
 
@@ -45,7 +46,7 @@ def test_pwab_run_help_is_run_py_help():
     own = subprocess.run([sys.executable, "-m", "PersonalWAB.cli", "run", "--help"], capture_output=True, text=True,
                          timeout=120)
     script = subprocess.run([sys.executable, "run.py", "--help"], capture_output=True, text=True, timeout=120,
-                            cwd=Path(__file__).resolve().parent.parent)
+                            cwd=REPO_ROOT)
     assert own.returncode == script.returncode == 0
     assert own.stdout.split("options:")[1] == script.stdout.split("options:")[1]
     flags = [entry for entry in own.stdout.split("options:")[1].split("\n  --")[1:]]

@@ -10,8 +10,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tests.conftest import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 STEPS, BATCH, MAX_LENGTH, DPO_MAX_LENGTH = 2, 2, 768, 512
 
 

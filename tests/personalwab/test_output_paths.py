@@ -1,4 +1,4 @@
-"""Outputs that are safe to write (issue 22, item 4): no result is written into a device, FIFO,
+"""Outputs that are safe to write: no result is written into a device, FIFO,
 folder or kernel file; two live runs never share a result file or a file being resumed; a
 failed write keeps the last whole checkpoint; SIGTERM stops a run as Ctrl-C does; resume
 keeps only records whose numbers are usable, and a file without the run's settings only
@@ -23,7 +23,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.results import CheckpointWriteError, ResultWriter, load_result_file, read_run_file
 from PersonalWAB.runner.cli import main
 from PersonalWAB.scratch import RunLock, atomic_write_text
-from tests.test_results import record
+from tests.personalwab.test_results import record
 
 
 def cli(data_dir, output, *extra: str) -> list[str]:

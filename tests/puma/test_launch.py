@@ -12,7 +12,6 @@ import pytest
 
 from PUMA.launch import LaunchError, LaunchPlan, count_gpus, main, plan_launch
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 RELEASE_DS = ("--deepspeed", "PUMA/configs/deepspeed_zero2_release.json")
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node")
 
