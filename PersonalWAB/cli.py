@@ -19,12 +19,12 @@ import argparse
 import importlib
 import logging
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from PersonalWAB.errors import DataError
+from PersonalWAB.settings import DefaultsOnceFormatter  # noqa: F401  (commands not yet on PersonalWAB.settings)
 
 # What a command's bad input or unwritable output raises when the command itself does not say
 # it: the one line of the exception is shown, exit status 2 (never a traceback).
@@ -41,21 +41,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "leaderboard": ("PersonalWAB.leaderboard.__main__:main", "validate, summarize, compare, report and plot result files"),
     "reproduce": ("PersonalWAB.reproduce.cli:cli", "run the paper's table rows for a model and compare with the paper"),
 }
-
-
-class DefaultsOnceFormatter(argparse.RawDescriptionHelpFormatter):
-    """Help that ends each option with its default, once: not when the help already says
-    its default (a default worked out at run time), and not for None or a switch's False,
-    which say nothing. Descriptions keep their own line breaks."""
-
-    SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:", re.IGNORECASE)
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        silent = action.default in (None, False, argparse.SUPPRESS) or not action.option_strings
-        if silent or self.SAYS_DEFAULT.search(text):  # also matches argparse's own "%(default)s"
-            return action.help
-        return f"{text} (default: %(default)s)".lstrip()
 
 
 def usage(prog: str, title: str, commands: dict[str, tuple[str, str]], word: str = "COMMAND") -> str:

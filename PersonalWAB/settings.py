@@ -1,0 +1,368 @@
+"""The one settings system behind every command: a command's settings are a dataclass whose
+fields are made by `setting()` (help, choices and default written once), and `parse()` turns
+a command line into that dataclass.
+
+The same rules hold for every command:
+- every flag has help text, and `--help` ends it with its default, once;
+- a boolean is `--name` (on), `--name 1|0` or `--name true|false` (the release's `--shuffle 1`
+  and `--puma_generate 0` included);
+- `--config FILE.yaml` gives any settings by their flag names; flags on the command line
+  override the file;
+- an old spelling of a flag (`aliases`) keeps working and says which flag replaced it;
+- the resolved settings (`resolved()`) are what a command records next to its outputs, and the
+  settings marked `resume=True` are those a resumed run must share (`resume_keys()`).
+
+Positional settings (`positional=True`) are the command's operands, e.g. the files a
+leaderboard command reads. Nothing here imports more than the standard library and PyYAML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import re
+import sys
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence, TypeVar
+
+from PersonalWAB.errors import DataError
+
+T = TypeVar("T")
+
+CONFIG_FLAG = "--config"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def parse_bool(text: str | bool | int) -> bool:
+    """A boolean setting's value: 1/0, true/false, yes/no, on/off."""
+    if isinstance(text, bool):
+        return text
+    if isinstance(text, int) and text in (0, 1):
+        return bool(text)
+    word = str(text).strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"expected 1/0 or true/false, got {text!r}")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a setting says about its flag (kept in the dataclass field's metadata)."""
+
+    help: str
+    choices: tuple[Any, ...] | None = None
+    metavar: str | None = None
+    default_text: str | None = None  # shown instead of the default (a None worked out at run time)
+    kind: Callable[[str], Any] | None = None  # how a command-line string becomes the value
+    aliases: tuple[str, ...] = ()  # old spellings: accepted, with a warning naming the flag
+    compat: tuple[str, ...] = ()  # other spellings kept without a warning (the release's own flags)
+    resume: bool = False  # a resumed run must have the same value
+    positional: bool = False
+    nargs: str | int | None = None
+    required: bool = False
+    flag: str | None = None  # the flag's name when it is not the field's
+    hidden: bool = False  # accepted but left out of --help (a flag kept only for compatibility)
+
+
+SPEC_KEY = "pwab_setting"
+
+
+def setting(default: Any, help: str, *, choices: Sequence[Any] | None = None, metavar: str | None = None,
+            default_text: str | None = None, kind: Callable[[str], Any] | None = None,
+            aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
+            positional: bool = False, nargs: str | int | None = None, required: bool = False,
+            flag: str | None = None, hidden: bool = False, factory: Callable[[], Any] | None = None) -> Any:
+    """A settings-dataclass field and its flag. `help` is written without the default (the
+    parser adds it); `kind` converts a command-line string where the default's type does not
+    say how (a None default of a number); `factory` makes a mutable default (a list)."""
+    if not help.strip():
+        raise ValueError("every setting needs help text")
+    spec = Spec(help=help, choices=tuple(choices) if choices is not None else None, metavar=metavar,
+                default_text=default_text, kind=kind, aliases=tuple(aliases), compat=tuple(compat), resume=resume,
+                positional=positional, nargs=nargs, required=required, flag=flag, hidden=hidden)
+    if factory is not None:
+        return field(default_factory=factory, metadata={SPEC_KEY: spec})
+    if required:
+        return field(default=None, metadata={SPEC_KEY: spec})
+    return field(default=default, metadata={SPEC_KEY: spec})
+
+
+def spec_of(item: Field[Any]) -> Spec:
+    spec = item.metadata.get(SPEC_KEY)
+    if spec is None:
+        raise TypeError(f"settings field {item.name!r} was not made by setting()")
+    return spec
+
+
+def default_of(item: Field[Any]) -> Any:
+    if item.default is not MISSING:
+        return item.default
+    if item.default_factory is not MISSING:  # type: ignore[misc]
+        return item.default_factory()  # type: ignore[misc]
+    return None
+
+
+def flag_name(item: Field[Any]) -> str:
+    """The flag's name without dashes (also its key in a --config file)."""
+    return spec_of(item).flag or item.name
+
+
+def _kind(item: Field[Any]) -> Callable[[str], Any] | None:
+    spec = spec_of(item)
+    if spec.kind is not None:
+        return spec.kind
+    default = default_of(item)
+    if isinstance(default, bool):
+        return parse_bool
+    if isinstance(default, (int, float)):
+        return type(default)
+    return None
+
+
+def is_boolean(item: Field[Any]) -> bool:
+    return isinstance(default_of(item), bool) or spec_of(item).kind is parse_bool
+
+
+# ---------------------------------------------------------------- help
+
+
+class DefaultsOnceFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help that ends each option with its default, once: not when the help already says
+    its default (a default worked out at run time), and not for None or an empty value,
+    which say nothing. Descriptions keep their own line breaks."""
+
+    SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:", re.IGNORECASE)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        silent = action.default in (None, argparse.SUPPRESS, [], ()) or not action.option_strings
+        if silent or self.SAYS_DEFAULT.search(text):  # also matches argparse's own "%(default)s"
+            return action.help
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+class _OldSpelling(argparse.Action):
+    """An old spelling of a flag: sets the same value and says which flag replaced it."""
+
+    def __init__(self, option_strings: list[str], dest: str, new_flag: str = "", inner: argparse.Action | None = None,
+                 **kwargs: Any) -> None:
+        self.new_flag = new_flag
+        self.inner = inner
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"warning: {option_string} is deprecated; use {self.new_flag}", file=sys.stderr)
+        if self.inner is not None:  # a negated boolean (--no-name)
+            self.inner(parser, namespace, values, option_string)
+        else:
+            setattr(namespace, self.dest, values)
+
+
+class _Negated(argparse.Action):
+    """`--no-name`: an old spelling of `--name 0`."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, False)
+
+
+def _help(spec: Spec) -> str:
+    text = spec.help.replace("%", "%%")
+    if spec.default_text:
+        text += f" (default: {spec.default_text})"
+    return text
+
+
+def _add(parser: argparse.ArgumentParser, item: Field[Any]) -> None:
+    spec = spec_of(item)
+    name = flag_name(item)
+    options: dict[str, Any] = {"help": argparse.SUPPRESS if spec.hidden else _help(spec)}
+    if spec.positional:
+        options.update(nargs=spec.nargs, default=default_of(item), metavar=spec.metavar or name.upper())
+        if _kind(item):
+            options["type"] = _kind(item)
+        if spec.choices is not None:
+            options["choices"] = spec.choices
+        parser.add_argument(item.name, **options)
+        return
+    options.update(dest=item.name, default=default_of(item), required=spec.required)
+    if is_boolean(item):
+        options.update(nargs="?", const=True, type=parse_bool, metavar="0|1")
+    else:
+        kind = _kind(item)
+        if kind is not None:
+            options["type"] = kind
+        for key in ("choices", "metavar", "nargs"):
+            if getattr(spec, key) is not None:
+                options[key] = getattr(spec, key)
+    parser.add_argument(f"--{name}", *(f"--{c}" for c in spec.compat), **options)
+    new_flag = f"--{name}"
+    for alias in spec.aliases:
+        if alias.startswith("no-") and is_boolean(item):
+            parser.add_argument(f"--{alias}", action=_OldSpelling, dest=item.name, nargs=0, new_flag=f"{new_flag} 0",
+                                inner=_Negated([f"--{alias}"], item.name), help=argparse.SUPPRESS,
+                                default=argparse.SUPPRESS)
+            continue
+        alias_options = {k: v for k, v in options.items() if k not in ("help", "required", "default", "dest")}
+        parser.add_argument(f"--{alias}", action=_OldSpelling, dest=item.name, new_flag=new_flag,
+                            help=argparse.SUPPRESS, default=argparse.SUPPRESS, **alias_options)
+
+
+def settings_fields(*classes: type) -> list[Field[Any]]:
+    """The fields of `classes`, in order; a name given twice is an error in the code."""
+    seen: dict[str, type] = {}
+    items: list[Field[Any]] = []
+    for cls in classes:
+        for item in fields(cls):
+            if item.name in seen:
+                raise TypeError(f"setting {item.name!r} is in both {seen[item.name].__name__} and {cls.__name__}")
+            seen[item.name] = cls
+            items.append(item)
+    return items
+
+
+def build_parser(*classes: type, prog: str | None = None, description: str | None = None,
+                 epilog: str | None = None) -> argparse.ArgumentParser:
+    """One flag per field of `classes`, plus `--config FILE.yaml`."""
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
+                                     formatter_class=DefaultsOnceFormatter)
+    for item in settings_fields(*classes):
+        _add(parser, item)
+    parser.add_argument(CONFIG_FLAG, metavar="FILE.yaml", default=None,
+                        help="settings by their flag names in a YAML mapping; flags given here override the file")
+    return parser
+
+
+# ---------------------------------------------------------------- config files
+
+
+def _flag_names(items: list[Field[Any]]) -> dict[str, Field[Any]]:
+    names: dict[str, Field[Any]] = {}
+    for item in items:
+        spec = spec_of(item)
+        for name in (flag_name(item), item.name, *spec.compat, *spec.aliases):
+            names[name.replace("-", "_")] = item
+    return names
+
+
+def _config_value(item: Field[Any], value: Any, where: str) -> Any:
+    """A config file's value, converted and checked as the flag's would be."""
+    spec = spec_of(item)
+    kind = _kind(item)
+    try:
+        if value is not None and kind is not None:
+            if spec.nargs in ("+", "*") or (spec.positional and isinstance(value, list)):
+                value = [kind(v) if isinstance(v, str) or kind is parse_bool else v for v in value]
+            elif kind is parse_bool or isinstance(value, str):
+                value = kind(value)
+            elif kind is float and isinstance(value, int):
+                value = float(value)
+    except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
+        raise DataError(f"{where}: {exc}") from None
+    if spec.choices is not None and value is not None:
+        values = value if isinstance(value, list) else [value]
+        bad = [v for v in values if v not in spec.choices]
+        if bad:
+            raise DataError(f"{where}: {bad[0]!r} is not one of {', '.join(map(str, spec.choices))}")
+    return value
+
+
+def read_config_file(path: str | Path, items: list[Field[Any]]) -> dict[str, Any]:
+    """The settings a YAML file gives, by field name, each checked as its flag would be; an
+    unknown key or a bad value is a DataError naming the file and the key."""
+    import yaml
+
+    path = Path(path)
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DataError(f"{CONFIG_FLAG} {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise DataError(f"{CONFIG_FLAG} {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise DataError(f"{CONFIG_FLAG} {path}: expected a mapping of settings, found {type(loaded).__name__}")
+    names = _flag_names(items)
+    values: dict[str, Any] = {}
+    for key, value in loaded.items():
+        item = names.get(str(key).lstrip("-").replace("-", "_"))
+        if item is None:
+            close = difflib.get_close_matches(str(key), [flag_name(i) for i in items], n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise DataError(f"{CONFIG_FLAG} {path}: unknown setting {key!r}{hint}")
+        values[item.name] = _config_value(item, value, f"{CONFIG_FLAG} {path}: {key}")
+    return values
+
+
+def _config_path(argv: list[str]) -> str | None:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument(CONFIG_FLAG, default=None)
+    known, _ = pre.parse_known_args(argv)
+    return known.config
+
+
+def parse_namespace(parser: argparse.ArgumentParser, items: list[Field[Any]],
+                    argv: Sequence[str] | None) -> argparse.Namespace:
+    """`argv` parsed over the values of its `--config` file (flags override the file)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    path = _config_path(args)
+    if path is not None:
+        from_file = read_config_file(path, items)
+        parser.set_defaults(**from_file)
+        for action in parser._actions:
+            if action.dest in from_file:
+                action.required = False
+    return parser.parse_args(args)
+
+
+def make(classes: Sequence[type], namespace: argparse.Namespace) -> list[Any]:
+    """One instance per class from a parsed namespace."""
+    return [cls(**{item.name: getattr(namespace, item.name) for item in fields(cls)}) for cls in classes]
+
+
+def parse(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
+          description: str | None = None, epilog: str | None = None) -> T:
+    """The settings `cls` of a command line: flags over `--config FILE.yaml` over defaults."""
+    parser = build_parser(cls, prog=prog, description=description, epilog=epilog)
+    namespace = parse_namespace(parser, fields(cls), argv)
+    return make([cls], namespace)[0]
+
+
+def parse_many(classes: Sequence[type], argv: Sequence[str] | None = None, *, prog: str | None = None,
+               description: str | None = None, epilog: str | None = None) -> list[Any]:
+    """Like `parse`, for a command whose flags are the fields of several classes (a run and its
+    agent's own settings): one instance of each."""
+    parser = build_parser(*classes, prog=prog, description=description, epilog=epilog)
+    namespace = parse_namespace(parser, settings_fields(*classes), argv)
+    return make(classes, namespace)
+
+
+# ---------------------------------------------------------------- what is recorded
+
+
+def resolved(config: Any) -> dict[str, Any]:
+    """The settings a command ran with, by field name (what its records store)."""
+    if not is_dataclass(config):
+        raise TypeError(f"{type(config).__name__} is not a settings dataclass")
+    return dataclasses.asdict(config)
+
+
+def resume_keys(*classes: type) -> tuple[str, ...]:
+    """The settings marked `resume=True`: a resumed run must have the same values."""
+    return tuple(item.name for item in settings_fields(*classes) if spec_of(item).resume)
+
+
+def help_problems(parser: argparse.ArgumentParser) -> list[str]:
+    """The flags of `parser` shown in --help without help text (an empty list when none)."""
+    return [", ".join(action.option_strings) or action.dest for action in parser._actions
+            if action.help != argparse.SUPPRESS and not (action.help or "").strip()]
