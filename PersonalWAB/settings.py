@@ -175,6 +175,22 @@ class _Negated(argparse.Action):
         setattr(namespace, self.dest, False)
 
 
+class _Extend(argparse.Action):
+    """A list flag: `--name a b` and `--name a --name b` alike; given at all, it replaces the
+    default rather than adding to it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        current = getattr(namespace, self.dest, None)
+        kept = [] if current is None or current is self.default else list(current)
+        setattr(namespace, self.dest, [*kept, *values])
+
+
+def _negated(alias: str, item: Field[Any]) -> bool:
+    """An old `--no-name` / `--no_name` spelling of a boolean `--name`."""
+    return alias.startswith(("no-", "no_")) and is_boolean(item)
+
+
 def _help(spec: Spec) -> str:
     text = spec.help.replace("%", "%%")
     if spec.default_text:
@@ -204,15 +220,17 @@ def _add(parser: argparse.ArgumentParser, item: Field[Any]) -> None:
         for key in ("choices", "metavar", "nargs"):
             if getattr(spec, key) is not None:
                 options[key] = getattr(spec, key)
+        if spec.nargs in ("+", "*"):
+            options["action"] = _Extend
     parser.add_argument(f"--{name}", *(f"--{c}" for c in spec.compat), **options)
     new_flag = f"--{name}"
     for alias in spec.aliases:
-        if alias.startswith("no-") and is_boolean(item):
+        if _negated(alias, item):
             parser.add_argument(f"--{alias}", action=_OldSpelling, dest=item.name, nargs=0, new_flag=f"{new_flag} 0",
                                 inner=_Negated([f"--{alias}"], item.name), help=argparse.SUPPRESS,
                                 default=argparse.SUPPRESS)
             continue
-        alias_options = {k: v for k, v in options.items() if k not in ("help", "required", "default", "dest")}
+        alias_options = {k: v for k, v in options.items() if k not in ("help", "required", "default", "dest", "action")}
         parser.add_argument(f"--{alias}", action=_OldSpelling, dest=item.name, new_flag=new_flag,
                             help=argparse.SUPPRESS, default=argparse.SUPPRESS, **alias_options)
 
@@ -249,7 +267,8 @@ def _flag_names(items: list[Field[Any]]) -> dict[str, Field[Any]]:
     names: dict[str, Field[Any]] = {}
     for item in items:
         spec = spec_of(item)
-        for name in (flag_name(item), item.name, *spec.compat, *spec.aliases):
+        old = [alias for alias in spec.aliases if not _negated(alias, item)]  # `no_x: true` would mean x: false
+        for name in (flag_name(item), item.name, *spec.compat, *old):
             names[name.replace("-", "_")] = item
     return names
 
