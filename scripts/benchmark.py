@@ -9,8 +9,8 @@ start-up time to the first finished task (fresh process), per-function latency
 history (whose per-type scores show the personalization signal), and with
 `--llm_agent` the function-calling agent with relevant memory against a scripted
 local model server. The headline figures (`memory_embeddings_build_s`, `startup_s`,
-`test_split_wall_s`, `puma_scoring_s`) are printed beside the figures measured before
-issue 13 (`previous`), with the load average, since the machine is shared.
+`test_split_wall_s`, `puma_scoring_s`) are printed with the load average, since the
+machine is shared.
 `--agreement_data_dir DIR` also rebuilds DIR's memory cache with the exact CPU path and
 checks that the `relevant` memory of every task of DIR equals PyTorch encoding each text
 alone (top-10 lists and scores). The memory cache of `full` takes ~45 min on 2 cores:
@@ -63,14 +63,6 @@ def startup_seconds(data_dir: Path, backend: str) -> float:
             cwd=REPO_ROOT, check=True, capture_output=True,
         )
         return time.perf_counter() - start
-
-
-PREVIOUS = {  # before issue 13, `full` synthetic data, this 2-core machine
-    "memory_embeddings_build_s": "936 s with the project's short behaviour text; ~2,100 s projected with the release's",
-    "startup_s": "4.6-5.1 s",
-    "test_split_wall_s": "30.1 s",
-    "puma_scoring_s": "175 s",
-}
 
 
 def memory_encoding_rate(data: Any, sample: int) -> dict[str, Any]:
@@ -239,7 +231,6 @@ def main() -> int:
         "data_load_s": round(load_s, 2),
         "startup_s": round(startup_seconds(data_dir, args.search_backend), 2),
         "load_average_after_startup": load_average(),
-        "previous": PREVIOUS,
     }
     measured = memory_build and not args.no_memory_build
     figures["memory_embeddings_build_s"] = (round(memory_build, 1) if measured else

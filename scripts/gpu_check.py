@@ -1,4 +1,4 @@
-"""One-command GPU check of PUMA at the Llama-2-7B shape (GitHub issue 19, part 3).
+"""One-command GPU check of PUMA at the Llama-2-7B shape: training, generation and the memory cache.
 
     bash scripts/gpu_check.sh OUT                     # writes OUT/gpu_check.json (one GPU: ~5-8 minutes)
     .venv/bin/python scripts/gpu_check.py OUT --phases sft_improved,generate_hf   # a subset
