@@ -176,8 +176,8 @@ class _Negated(argparse.Action):
 
 
 class _Extend(argparse.Action):
-    """A list flag: `--name a b` and `--name a --name b` alike; given at all, it replaces the
-    default rather than adding to it."""
+    """A list flag: `--name a b` and `--name a --name b` alike (with nargs=1 only the second);
+    given at all, it replaces the default rather than adding to it."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
@@ -220,7 +220,7 @@ def _add(parser: argparse.ArgumentParser, item: Field[Any]) -> None:
         for key in ("choices", "metavar", "nargs"):
             if getattr(spec, key) is not None:
                 options[key] = getattr(spec, key)
-        if spec.nargs in ("+", "*"):
+        if spec.nargs in ("+", "*", 1):  # nargs=1: one value per flag, the flag repeated for more
             options["action"] = _Extend
     parser.add_argument(f"--{name}", *(f"--{c}" for c in spec.compat), **options)
     new_flag = f"--{name}"
