@@ -1,7 +1,7 @@
 """Step 6a: merge a LoRA adapter into its base model and save the merged model and tokenizer
 (the modules the adapter saved whole, embed_tokens, lm_head and the norms, replace the base's).
 
-`python -m PUMA.merge --adapter_path PUMA/output/sft --output_dir PUMA/output/sft_merged [--base_model_path P]`
+`python -m PUMA.merge --adapter_path PUMA/output/sft --out PUMA/output/sft_merged [--base_model_path P]`
 """
 
 from __future__ import annotations
@@ -10,29 +10,37 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from PersonalWAB.settings import setting
+from PUMA.recipe import RECIPES
+
 
 @dataclass
 class MergeConfig:
-    adapter_path: str = "PUMA/output/sft"
-    output_dir: str = "PUMA/output/sft_merged"
-    base_model_path: str | None = None  # default: the base recorded in the adapter's config
-    recipe: str = "release"  # merging is the same in both recipes; recorded, and the adapter's recipe checked
-    bf16: bool = False
-    fp16: bool = False
+    """Step 6a's settings."""
+
+    adapter_path: str = setting("PUMA/output/sft", "the LoRA adapter folder to merge")
+    output_dir: str = setting("PUMA/output/sft_merged", "folder for the merged model, its tokenizer and its record",
+                              flag="out", aliases=("output_dir",))
+    base_model_path: str | None = setting(None, "the base model to merge into",
+                                          default_text="the base named in the adapter's adapter_config.json")
+    recipe: str = setting("release", "PUMA recipe: merging is the same in every recipe; recorded, and the "
+                          "adapter's recipe checked against it", choices=RECIPES)
+    bf16: bool = setting(False, "load and save the merged model in bfloat16")
+    fp16: bool = setting(False, "load and save the merged model in float16")
 
 
 def merge_adapter(config: MergeConfig) -> Path:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from PUMA.modeling import _offline_if_local, adapter_base_path, load_tokenizer, torch_dtype
+    from PUMA.modeling import adapter_base_path, load_tokenizer, local_files_only, torch_dtype
     from PUMA.recipe import check_inputs, get_recipe, write_record
 
     recipe = get_recipe(config.recipe)
     check_inputs(recipe, {"--adapter_path": config.adapter_path})
     base_path = config.base_model_path or adapter_base_path(config.adapter_path)
-    _offline_if_local(base_path)
-    base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch_dtype(config.bf16, config.fp16))
+    base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch_dtype(config.bf16, config.fp16),
+                                                local_files_only=local_files_only(base_path, "base model"))
     merged = PeftModel.from_pretrained(base, config.adapter_path).merge_and_unload()
     out = Path(config.output_dir)
     merged.save_pretrained(out)
@@ -42,9 +50,9 @@ def merge_adapter(config: MergeConfig) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from PUMA.cli import parse_config
+    from PUMA.cli import parse_step
 
-    print(f"merged model saved in {merge_adapter(parse_config(MergeConfig, argv, 'python -m PUMA.merge', __doc__))}")
+    print(f"merged model saved in {merge_adapter(parse_step(MergeConfig, argv, 'python -m PUMA.merge', __doc__, 'merge'))}")
     return 0
 
 

@@ -4,13 +4,117 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
+import urllib.error
+import urllib.request
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+# One request to the hub, answered or not within this time, says whether a hub id can be loaded
+# (the hub's client retries an unreachable host for about 50 s before it says anything).
+HUB_PROBE_TIMEOUT_S = 1.5
+HUB_FILES = ("config.json", "tokenizer_config.json")  # either one cached: the model was downloaded
+_TRUE = {"1", "ON", "YES", "TRUE"}
+
+
+def looks_like_folder(path: str) -> bool:
+    """A path meant as a local folder (absolute, relative with a dot, `~`, or deeper than a
+    hub id's `owner/name`)."""
+    return path.startswith(("/", ".", "~")) or path.count("/") > 1
+
+
+def hub_offline() -> bool:
+    """Whether the hub is switched off for this process (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE)."""
+    return any((os.environ.get(name) or "").upper() in _TRUE for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def hub_cached(repo_id: str) -> bool:
+    """Whether the local hub cache holds a downloaded copy of `repo_id`."""
+    from huggingface_hub import try_to_load_from_cache
+
+    for filename in HUB_FILES:
+        try:
+            if isinstance(try_to_load_from_cache(repo_id, filename), str):
+                return True
+        except ValueError:  # not a valid repo id
+            return False
+    return False
+
+
+def _unreachable(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, socket.gaierror):
+        return "does not resolve"
+    if isinstance(reason, ConnectionRefusedError):
+        return "refuses connections"
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return f"gave no answer within {HUB_PROBE_TIMEOUT_S:g} s"
+    return f"cannot be reached ({reason})"
+
+
+@cache
+def hub_problem(endpoint: str, repo_id: str) -> str | None:
+    """Why the hub at `endpoint` cannot serve `repo_id` now ("does not resolve", "refuses
+    connections", "answered HTTP 503", ...), or None when it answers. One request, never
+    retried, waited for at most HUB_PROBE_TIMEOUT_S (a name lookup that hangs included); an
+    answer such as 401 or 404 counts as reachable, and the load then says what it means."""
+    outcome: list[str | None] = []
+
+    def ask() -> None:
+        request = urllib.request.Request(f"{endpoint}/api/models/{repo_id}", method="HEAD")
+        try:
+            with urllib.request.urlopen(request, timeout=HUB_PROBE_TIMEOUT_S) as answer:
+                status = answer.status
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        except Exception as exc:  # whatever kept the request from an answer
+            outcome.append(_unreachable(exc))
+            return
+        outcome.append(f"answered HTTP {status}" if status >= 500 else None)
+
+    thread = threading.Thread(target=ask, name="hub-probe", daemon=True)
+    thread.start()
+    thread.join(HUB_PROBE_TIMEOUT_S)
+    return outcome[0] if outcome else f"gave no answer within {HUB_PROBE_TIMEOUT_S:g} s"
+
+
+def local_files_only(path: str | Path, flag: str = "model") -> bool:
+    """Whether `path` is to be loaded from local files alone: True for a local folder, and for
+    a hub id whose cached copy is used (HF_HUB_OFFLINE set, or the hub unreachable); False for
+    a hub id the hub answers for. A path that none of these can load raises a DataError at
+    once, one line naming `flag` with what to do, instead of the hub client's retries."""
+    from PersonalWAB.errors import DataError
+
+    path = str(path)
+    if Path(path).expanduser().exists():
+        return True
+    if looks_like_folder(path):
+        raise DataError(f"{flag} {path}: no such model folder")
+    cached = hub_cached(path)
+    if hub_offline():
+        if cached:
+            return True
+        raise DataError(f"{flag} {path}: not a local folder, and HF_HUB_OFFLINE is set but the hub cache has no "
+                        f"copy of it: give a local model folder, or unset HF_HUB_OFFLINE where the hub can be reached")
+    from huggingface_hub import constants
+
+    problem = hub_problem(constants.ENDPOINT, path)
+    if problem is None:
+        return False
+    if cached:
+        return True
+    raise DataError(f"{flag} {path}: not a local folder, and the Hugging Face hub ({constants.ENDPOINT}) {problem}: "
+                    f"give a local model folder, or check the network (HF_ENDPOINT, proxy settings); "
+                    f"with HF_HUB_OFFLINE=1 a copy in the hub cache is used")
+
 
 def _offline_if_local(path: str) -> None:
-    if Path(path).exists():
+    """For loaders that read the hub settings from the environment alone (vLLM): offline when
+    `path` loads from local files (`local_files_only`)."""
+    if local_files_only(path):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -58,11 +162,10 @@ def load_tokenizer(path: str | Path, padding_side: str = "right") -> Any:
     from transformers import AutoTokenizer
 
     path = str(path)
-    _offline_if_local(path)
     source = path
     if is_adapter_dir(path) and not (Path(path) / "tokenizer_config.json").exists():
         source = adapter_base_path(path)
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_files_only(source))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = padding_side
@@ -74,8 +177,7 @@ def checked_tokenizer(path: str, flag: str = "--model_path") -> Any:
     a step loads it before its long work (the memory embedding) so a wrong path ends at once."""
     from PersonalWAB.errors import DataError
 
-    if not Path(path).exists() and (path.startswith(("/", ".", "~")) or path.count("/") > 1):
-        raise DataError(f"{flag} {path}: no such model folder")
+    local_files_only(path, flag)
     try:
         return load_tokenizer(path)
     except (OSError, ValueError) as exc:
@@ -92,16 +194,17 @@ def load_causal_lm(path: str | Path, for_generation: bool = False, dtype: Any = 
     from transformers import AutoModelForCausalLM
 
     path = str(path)
-    _offline_if_local(path)
     tokenizer = load_tokenizer(path, padding_side="left" if for_generation else "right")
     if is_adapter_dir(path):
         from peft import PeftModel
 
-        base = AutoModelForCausalLM.from_pretrained(adapter_base_path(path), dtype=dtype)
+        base_path = adapter_base_path(path)
+        base = AutoModelForCausalLM.from_pretrained(base_path, dtype=dtype,
+                                                    local_files_only=local_files_only(base_path))
         model = PeftModel.from_pretrained(base, path)
         model = model.merge_and_unload() if merge else model
     else:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=local_files_only(path))
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     if for_generation:
