@@ -277,9 +277,11 @@ def _config_value(item: Field[Any], value: Any, where: str) -> Any:
     """A config file's value, converted and checked as the flag's would be."""
     spec = spec_of(item)
     kind = _kind(item)
+    if spec.nargs in ("+", "*", 1) and value is not None and not isinstance(value, list):
+        value = [value]  # `categories: Books` in a file: a list of one, as `--categories Books` gives
     try:
         if value is not None and kind is not None:
-            if spec.nargs in ("+", "*") or (spec.positional and isinstance(value, list)):
+            if spec.nargs in ("+", "*", 1) or (spec.positional and isinstance(value, list)):
                 value = [kind(v) if isinstance(v, str) or kind is parse_bool else v for v in value]
             elif kind is parse_bool or isinstance(value, str):
                 value = kind(value)
