@@ -210,7 +210,8 @@ def _add(parser: argparse.ArgumentParser, item: Field[Any]) -> None:
             options["choices"] = spec.choices
         parser.add_argument(item.name, **options)
         return
-    options.update(dest=item.name, default=default_of(item), required=spec.required)
+    # a required flag with old spellings is checked after parsing (argparse would not count them)
+    options.update(dest=item.name, default=default_of(item), required=spec.required and not spec.aliases)
     if is_boolean(item):
         options.update(nargs="?", const=True, type=parse_bool, metavar="0|1")
     else:
@@ -343,7 +344,12 @@ def parse_namespace(parser: argparse.ArgumentParser, items: list[Field[Any]],
         for action in parser._actions:
             if action.dest in from_file:
                 action.required = False
-    return parser.parse_args(args)
+    namespace = parser.parse_args(args)
+    missing = [f"--{flag_name(item)}" for item in items
+               if spec_of(item).required and spec_of(item).aliases and getattr(namespace, item.name, None) is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
+    return namespace
 
 
 def make(classes: Sequence[type], namespace: argparse.Namespace) -> list[Any]:
