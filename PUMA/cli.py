@@ -1,58 +1,101 @@
-"""Argparse flags from the step configs' dataclass fields (one flag per field), the steps'
-output paths checked before any work, and how a step ends on bad input."""
+"""How a PUMA step reads its settings: the step's settings dataclass (`PersonalWAB.settings`)
+over the defaults its recipe file gives the step, its outputs checked before any work, and
+how a step ends on bad input.
+
+A step's value of a setting comes from, last wins: the dataclass default (the documented
+default), the chosen recipe's `steps.<step>` section (`PUMA/configs/<recipe>.yaml`),
+`--config FILE.yaml`, the command line.
+"""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
-from typing import Any, Callable, TypeVar
+import sys
+from typing import Any, Callable, Sequence, TypeVar
 
 from PersonalWAB.cli import BAD_INPUT, check_output, run_command
 from PersonalWAB.errors import DataError
+from PersonalWAB.settings import (CONFIG_FLAG, build_parser, flag_name, make, parse_namespace, settings_fields,
+                                  _config_value as config_value)
 
 T = TypeVar("T")
 # A step's settings problems are ValueErrors naming the flag (e.g. --recipe, an input another
 # recipe made): one line and exit 2, like a DataError or an output that cannot be written.
 STEP_BAD_INPUT = (*BAD_INPUT, ValueError)
-# The config fields that name a step's output: folder (True) or file (False).
-OUTPUT_FIELDS = {"output_dir": True, "out_dir": True, "output_file": False}
-
-
-def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    """One flag per field; --help shows each default once (a None default stands for "not
-    given", and shows nothing)."""
-    for f in fields(cls):
-        default = f.default
-        shown = None if default is None else "(default: %(default)s)"
-        if isinstance(default, bool):
-            parser.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=default, help=shown)
-        elif isinstance(default, int):
-            parser.add_argument(f"--{f.name}", type=int, default=default, help=shown)
-        elif isinstance(default, float):
-            parser.add_argument(f"--{f.name}", type=float, default=default, help=shown)
-        else:
-            parser.add_argument(f"--{f.name}", default=default, help=shown)
-
-
-def config_from_args(cls: type[T], args: Any) -> T:
-    return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+# The config fields that name a step's output (each the step's `--out`): folder (True) or file (False).
+OUTPUT_FIELDS = {"output_dir": True, "out_dir": True, "output_file": False, "out": True}
 
 
 def check_step_outputs(config: Any) -> None:
     """Raise DataError naming the flag of an output the step could not write, before it
     loads a model or data."""
-    for name, folder in OUTPUT_FIELDS.items():
-        if hasattr(config, name):
-            check_output(getattr(config, name), f"--{name}", folder)
+    for item in settings_fields(type(config)):
+        if item.name in OUTPUT_FIELDS:
+            check_output(getattr(config, item.name), f"--{flag_name(item)}", OUTPUT_FIELDS[item.name])
 
 
-def parse_config(cls: type[T], argv: list[str] | None, prog: str, doc: str | None) -> T:
-    """The step's settings from `argv`, its outputs checked."""
-    parser = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_dataclass_arguments(parser, cls)
-    config = config_from_args(cls, parser.parse_args(argv))
+def chosen_recipe(argv: Sequence[str], default: str = "release") -> str:
+    """The `--recipe` a command line asks for: the flag, else its `--config` file's `recipe`,
+    else `default` (an unknown name is left for the parser to refuse)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--recipe", default=None)
+    pre.add_argument(CONFIG_FLAG, default=None)
+    known, _ = pre.parse_known_args(list(argv))
+    if known.recipe:
+        return known.recipe
+    if known.config:
+        import yaml
+
+        try:
+            loaded = yaml.safe_load(open(known.config, encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            loaded = None  # the settings parser names the file's problem
+        if isinstance(loaded, dict) and loaded.get("recipe"):
+            return str(loaded["recipe"])
+    return default
+
+
+def recipe_defaults(cls: type, step: str, recipe: str) -> dict[str, Any]:
+    """The recipe file's values for the settings of `step` (by field name), each checked to be a
+    setting of `cls`; {} for an unknown recipe (the parser refuses its name)."""
+    from PUMA.recipe import RECIPES, CONFIGS, step_settings
+
+    if recipe not in RECIPES:
+        return {}
+    names = {flag_name(item): item for item in settings_fields(cls)}
+    where = CONFIGS / f"{recipe}.yaml"
+    values = {}
+    for key, value in step_settings(recipe, step).items():
+        if key not in names:
+            raise ValueError(f"{where}: steps.{step}.{key} is not a setting of this step")
+        values[names[key].name] = config_value(names[key], value, f"{where}: steps.{step}.{key}")
+    return values
+
+
+def parse_step(cls: type[T], argv: Sequence[str] | None, prog: str, doc: str | None, step: str) -> T:
+    """The step's settings from `argv` (flags over `--config` over the recipe's step defaults
+    over the dataclass defaults), its outputs checked."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(cls, prog=prog, description=doc)
+    parser.set_defaults(**recipe_defaults(cls, step, chosen_recipe(args, _default_recipe(cls))))
+    config = make([cls], parse_namespace(parser, settings_fields(cls), args))[0]
     check_step_outputs(config)
     return config
+
+
+def _default_recipe(cls: type) -> str:
+    for item in settings_fields(cls):
+        if item.name == "recipe":
+            return item.default
+    return "release"
+
+
+def output_setting(cls: type) -> str:
+    """The field name of a step's `--out`."""
+    for item in settings_fields(cls):
+        if flag_name(item) == "out":
+            return item.name
+    raise TypeError(f"{cls.__name__} has no --out setting")
 
 
 def run_step(main: Callable[[list[str] | None], int | None]) -> int:

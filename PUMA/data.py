@@ -22,14 +22,13 @@ Files (JSON lists of {instruction, type, split, function, prompt, label}; parame
 also hold `memory`, the memory before the token cut (the release's `mem` field, which its
 step 3 cuts again for the generation prompt), and `product`, the product under review, so
 step 5 can render a prompt with less memory): `function_{train,test}.json`,
-`param_{train,test}.json` in `--out_dir`, each with its record (`*.puma_run.json`).
+`param_{train,test}.json` in `--out`, each with its record (`*.puma_run.json`).
 Every prompt text comes from the protocol (`--protocol_file`; default: the release pack
 when placed).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,26 +39,42 @@ from PUMA.prompting import cut_to_tokens, parameter_prompt, puma_behaviours
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE, RECOMMEND, REVIEW, SEARCH, TASK_TYPE_OF_FUNCTION
 from PersonalWAB.protocol import Protocol, load_protocol
-from PUMA.cli import add_dataclass_arguments, check_step_outputs, config_from_args, nonempty_split
+from PersonalWAB.settings import setting
+from PUMA.cli import nonempty_split, parse_step
 from PUMA.modeling import write_json
-from PUMA.recipe import Recipe, get_recipe, write_record
+from PUMA.recipe import RECIPES, Recipe, get_recipe, write_record
 
 RECOMMEND_LIMIT = 30
 
 
 @dataclass
 class DataConfig:
-    data_dir: str | None = None
-    out_dir: str = "PUMA/data"
-    recipe: str = "release"
-    model_path: str = "meta-llama/Llama-2-7b-chat-hf"  # only its tokenizer is used (memory truncation)
-    mem_token_length: int = 768
-    memory_length: int = 100  # k: relevant behaviours retrieved (the release's --mem_length 100)
-    splits: str = "train,test"
-    query_model: str | None = None  # litellm model string for the search labels
-    api_base: str | None = None
-    max_retries: int = 5
-    protocol_file: str | None = None  # release protocol pack (default: the default pack when placed)
+    """Step 1's settings."""
+
+    kind: str = setting("all", "which SFT data to write: function (instruction -> function name), param "
+                        "(parameter prompts with memory and labels) or all", positional=True,
+                        choices=("function", "param", "all"))
+    data_dir: str | None = setting(None, "the benchmark data folder whose tasks and histories the examples come "
+                                   "from", default_text="the official data when placed, else the bundled synthetic data")
+    out_dir: str = setting("PUMA/data", "folder for function_{train,test}.json and param_{train,test}.json "
+                           "(each with its *.puma_run.json record)", flag="out", aliases=("out_dir",), metavar="DIR")
+    recipe: str = setting("release", "PUMA recipe (PUMA/configs/<recipe>.yaml): release reproduces the "
+                          "release's data, improved keeps each recommended ASIN once and cleans LLM search labels",
+                          choices=RECIPES)
+    model_path: str = setting("meta-llama/Llama-2-7b-chat-hf", "model folder or hub name whose tokenizer measures "
+                              "the memory cut (only the tokenizer is loaded); use the base model you will train")
+    mem_token_length: int = setting(768, "tokens (BOS included) the parameter prompt's memory is cut to; the "
+                                    "paper reports 256, 512 and 768, and generation must use the same value")
+    memory_length: int = setting(100, "k: the past behaviours most relevant to the instruction that make up the "
+                                 "memory (the release's --mem_length)")
+    splits: str = setting("train,test", "comma-separated task splits to write examples for")
+    query_model: str | None = setting(None, "litellm model string that writes the train search labels (the "
+                                      "release: gpt-4o-mini); without it an offline fallback query is used and "
+                                      "recorded as a departure")
+    api_base: str | None = setting(None, "base URL of an OpenAI-compatible endpoint for --query_model")
+    max_retries: int = setting(5, "retries of a failed --query_model request before the step stops")
+    protocol_file: str | None = setting(None, "protocol pack whose texts make the prompts and labels",
+                                        default_text="the release pack when placed, else the project's")
 
 
 def gold_function(task: dict[str, Any]) -> str:
@@ -109,7 +124,7 @@ def param_label(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], b
             return task["target"]["product_info"]["title"]
         if client:
             return llm_query(protocol, client, task["task"], memory, lambda: search_query(task["task"], behaviours),
-                             raw=recipe.name == "release")
+                             raw=recipe.raw_search_labels)
         return search_query(task["task"], behaviours)  # not the release's: recorded by prepare_param_data
     if function == RECOMMEND:
         return recommend_label(data, task, recipe.distinct_recommend_label)
@@ -180,15 +195,25 @@ def prepare_function_data(config: DataConfig, log: Callable[[str], None] = print
     return written
 
 
+def label_requests(config: DataConfig, client: Any, tasks: list[dict[str, Any]],
+                   log: Callable[[str], None]) -> Any:
+    """The split's search-label requests through `client` (one per search task), said before they start."""
+    from PUMA.labels import LabelRequests
+
+    total = sum(gold_function(task) == SEARCH for task in tasks)
+    log(f"{total} search labels from {config.query_model} at {client.endpoint}, one request each")
+    return LabelRequests(client, total)
+
+
 def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -> list[Path]:
     from PUMA.prompting import PUMA_TEMPLATE
     from PersonalWAB.memory.embeddings import build_behaviour_embeddings
     from PUMA.modeling import checked_tokenizer
 
     recipe = get_recipe(config.recipe)
+    tokenizer = checked_tokenizer(config.model_path)  # before the data and the embedding: a wrong path ends at once
     data = _load(config)
     splits = _splits(config, data)
-    tokenizer = checked_tokenizer(config.model_path)  # before the embedding: a wrong path ends at once
     protocol = load_protocol(config.protocol_file)
     build_behaviour_embeddings(data, protocol, log=log, template=PUMA_TEMPLATE)
     client = None
@@ -198,8 +223,11 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
         client = LLMClient(config.query_model, api_base=config.api_base, max_retries=config.max_retries)
     written = []
     for split in splits:
+        labels = label_requests(config, client, data.split(split), log) if client and split == "train" else None
         examples = param_examples(protocol, data, data.split(split), split, tokenizer, config.mem_token_length,
-                                  config.memory_length, recipe, client if split == "train" else None)
+                                  config.memory_length, recipe, labels)
+        if labels:
+            labels.close()
         path = write_json(Path(config.out_dir) / f"param_{split}.json", examples)
         kept, of = latest_purchase_kept(data, data.split(split), examples)
         departures = list(dict.fromkeys(recipe.departures("data_param") + recipe.departures("data")))
@@ -210,28 +238,25 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
             log(f"warning: {path}: no --query_model, so the train search labels are the offline fallback query, "
                 f"not the release's LLM-written ones (recorded in its departures)")
         write_record(path, "data_param", recipe, config, {"--data_dir": str(data.data_dir)}, protocol=protocol.name,
-                     search_labels=("LLM " + config.query_model + (", reply kept as returned" if recipe.name ==
-                                    "release" else ", reply cleaned")) if config.query_model and split == "train"
+                     search_labels=("LLM " + config.query_model + (", reply kept as returned" if
+                                    recipe.raw_search_labels else ", reply cleaned")) if config.query_model and split == "train"
                      else "offline fallback" if split == "train" else "target title (test)",
                      departures_from_release=departures,
-                     latest_purchase_in_recommend_memory={"kept": kept, "of": of})
+                     latest_purchase_in_recommend_memory={"kept": kept, "of": of},
+                     label_requests=labels.summary() if labels else None)
         log(f"{path}: {len(examples)} parameter examples; the latest earlier purchase is in the cut memory of "
             f"{kept} of {of} recommend prompts")
+        if labels:
+            log(labels.summary_line())
         written.append(path)
     return written
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m PUMA.data", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=("function", "param", "all"))
-    add_dataclass_arguments(parser, DataConfig)
-    args = parser.parse_args(argv)
-    config = config_from_args(DataConfig, args)
-    check_step_outputs(config)
-    if args.kind in ("function", "all"):
+    config = parse_step(DataConfig, argv, "python -m PUMA.data", __doc__, "data")
+    if config.kind in ("function", "all"):
         prepare_function_data(config)
-    if args.kind in ("param", "all"):
+    if config.kind in ("param", "all"):
         prepare_param_data(config)
     return 0
 

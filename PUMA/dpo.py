@@ -29,26 +29,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from PersonalWAB.settings import setting
 from PUMA.lora import LoRATrainingConfig
 
 
 @dataclass
 class DPOStepConfig(LoRATrainingConfig):
-    model_path: str = "PUMA/output/sft_merged"
-    data_file: str = "PUMA/data/dpo_train.json"
-    output_dir: str = "PUMA/output/dpo"
-    beta: float = 0.1
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 5
-    max_length: int = 1024
-    max_prompt_length: int = 768  # release recipe: a too-long pair keeps its prompt's last tokens
+    model_path: str = setting("PUMA/output/sft_merged", "the merged SFT model the adapter is trained on (also the "
+                              "reference model, with the adapter disabled)")
+    data_file: str = setting("PUMA/data/dpo_train.json", "step 5's preference pairs")
+    output_dir: str = setting("PUMA/output/dpo", "folder for the DPO LoRA adapter, its tokenizer and its record "
+                              "(puma_run.json)", flag="out", aliases=("output_dir",), metavar="DIR")
+    beta: float = setting(0.1, "DPO's beta: how far the policy may move from the reference model")
+    learning_rate: float = setting(5e-5, "peak learning rate")
+    num_train_epochs: float = setting(5.0, "passes over the pairs")
+    max_length: int = setting(1024, "tokens of prompt + the longer response a pair is cut to")
+    max_prompt_length: int = setting(768, "release recipe: a pair over --max_length keeps its prompt's last this "
+                                     "many tokens")
 
     def recipe_batch(self) -> tuple[int, int, int]:
-        """release: batch 1 per device, 64 pairs per optimizer step on any number of GPUs (the
-        release: 16 x the node's GPUs, 64 on the paper's 4); improved: 1 x 16 per GPU."""
-        from PUMA.lora import RELEASE_GLOBAL_BATCH
+        """The recipe's `dpo_batch`: release batch 1 per device, 64 pairs per optimizer step on any
+        number of GPUs (the release: 16 x the node's GPUs, 64 on the paper's 4); improved 1 x 16 per GPU."""
+        from PUMA.recipe import get_recipe
 
-        return (1, 0, RELEASE_GLOBAL_BATCH) if self.recipe == "release" else (1, 16, 0)
+        return get_recipe(self.recipe).dpo_batch
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -130,6 +134,7 @@ def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any =
 
     from PUMA.lora import lora_config, model_and_tokenizer, trainable_in_float32
     from PUMA.modeling import read_json
+    from PUMA.recipe import get_recipe
 
     config.check()
     if pairs is None:
@@ -143,12 +148,13 @@ def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any =
                      num_train_epochs=config.num_train_epochs, max_length=None,
                      gradient_checkpointing=config.gradient_checkpointing, **config.trainer_arguments())
     trainer = trainer_class()(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                              release_epochs=config.recipe == "release")
+                              release_epochs=get_recipe(config.recipe).release_trainer)
     return trainer, tokenizer
 
 
 def train_dpo(config: DPOStepConfig) -> Path:
     """Train and save the DPO LoRA adapter (and tokenizer) in `output_dir`; returns it."""
+    from PUMA.lineage import check_carried
     from PUMA.lora import run_facts, save_adapter
     from PUMA.recipe import check_inputs, get_recipe, write_record
 
@@ -156,19 +162,20 @@ def train_dpo(config: DPOStepConfig) -> Path:
     recipe = get_recipe(config.recipe)
     inputs = {"--data_file": config.data_file, "--model_path": config.model_path}
     check_inputs(recipe, inputs)
+    notes = check_carried("dpo", recipe, config, inputs)
     trainer, tokenizer = build_dpo_trainer(config)
     result = trainer.train()
     out = save_adapter(trainer, tokenizer, config.output_dir)
     write_record(out, "dpo", recipe, config, inputs, train_loss=result.training_loss,
-                 optimizer_steps=trainer.state.global_step, pairs=len(trainer.train_dataset),
+                 optimizer_steps=trainer.state.global_step, pairs=len(trainer.train_dataset), input_notes=notes,
                  **run_facts(trainer, config, "dpo"))
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    from PUMA.cli import parse_config
+    from PUMA.cli import parse_step
 
-    print(f"DPO LoRA adapter saved in {train_dpo(parse_config(DPOStepConfig, argv, 'python -m PUMA.dpo', __doc__))}")
+    print(f"DPO LoRA adapter saved in {train_dpo(parse_step(DPOStepConfig, argv, 'python -m PUMA.dpo', __doc__, 'dpo'))}")
     return 0
 
 

@@ -23,18 +23,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from PUMA.recipe import Recipe
+from PersonalWAB.settings import setting
+from PUMA.recipe import RECIPES, Recipe
 
 
 @dataclass
 class DPODataConfig:
-    scores_file: str = "PUMA/output/param_candidates_train_scores.json"
-    param_data: str = "PUMA/data/param_train.json"
-    output_file: str = "PUMA/data/dpo_train.json"
-    recipe: str = "release"
-    model_path: str = "PUMA/output/sft_merged"  # improved recipe: its tokenizer measures the prompts
-    max_length: int = 1024  # improved recipe: the DPO step's max length
-    protocol_file: str | None = None  # improved recipe: renders the shortened prompts
+    """Step 5's settings."""
+
+    scores_file: str = setting("PUMA/output/param_candidates_train_scores.json", "step 4's scores "
+                               "(instruction -> {candidate: score})")
+    param_data: str = setting("PUMA/data/param_train.json", "step 1's parameter examples, whose prompts the pairs "
+                              "take")
+    output_file: str = setting("PUMA/data/dpo_train.json", "JSON list of preference pairs (its record beside it)",
+                               flag="out", aliases=("output_file",), metavar="FILE")
+    recipe: str = setting("release", "PUMA recipe (PUMA/configs/<recipe>.yaml): release keeps every pair, "
+                          "improved drops pairs without a preference and shortens over-long prompts' memory",
+                          choices=RECIPES)
+    model_path: str = setting("PUMA/output/sft_merged", "improved recipe: the model whose tokenizer measures the "
+                              "prompts (the model DPO trains)")
+    max_length: int = setting(1024, "improved recipe: the DPO step's --max_length the prompts are fitted to")
+    protocol_file: str | None = setting(None, "improved recipe: the protocol pack that renders the shortened "
+                                        "prompts", default_text="the release pack when placed, else the project's")
 
 
 def chosen_and_rejected(scored: dict[str, float]) -> tuple[str, str]:
@@ -124,9 +134,9 @@ def build_dpo_data(config: DPODataConfig, log: Callable[[str], None] = print) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    from PUMA.cli import parse_config
+    from PUMA.cli import parse_step
 
-    build_dpo_data(parse_config(DPODataConfig, argv, "python -m PUMA.dpo_data", __doc__))
+    build_dpo_data(parse_step(DPODataConfig, argv, "python -m PUMA.dpo_data", __doc__, "dpo_data"))
     return 0
 
 

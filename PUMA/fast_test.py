@@ -18,7 +18,7 @@ Recommend candidates are read as their ASINs, each once, in first-occurrence ord
 release's `list(set(...))` order follows the hash seed; `bug_fixes` in PUMA/configs/release.yaml).
 
 Printed: the release's table (per task type and overall: Total, Tool Accuracy Avg, Result
-Avg). Written (`--output_file`): the summary and every task's scores (the function read,
+Avg). Written (`--out`): the summary and every task's scores (the function read,
 Tool Accuracy, Result and each candidate's score), with its record (`*.puma_run.json`).
 
 Where the release's script would stop with an error this one reports it or carries on: an
@@ -38,20 +38,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from PersonalWAB.engines.search import BACKENDS as SEARCH_BACKENDS
+from PersonalWAB.settings import setting
+from PUMA.recipe import RECIPES
+
 TASK_TYPES = ("search", "recommend", "review")
 _ROW_NAMES = {"search": "Search", "recommend": "Recommend", "review": "Review", "overall": "Overall"}
 
 
 @dataclass
 class FastTestConfig:
-    function_file: str = "PUMA/output/function_test.json"
-    param_file: str = "PUMA/output/param_test.json"
-    output_file: str = "PUMA/output/fast_test_scores.json"
-    data_dir: str | None = None
-    task_split: str = "test"
-    search_backend: str = "lucene"
-    recipe: str = "release"
-    protocol_file: str | None = None  # release protocol pack (default: the default pack when placed)
+    """Step 7 from files: its settings."""
+
+    function_file: str = setting("PUMA/output/function_test.json", "function predictions (instruction -> list; "
+                                 "the first is read)")
+    param_file: str = setting("PUMA/output/param_test.json", "parameter outputs (instruction -> list)")
+    output_file: str = setting("PUMA/output/fast_test_scores.json", "JSON file with the summary and every task's "
+                               "scores (its record beside it)", flag="out", aliases=("output_file",), metavar="FILE")
+    data_dir: str | None = setting(None, "the benchmark data whose tasks and engines score the outputs",
+                                   default_text="the official data when placed, else the bundled synthetic data")
+    task_split: str = setting("test", "the split to evaluate")
+    search_backend: str = setting("lucene", "search engine of the search function (bm25s needs no Java)",
+                                  choices=SEARCH_BACKENDS)
+    recipe: str = setting("release", "PUMA recipe; this step computes the release's test.py, so only a recipe "
+                          "that reads and scores outputs as the release does (release) runs it", choices=RECIPES)
+    protocol_file: str | None = setting(None, "protocol pack whose texts render the function results",
+                                        default_text="the release pack when placed, else the project's")
 
 
 def predicted_type(function_output: Any) -> str:
@@ -83,7 +95,7 @@ def task_result(task_type: str, candidate_scores: list[float]) -> float:
 
 
 def evaluate(engines: Any, tasks: list[dict[str, Any]], function_outputs: dict[str, Any],
-             param_outputs: dict[str, Any]) -> list[dict[str, Any]]:
+             param_outputs: dict[str, Any], recipe: str = "release") -> list[dict[str, Any]]:
     """Every task's row: instruction, type, function (the output read), function_acc,
     result_acc and candidate_scores (empty for a wrong function)."""
     from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
@@ -105,7 +117,7 @@ def evaluate(engines: Any, tasks: list[dict[str, Any]], function_outputs: dict[s
                 jobs.append((task, FUNCTION_FOR_TASK_TYPE[task["type"]], candidate))
         rows.append({"index": index, "instruction": task["task"], "type": task["type"], "function": listed[0],
                      "function_acc": 1.0 if right else 0.0, "candidates": candidates})
-    scores = score_jobs(engines, jobs, "release")
+    scores = score_jobs(engines, jobs, recipe)
     for row in rows:
         candidates = row.pop("candidates")
         row["candidate_scores"] = [scores[where[(row["index"], c)]] for c in candidates]
@@ -152,9 +164,11 @@ def fast_test(config: FastTestConfig, log: Callable[[str], None] = print) -> Pat
     from PUMA.score import load_engines, scoring_facts
 
     recipe = get_recipe(config.recipe)
-    if recipe.name != "release":
-        raise ValueError("PUMA.fast_test computes what the release's test.py computes (--recipe release); the "
-                         "improved recipe evaluates files through run.py: RECIPE=improved scripts/fast_test.sh")
+    if not (recipe.strict_release_parsing and recipe.raw_review_cosine):
+        raise ValueError(f"PUMA.fast_test computes what the release's test.py computes, which reads outputs and "
+                         f"scores reviews as --recipe {recipe.name} does not (its strict_release_parsing and "
+                         f"raw_review_cosine switches); this recipe evaluates files through run.py: "
+                         f"RECIPE={recipe.name} scripts/fast_test.sh")
     inputs = {"--function_file": config.function_file, "--param_file": config.param_file}
     check_inputs(recipe, inputs)
     function_outputs, param_outputs = read_json(config.function_file), read_json(config.param_file)
@@ -163,11 +177,11 @@ def fast_test(config: FastTestConfig, log: Callable[[str], None] = print) -> Pat
             raise ValueError(f"{path}: expected a JSON object mapping instruction text to a list of outputs")
     _, engines, tasks = load_engines(config.data_dir, config.search_backend, config.protocol_file,
                                      config.task_split, log)
-    rows = evaluate(engines, tasks, function_outputs, param_outputs)
+    rows = evaluate(engines, tasks, function_outputs, param_outputs, recipe.name)
     summary = summarize(rows)
     path = write_json(config.output_file, {"recipe": recipe.name, "split": config.task_split,
                                            "summary": summary, "tasks": rows})
-    write_record(path, "fast_test", recipe, config, inputs, summary=summary, **scoring_facts(recipe.name),
+    write_record(path, "fast_test", recipe, config, inputs, summary=summary, **scoring_facts(recipe),
                  task_result="search/recommend: the last candidate whose results hold the target; review: the "
                              "last candidate's cosine (as the release's test.py)")
     log(format_table(summary))
@@ -176,9 +190,9 @@ def fast_test(config: FastTestConfig, log: Callable[[str], None] = print) -> Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    from PUMA.cli import parse_config
+    from PUMA.cli import parse_step
 
-    fast_test(parse_config(FastTestConfig, argv, "python -m PUMA.fast_test", __doc__))
+    fast_test(parse_step(FastTestConfig, argv, "python -m PUMA.fast_test", __doc__, "fast_test"))
     return 0
 
 

@@ -6,24 +6,26 @@ LoRA adapter folder, which is merged into its base on load).
 - `--mode param`: parameter candidates for the prompts of a parameter data file;
   defaults are the release's DPO candidate settings (beam search with 10 beams,
   sampling at temperature 1.5, 10 candidates, up to 256 new tokens, early stopping).
-  For final predictions use `--num_return_sequences 1 --num_beams 1 --no-do_sample`.
+  For final predictions use `--num_return_sequences 1 --num_beams 1 --do_sample 0`.
 
-`--recipe release` generates as the release's `test_llama.py`: a parameter prompt is built
-again from the example (`load_param_prompt`): the parameter prompt with the bare instruction
-(no product block), the stored memory cut to `--mem_token_length` tokens, and as tool the
-first output of `--function_file` for the instruction (the *predicted* function, step 3a);
-the release's `GenerationConfig` (as many sequences as beams, top-k 50 when sampling);
-prompts never cut; each output read from the whole decoded sequence after the prompt's cue
-(`### Tool:` / `### Tool Parameter:`), leading whitespace kept; every output listed, repeats
-included. `--recipe improved` reads the training prompt of the example as it is.
+The recipes generate differently, and one switch of the recipe says how
+(`release_generation`, PUMA/configs/<recipe>.yaml). On (`release`), as the release's
+`test_llama.py`: a parameter prompt is built again from the example (`load_param_prompt`):
+the parameter prompt with the bare instruction (no product block), the stored memory cut to
+`--mem_token_length` tokens, and as tool the first output of `--function_file` for the
+instruction (the *predicted* function, step 3a); the release's `GenerationConfig` (as many
+sequences as beams, top-k 50 when sampling); prompts never cut; an adapter kept unmerged; each
+output read from the whole decoded sequence after the prompt's cue (`### Tool:` / `### Tool
+Parameter:`), leading whitespace kept; every output listed, repeats included. Off
+(`improved`): the example's training prompt as it is (cut to `--max_prompt_tokens`), the new
+tokens decoded and stripped, repeats dropped.
 
 Every decoding field is set by the recipe (`PUMA.modeling.decoding_config`; vLLM: every
 sampling field), so the model folder's `generation_config.json` changes nothing (transformers 5
 would fill unset fields from it: Llama-2-chat's sampling at top-p 0.9, say). The record's
 `effective_decoding` lists what the backend ran with.
 
-Output: JSON object instruction text -> list of outputs (improved: duplicates dropped, order
-kept), and its record (`<output>.puma_run.json`: recipe, settings, decoding).
+Output (`--out`): JSON object instruction text -> list of outputs, and its record (`<output>.puma_run.json`: recipe, settings, decoding).
 
 On a GPU the model runs in bf16 (`--dtype`, as the release generated) and `--batch_size 0`
 (the default) takes as many prompts per call as the estimate of their key/value cache,
@@ -43,34 +45,57 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from PersonalWAB.settings import setting
+from PUMA.modeling import DTYPES
 from PUMA.prompting import FUNCTION_NEW_TOKENS
+from PUMA.recipe import RECIPES
+
+
+BACKENDS = ("auto", "hf", "vllm")
+MODES = ("function", "param")
 
 
 @dataclass
 class GenerateConfig:
-    model_path: str = "PUMA/output/sft_merged"
-    mode: str = "param"  # function | param
-    data_file: str = "PUMA/data/param_train.json"
-    output_file: str = "PUMA/output/param_candidates_train.json"
-    recipe: str = "release"  # release: its prompts, GenerationConfig and reading of outputs; improved: its own
-    max_new_tokens: int = 256
-    num_return_sequences: int = 10
-    num_beams: int = 10
-    do_sample: bool = True
-    temperature: float = 1.5
-    top_p: float = 1.0
-    early_stopping: bool = True  # beam search stops once num_beams sequences are finished (the release's)
-    batch_size: int = 0  # prompts per HF generate call; 0: as many as fit the GPU (8 on a CPU)
-    max_prompt_tokens: int = 1024  # improved recipe: longer prompts keep their first token and their end
-    function_file: str | None = None  # param mode, release recipe: step 3a's predictions fill the prompt's tool
-    mem_token_length: int = 768  # param mode, release recipe: the memory cut of the rebuilt prompt
-    max_examples: int = -1
-    seed: int = 42
-    dtype: str = "auto"  # auto: bfloat16 on a GPU (the release generated in bf16), float32 on a CPU
-    backend: str = "auto"  # auto | hf | vllm
-    tensor_parallel_size: int = 1  # vllm: GPUs one model is split over
-    gpu_memory_utilization: float = 0.9  # vllm: share of GPU memory for weights and KV cache
-    protocol_file: str | None = None  # release recipe: the pack whose prompt texts rebuild the prompts
+    """Step 3's settings."""
+
+    model_path: str = setting("PUMA/output/sft_merged", "the fine-tuned model: a merged model folder, a hub name, or "
+                              "a LoRA adapter folder (merged into its base on load)")
+    mode: str = setting("param", "function predictions (greedy, 32 new tokens) or parameter candidates",
+                        choices=MODES)
+    data_file: str = setting("PUMA/data/param_train.json", "step 1's examples whose prompts are generated from")
+    output_file: str = setting("PUMA/output/param_candidates_train.json", "JSON file instruction -> outputs (its "
+                               "record beside it)", flag="out", aliases=("output_file",), metavar="FILE")
+    recipe: str = setting("release", "PUMA recipe (PUMA/configs/<recipe>.yaml): release rebuilds the release's "
+                          "prompts and decodes as it did, improved generates from the training prompt",
+                          choices=RECIPES)
+    max_new_tokens: int = setting(256, "param mode: most tokens generated per candidate")
+    num_return_sequences: int = setting(10, "param mode: candidates per prompt (release: equal to --num_beams)")
+    num_beams: int = setting(10, "param mode: beams of the beam search (1: no beam search)")
+    do_sample: bool = setting(True, "param mode: sample (with beams: beam sampling); 0 decodes greedily or by "
+                              "beam search", aliases=("no-do_sample",))
+    temperature: float = setting(1.5, "param mode: sampling temperature (higher: more diverse candidates)")
+    top_p: float = setting(1.0, "param mode: nucleus sampling's probability mass (1: off)")
+    early_stopping: bool = setting(True, "param mode: beam search stops once num_beams sequences are finished "
+                                   "(the release's)", aliases=("no-early_stopping",))
+    batch_size: int = setting(0, "prompts per HF generate call; 0: as many as fit the free GPU memory (8 on a CPU)")
+    max_prompt_tokens: int = setting(1024, "improved recipe: a longer prompt keeps its first token and its end; "
+                                     "vllm: the context is this plus --max_new_tokens")
+    function_file: str | None = setting(None, "param mode, release recipe: step 3's function predictions for "
+                                        "these instructions, whose first output names the prompt's tool")
+    mem_token_length: int = setting(768, "param mode, release recipe: the memory cut of the rebuilt prompt; must "
+                                    "be the value the data was made with (checked against its record)")
+    max_examples: int = setting(-1, "generate for the first N examples only; -1: all")
+    seed: int = setting(42, "seed of the sampling")
+    dtype: str = setting("auto", "model precision; auto: bfloat16 on a GPU (as the release generated), float32 on "
+                         "a CPU", choices=DTYPES)
+    backend: str = setting("auto", "hf: HF generate in left-padded batches; vllm: vLLM's offline engine (GPU, "
+                           "much faster; beam sampling becomes sampling); auto: vllm when installed with a GPU",
+                           choices=BACKENDS)
+    tensor_parallel_size: int = setting(1, "vllm: GPUs one model is split over")
+    gpu_memory_utilization: float = setting(0.9, "vllm: share of GPU memory for weights and KV cache")
+    protocol_file: str | None = setting(None, "release recipe: the protocol pack whose texts rebuild the prompts",
+                                        default_text="the release pack when placed, else the project's")
 
 
 BACKENDS = ("auto", "hf", "vllm")
@@ -100,7 +125,9 @@ def decoding_settings(config: GenerateConfig) -> dict[str, Any]:
     if config.mode == "function":
         return dict(max_new_tokens=FUNCTION_NEW_TOKENS, num_return_sequences=1, num_beams=1, do_sample=False,
                     temperature=0.0)
-    if config.recipe == "release" and config.num_return_sequences != config.num_beams:
+    from PUMA.recipe import get_recipe
+
+    if get_recipe(config.recipe).release_generation and config.num_return_sequences != config.num_beams:
         raise ValueError(f"--recipe release returns one sequence per beam (the release's test_llama.py): give "
                          f"--num_return_sequences {config.num_beams} with --num_beams {config.num_beams}")
     return dict(max_new_tokens=config.max_new_tokens, num_return_sequences=config.num_return_sequences,
@@ -126,7 +153,7 @@ def effective_settings(config: GenerateConfig, backend: str) -> dict[str, Any]:
                                 settings.get("top_p", 1.0))}
     from PUMA.modeling import decoding_config, effective_decoding
 
-    release = get_recipe(config.recipe).name == "release"
+    release = get_recipe(config.recipe).release_generation
     return {"backend": "hf", "seed": config.seed,
             **effective_decoding(decoding_config(None, release=release, **settings))}
 
@@ -214,18 +241,20 @@ def generate_outputs(config: GenerateConfig, prompts: list[str], log: Callable[[
 
 def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) -> Path:
     from PUMA.modeling import read_json, write_json
+    from PUMA.lineage import check_carried
     from PUMA.recipe import check_inputs, get_recipe, write_record
 
     if config.mode not in ("function", "param"):
         raise ValueError(f"--mode must be function or param, got {config.mode!r}")
     recipe = get_recipe(config.recipe)
-    release = recipe.name == "release"
+    release = recipe.release_generation
     if release and config.mode == "param" and not config.function_file:
         raise ValueError("--recipe release --mode param needs --function_file: the release's prompt names the "
                          "predicted function (step 3a's output for these instructions)")
     inputs = {"--data_file": config.data_file, "--model_path": config.model_path,
               "--function_file": config.function_file if release and config.mode == "param" else None}
     check_inputs(recipe, inputs)
+    notes = check_carried(f"generate_{config.mode}", recipe, config, inputs, log)
     examples = read_json(config.data_file)
     if config.max_examples > 0:
         examples = examples[:config.max_examples]
@@ -251,7 +280,7 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
                  effective_decoding=effective_settings(config, backend),
                  prompts="release load_param_prompt (predicted function, bare instruction)"
                  if release and config.mode == "param" else "the data file's prompts",
-                 prompt_cut=None if release else config.max_prompt_tokens,
+                 prompt_cut=None if release else config.max_prompt_tokens, input_notes=notes,
                  batching="left-padded batches (the release: one prompt per generate call; the same outputs, "
                           "measured by the parity harness)")
     log(f"{path}: {config.mode} outputs for {len(result)} instructions")
@@ -259,9 +288,9 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    from PUMA.cli import parse_config
+    from PUMA.cli import parse_step
 
-    generate_file(parse_config(GenerateConfig, argv, "python -m PUMA.generate", __doc__))
+    generate_file(parse_step(GenerateConfig, argv, "python -m PUMA.generate", __doc__, "generate"))
     return 0
 
 

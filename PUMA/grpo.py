@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from PersonalWAB.engines.search import BACKENDS as SEARCH_BACKENDS
+from PersonalWAB.settings import setting
 from PUMA.lora import LoRATrainingConfig
 
 TASK_TYPES = ("search", "recommend", "review")
@@ -36,31 +38,38 @@ VLLM_MODES = ("colocate", "server")
 
 @dataclass
 class GRPOStepConfig(LoRATrainingConfig):
-    model_path: str = "PUMA/output/sft_merged"  # the merged SFT model (PUMA/scripts/merge.sh)
-    data_file: str = "PUMA/data/param_train.json"  # step 1's parameter prompts
-    output_dir: str = "PUMA/output/grpo"
-    data_dir: str | None = None  # the benchmark data the rewards are scored on
-    task_split: str = "train"
-    search_backend: str = "lucene"
-    protocol_file: str | None = None  # release protocol pack (default: the default pack when placed)
-    task_types: str = "search,recommend,review"  # prompts of these task types are trained on
-    max_examples: int = -1
-    per_device_train_batch_size: int = 8
-    gradient_accumulation_steps: int = 4
-    num_generations: int = 8  # parameters sampled per prompt (one GRPO group)
-    temperature: float = 1.0
-    max_completion_length: int = 256
-    max_prompt_length: int = 1024  # longer prompts keep their end (memory tail and cue), as in DPO
-    learning_rate: float = 1e-5
-    num_train_epochs: float = 1
-    beta: float = 0.0  # KL weight to the SFT model (TRL's default: none)
-    loss_type: str = "dapo"  # TRL's default; grpo, dr_grpo, bnpo, ...
-    logging_steps: int = 1
-    generation_backend: str = "auto"  # auto | hf | vllm
-    vllm_mode: str = "colocate"  # colocate | server
-    vllm_gpu_memory_utilization: float = 0.3  # colocate: share of GPU memory vLLM takes
-    vllm_tensor_parallel_size: int = 1
-    vllm_server_base_url: str | None = None  # server: e.g. http://localhost:8000
+    model_path: str = setting("PUMA/output/sft_merged", "the merged SFT model the policy's adapter is trained on "
+                              "(PUMA/scripts/merge.sh)")
+    data_file: str = setting("PUMA/data/param_train.json", "step 1's parameter prompts")
+    output_dir: str = setting("PUMA/output/grpo", "folder for the GRPO LoRA adapter, its tokenizer and "
+                              "grpo_log.jsonl", flag="out", aliases=("output_dir",), metavar="DIR")
+    data_dir: str | None = setting(None, "the benchmark data the rewards are scored on",
+                                   default_text="the official data when placed, else the bundled synthetic data")
+    task_split: str = setting("train", "the split whose tasks score the rewards")
+    search_backend: str = setting("lucene", "search engine of the search function (bm25s needs no Java)",
+                                  choices=SEARCH_BACKENDS)
+    protocol_file: str | None = setting(None, "protocol pack whose texts render the function results",
+                                        default_text="the release pack when placed, else the project's")
+    task_types: str = setting("search,recommend,review", "comma-separated task types whose prompts are trained on")
+    max_examples: int = setting(-1, "train on the first N prompts only; -1: all")
+    per_device_train_batch_size: int = setting(8, "completions per device per micro-batch")
+    gradient_accumulation_steps: int = setting(4, "micro-batches per optimizer step on each process")
+    num_generations: int = setting(8, "parameters sampled per prompt (one GRPO group, at least 2)")
+    temperature: float = setting(1.0, "sampling temperature of the policy's completions")
+    max_completion_length: int = setting(256, "most tokens of a sampled parameter")
+    max_prompt_length: int = setting(1024, "a longer prompt keeps its end (memory tail and cue), as in DPO")
+    learning_rate: float = setting(1e-5, "peak learning rate")
+    num_train_epochs: float = setting(1.0, "passes over the prompts")
+    beta: float = setting(0.0, "KL weight to the SFT model (TRL's default: none)")
+    loss_type: str = setting("dapo", "TRL's GRPO loss (grpo, dr_grpo, bnpo, dapo, ...)")
+    logging_steps: int = setting(1, "optimizer steps between two logged rewards")
+    generation_backend: str = setting("auto", "generation inside the trainer: hf generate, vllm (GPU), or auto "
+                                      "(vllm when installed with a GPU)", choices=("auto", "hf", "vllm"))
+    vllm_mode: str = setting("colocate", "vllm: colocate runs it in the training process, server talks to a `trl "
+                             "vllm-serve` process", choices=VLLM_MODES)
+    vllm_gpu_memory_utilization: float = setting(0.3, "vllm colocate: share of GPU memory vLLM takes")
+    vllm_tensor_parallel_size: int = setting(1, "vllm: GPUs one model is split over")
+    vllm_server_base_url: str | None = setting(None, "vllm server: its URL, e.g. http://localhost:8000")
 
 
 def resolve_generation_backend(name: str) -> str:
@@ -272,9 +281,9 @@ def train_grpo(config: GRPOStepConfig, log: Callable[[str], None] = print) -> Pa
 
 
 def main(argv: list[str] | None = None) -> int:
-    from PUMA.cli import parse_config
+    from PUMA.cli import parse_step
 
-    config = parse_config(GRPOStepConfig, argv, "python -m PUMA.grpo", __doc__)
+    config = parse_step(GRPOStepConfig, argv, "python -m PUMA.grpo", __doc__, "grpo")
     try:
         check_config(config)
     except ValueError as exc:

@@ -13,7 +13,8 @@ from the repository root: the config paths it passes are relative to it. The env
   training precision (`gpu_train_dtype`: release fp16, improved bf16), fp32 without a GPU.
 - DEEPSPEED=release|zero2|zero3|none: `release` is PUMA/configs/deepspeed_zero2_release.json (the
   release's ZeRO-2 fp16 settings), zero2/zero3 PUMA/configs/deepspeed_<stage>.json. The default is
-  `release` for sft and dpo under RECIPE=release on GPUs, else none; that default without the
+  `release` for sft and dpo on GPUs under a recipe whose `release_launch` switch is on (release),
+  else none; that default without the
   deepspeed package installed stops with status 3 (DEEPSPEED=none trains with AMP fp16 instead,
   and the step records it as a departure from the release).
 - PUMA_PYTHON: the Python that runs the step (default: this one).
@@ -26,7 +27,6 @@ step's own (python -m PUMA.sft --help).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -34,6 +34,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from PersonalWAB.settings import parse, setting
 from PUMA.recipe import RECIPES, get_recipe
 
 STEPS = {"sft": "PUMA.sft", "dpo": "PUMA.dpo", "grpo": "PUMA.grpo"}
@@ -48,6 +49,13 @@ ACCELERATE_CONFIGS = {"single": "PUMA/configs/accelerate_single_gpu.yaml",
 MISSING_DEEPSPEED = ("RECIPE=release trains as the release did, with DeepSpeed ZeRO-2 in fp16, and the deepspeed "
                      "package is not installed: pip install -r requirements-gpu.txt, or set DEEPSPEED=none to train "
                      "with AMP fp16 instead (the step's record then lists it as a departure from the release)")
+
+
+@dataclass
+class LaunchSettings:
+    """`python -m PUMA.launch`'s own settings (the step's come after `--`)."""
+
+    step: str = setting("sft", "the training step to start", positional=True, choices=tuple(STEPS))
 
 
 class LaunchError(Exception):
@@ -115,7 +123,7 @@ def plan_launch(step: str, env: Mapping[str, str], gpus: int | None = None,
     precision = env.get("PRECISION") or (TORCH_DTYPE_PRECISION[get_recipe(recipe).gpu_train_dtype] if n else "fp32")
     if precision not in PRECISION_FLAGS:
         raise LaunchError(f"PRECISION={precision}: expected bf16, fp16 or fp32", 2)
-    default_deepspeed = "release" if recipe == "release" and n and step in DEEPSPEED_STEPS else "none"
+    default_deepspeed = "release" if get_recipe(recipe).release_launch and n and step in DEEPSPEED_STEPS else "none"
     deepspeed = env.get("DEEPSPEED") or default_deepspeed
     if deepspeed not in DEEPSPEED_CONFIGS:
         raise LaunchError(f"DEEPSPEED={deepspeed}: expected release, zero2, zero3 or none", 2)
@@ -136,11 +144,8 @@ def plan_launch(step: str, env: Mapping[str, str], gpus: int | None = None,
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     own, step_args = (args[:args.index("--")], args[args.index("--") + 1:]) if "--" in args else (args, [])
-    parser = argparse.ArgumentParser(prog="python -m PUMA.launch", description=__doc__,
-                                     usage="%(prog)s STEP [-- STEP_ARGS...]",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("step", choices=STEPS, help="the training step to start")
-    step = parser.parse_args(own).step
+    step = parse(LaunchSettings, own, prog="python -m PUMA.launch STEP [-- STEP_ARGS...]",
+                 description=__doc__).step
     try:
         plan = plan_launch(step, os.environ)
     except LaunchError as exc:

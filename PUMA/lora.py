@@ -38,6 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from PersonalWAB.settings import setting
+from PUMA.recipe import RECIPES
+
 LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 MODULES_TO_SAVE = "embed_tokens,lm_head,input_layernorm,post_attention_layernorm,norm"
 RELEASE_GLOBAL_BATCH = 64  # the release's SFT: 4 GPUs (--include=localhost:0,1,2,3) x batch 1 x accumulation 16
@@ -79,26 +82,36 @@ def _names(text: str) -> list[str]:
 class LoRATrainingConfig:
     """Settings SFT and DPO share. `--recipe` decides what the two recipes do differently."""
 
-    recipe: str = "release"
-    per_device_train_batch_size: int = 0  # 0: the recipe's (`recipe_batch`)
-    gradient_accumulation_steps: int = 0  # 0: global_batch_size / (world size x per-device batch), see batch_layout
-    global_batch_size: int = 0  # examples per optimizer step over all GPUs; 0: the recipe's
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0
-    lora_target_modules: str = LORA_TARGETS
-    modules_to_save: str = MODULES_TO_SAVE  # "" trains the LoRA matrices only
-    warmup_ratio: float = 0.1  # share of the optimizer steps with a linearly rising learning rate
-    logging_steps: int = 10
-    save_strategy: str = "epoch"
-    save_total_limit: int = 2
-    bf16: bool = False
-    fp16: bool = False
-    gradient_checkpointing: bool = False
-    deepspeed: str | None = None  # e.g. PUMA/configs/deepspeed_zero2.json (pip install -r requirements-gpu.txt)
-    report_to: str = "none"  # "tensorboard" or "wandb" (the package must be installed)
-    seed: int = 42
-    max_steps: int = -1  # optimizer steps; -1: num_train_epochs decides
+    recipe: str = setting("release", "PUMA recipe (PUMA/configs/<recipe>.yaml): release trains as the release "
+                          "did (its loss, batch, epoch order, optimizer), improved makes the changes it lists",
+                          choices=RECIPES)
+    per_device_train_batch_size: int = setting(0, "examples per device per micro-batch; 0: the recipe's (its sft_batch "
+                                               "or dpo_batch switch)")
+    gradient_accumulation_steps: int = setting(0, "micro-batches per optimizer step on each process; wins over "
+                                               "--global_batch_size; 0: from the global batch, else the recipe's")
+    global_batch_size: int = setting(0, "examples per optimizer step over all processes (the accumulation is "
+                                     "then this / (processes x per-device batch)); 0: the recipe's (release: 64)")
+    lora_r: int = setting(16, "LoRA rank")
+    lora_alpha: int = setting(32, "LoRA alpha (the update is scaled by alpha / rank)")
+    lora_dropout: float = setting(0.0, "dropout on the LoRA input")
+    lora_target_modules: str = setting(LORA_TARGETS, "comma-separated module names that get LoRA matrices")
+    modules_to_save: str = setting(MODULES_TO_SAVE, "comma-separated modules trained and saved whole, as the "
+                                   "release; an empty value trains the LoRA matrices only")
+    warmup_ratio: float = setting(0.1, "share of the optimizer steps over which the learning rate rises linearly")
+    logging_steps: int = setting(10, "optimizer steps between two logged losses")
+    save_strategy: str = setting("epoch", "when checkpoints are saved (no saves only the final adapter)",
+                                 choices=("no", "epoch", "steps"))
+    save_total_limit: int = setting(2, "checkpoints kept in the output folder")
+    bf16: bool = setting(False, "bf16 mixed precision (GPU); PUMA/scripts set it from the recipe")
+    fp16: bool = setting(False, "fp16 mixed precision (GPU; the release's)")
+    gradient_checkpointing: bool = setting(False, "recompute activations in the backward pass: less memory, "
+                                           "about a third slower")
+    deepspeed: str | None = setting(None, "DeepSpeed config file, e.g. PUMA/configs/deepspeed_zero2.json (pip "
+                                    "install -r requirements-gpu.txt); PUMA/scripts pass the recipe's")
+    report_to: str = setting("none", "where the trainer reports metrics: none, tensorboard, wandb, ... (the "
+                             "package must be installed)")
+    seed: int = setting(42, "seed of the trainer's shuffling, dropout and LoRA initialisation")
+    max_steps: int = setting(-1, "stop after this many optimizer steps; -1: the epochs decide")
 
     def check(self) -> None:
         """Settings errors before any model is loaded."""
@@ -162,7 +175,9 @@ class LoRATrainingConfig:
         layout = self.batch_layout()
         names = ("logging_steps", "save_strategy", "save_total_limit", "bf16", "fp16", "seed", "deepspeed",
                  "report_to", "max_steps")
-        release = {"optim": RELEASE_OPTIMIZER} if self.recipe == "release" else {}
+        from PUMA.recipe import get_recipe
+
+        release = {"optim": RELEASE_OPTIMIZER} if get_recipe(self.recipe).release_trainer else {}
         return {**{name: getattr(self, name) for name in names}, "warmup_steps": self.warmup_ratio,
                 "per_device_train_batch_size": layout.per_device_train_batch_size,
                 "gradient_accumulation_steps": layout.gradient_accumulation_steps, "disable_tqdm": True, **release}
@@ -251,9 +266,9 @@ def launch_departures(config: LoRATrainingConfig, step: str, layout: BatchLayout
                       device_type: str) -> list[str]:
     """Launch choices of a `--recipe release` GPU run that are not the release's (a CPU run is a
     smoke test, not a reproduction: its record shows its batch and precision, nothing more)."""
-    from PUMA.recipe import Departure
+    from PUMA.recipe import Departure, get_recipe
 
-    if config.recipe != "release" or device_type != "cuda":
+    if not get_recipe(config.recipe).release_launch or device_type != "cuda":
         return []
     lines = []
     if precision != RELEASE_PRECISION:

@@ -20,7 +20,7 @@ class MergeConfig:
 
     adapter_path: str = setting("PUMA/output/sft", "the LoRA adapter folder to merge")
     output_dir: str = setting("PUMA/output/sft_merged", "folder for the merged model, its tokenizer and its record",
-                              flag="out", aliases=("output_dir",))
+                              flag="out", aliases=("output_dir",), metavar="DIR")
     base_model_path: str | None = setting(None, "the base model to merge into",
                                           default_text="the base named in the adapter's adapter_config.json")
     recipe: str = setting("release", "PUMA recipe: merging is the same in every recipe; recorded, and the "

@@ -3,9 +3,11 @@
 `release` does every step as the release's code does (DESIGN §10), quirks included, so a
 researcher gets the release's model; `improved` keeps everything else and changes only
 the choices listed in its `departures`, each with its reason. Each recipe is data,
-`PUMA/configs/<name>.yaml`: its switches (the fields of `Recipe`) and its departures from
-the release; release.yaml also holds the release's bugs every recipe keeps fixed
-(`bug_fixes`). The files are read and checked once, on first use. Every step takes
+`PUMA/configs/<name>.yaml`: its switches (the fields of `Recipe`: every behaviour in which
+the recipes differ is one, and no code asks a recipe's name), its step settings (`steps`:
+each step's settings under this recipe, the defaults `PUMA.cli.parse_step` gives the step)
+and its departures from the release; release.yaml also holds the release's bugs every
+recipe keeps fixed (`bug_fixes`). The files are read and checked once, on first use. Every step takes
 `--recipe` (default `release`), refuses inputs another recipe made, and writes a record
 (`puma_run.json` inside an output folder, `<name>.puma_run.json` beside an output file)
 naming the recipe, its departures from the release, the step's settings and its inputs.
@@ -17,11 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 RECIPES = ("release", "improved")
 RECORD_NAME = "puma_run.json"
@@ -46,17 +48,25 @@ class Recipe:
 
     name: str
     distinct_recommend_label: bool  # step 1
+    raw_search_labels: bool  # step 1: an LLM search label kept as returned (False: cleaned, empty -> fallback)
     label_only_loss: bool  # step 2: False = the release's loss over max-length EOS padding
     packed_batches: bool  # step 2
+    sft_batch: tuple[int, int, int]  # step 2: (per-device batch, accumulation per process, global batch), 0 = unset
+    dpo_batch: tuple[int, int, int]  # step 6: the same
+    release_trainer: bool  # steps 2 and 6: the release's epoch order over accumulation and its adamw_torch
+    release_launch: bool  # steps 2 and 6 on GPUs: DeepSpeed ZeRO-2 fp16 by default, other launches recorded
     gpu_train_dtype: str  # step 2 / 6 on a GPU: "float16" | "bfloat16"
+    release_generation: bool  # step 3 (and live step 7): the release's prompts, GenerationConfig and decoding
+    raw_review_cosine: bool  # step 4: a review candidate's raw cosine, "" for an empty one
     skip_uninformative_pairs: bool  # step 5
     keep_prompt_whole: bool  # steps 5-6: cut the memory instead of the prompt's start
     training_prompt_at_eval: bool  # step 7
     predicted_type_memory: bool  # step 7
-    strict_release_parsing: bool  # step 7
+    strict_release_parsing: bool  # steps 4 and 7: outputs read as the release reads them (unstripped)
     gpu_eval_dtype: str  # step 7 on a GPU
     repeat_action: bool  # step 7 multi-turn: the decided action every step (the release's agent)
     from_release: tuple[Departure, ...] = field(repr=False)  # the release's bug fixes, then the recipe's own
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # step -> its settings
 
     def departures(self, step: str | None = None) -> list[str]:
         """This recipe's departures from the release (one step's, or all), as lines."""
@@ -97,11 +107,14 @@ class RecipeBook:
 
 
 CONFIGS = Path(__file__).with_name("configs")
-_SWITCHES = tuple(f.name for f in fields(Recipe) if f.name not in ("name", "from_release"))
+_SWITCHES = tuple(f.name for f in fields(Recipe) if f.name not in ("name", "from_release", "steps"))
 # The top-level keys of each recipe file (<name>.yaml): release.yaml also holds what every recipe shares
 # with the release and the release's bugs every recipe keeps fixed.
-_FILE_KEYS = {"release": {"switches": dict, "shared_with_release": str, "readings": list, "bug_fixes": list},
-              "improved": {"switches": dict, "departures": list}}
+_FILE_KEYS = {"release": {"switches": dict, "steps": dict, "shared_with_release": str, "readings": list,
+                          "bug_fixes": list},
+              "improved": {"switches": dict, "steps": dict, "departures": list}}
+# The steps a recipe file's `steps` section may set (each is the `step` PUMA.cli.parse_step passes).
+STEP_SECTIONS = ("data", "sft", "merge", "generate", "score", "dpo_data", "dpo", "fast_test", "grpo")
 
 
 def _checked(path: Path, where: str, mapping: Any, types: dict[str, type]) -> dict[str, Any]:
@@ -116,7 +129,14 @@ def _checked(path: Path, where: str, mapping: Any, types: dict[str, type]) -> di
     for key, kind in types.items():
         if key not in mapping:
             raise ValueError(f"{path}: missing key {prefix}{key}")
-        if kind is not object and type(mapping[key]) is not kind:
+        if get_origin(kind) is tuple:  # a fixed-length list of ints in the file
+            value = mapping[key]
+            if not (isinstance(value, list) and len(value) == len(get_args(kind))
+                    and all(type(v) is int for v in value)):
+                raise ValueError(f"{path}: {prefix}{key}: expected a list of {len(get_args(kind))} integers, "
+                                 f"got {value!r}")
+            mapping[key] = tuple(value)
+        elif kind is not object and type(mapping[key]) is not kind:
             raise ValueError(f"{path}: {prefix}{key}: expected {kind.__name__}, got {mapping[key]!r}")
     return mapping
 
@@ -132,6 +152,10 @@ def _read(path: Path, name: str) -> dict[str, Any]:
     data = _checked(path, "", content, _FILE_KEYS[name])
     hints = get_type_hints(Recipe)
     _checked(path, "switches", data["switches"], {key: hints[key] for key in _SWITCHES})
+    for step, values in data["steps"].items():
+        if step not in STEP_SECTIONS or not isinstance(values, dict):
+            raise ValueError(f"{path}: steps.{step}: expected a mapping of one of the steps "
+                             f"{', '.join(STEP_SECTIONS)} to its settings")
     entry_keys = {f.name: str for f in fields(Departure)}
     for key in ("bug_fixes", "departures"):
         if key in data:
@@ -149,8 +173,8 @@ def load_recipes(configs: Path = CONFIGS) -> RecipeBook:
     release.yaml's `bug_fixes` say, then where its own `departures` say."""
     files = {name: _read(configs / f"{name}.yaml", name) for name in RECIPES}
     fixes = files["release"]["bug_fixes"]
-    recipes = {name: Recipe(name, **data["switches"], from_release=fixes + data.get("departures", ()))
-               for name, data in files.items()}
+    recipes = {name: Recipe(name, **data["switches"], from_release=fixes + data.get("departures", ()),
+                            steps=data["steps"]) for name, data in files.items()}
     return RecipeBook(recipes, files["release"]["shared_with_release"], files["release"]["readings"])
 
 
@@ -163,6 +187,11 @@ def get_recipe(name: str) -> Recipe:
     if name not in RECIPES:
         raise ValueError(f"--recipe {name!r}: expected one of {', '.join(RECIPES)}")
     return _book().recipes[name]
+
+
+def step_settings(recipe: str, step: str) -> dict[str, Any]:
+    """The settings recipe file `recipe` gives `step` (by flag name; {} when it gives none)."""
+    return dict(get_recipe(recipe).steps.get(step) or {})
 
 
 def record_path(output: str | Path) -> Path:
@@ -204,7 +233,10 @@ def reading_lines(step: str, settings: dict[str, Any]) -> list[str]:
 
 
 def _plain(settings: Any) -> dict[str, Any]:
-    return asdict(settings) if is_dataclass(settings) else dict(settings)
+    """A step's resolved settings (`PersonalWAB.settings.resolved`), or a mapping as it is."""
+    from PersonalWAB.settings import resolved
+
+    return resolved(settings) if is_dataclass(settings) else dict(settings)
 
 
 def write_record(output: str | Path, step: str, recipe: Recipe, settings: Any,

@@ -2,12 +2,14 @@
 
 Each candidate is turned into what the web function returns (result texts, a review) and
 scored under the function of the function file (or the gold function when none is given,
-as the DPO data needs): searches run in one batch through the engine's `batch_search`,
-recommendations through `recommend_batch`, and reviews are encoded with MiniLM in one
-batch. Score = Result Acc (0 for a wrong function or a failed call): `1 - i/len(results)`
+as the DPO data needs): each function's candidates run through its batch form (its row in
+the table of web functions: searches in one `batch_search`, recommendations in one
+`recommend_batch`), and reviews are encoded with MiniLM in one batch. Score = Result Acc (0 for a wrong function or a failed call): `1 - i/len(results)`
 for the first result whose text contains the target ASIN, or the review's MiniLM cosine.
 
-`--recipe release` scores as the release's `test.py --evaluate_dpo True`:
+How candidates are read and reviews scored follows two switches of the recipe
+(PUMA/configs/<recipe>.yaml). `--recipe release` (`strict_release_parsing`,
+`raw_review_cosine`) scores as the release's `test.py --evaluate_dpo True`:
 - every candidate is the parameter, sent as it is, not stripped (no `Say:`/`stop` reading);
 - a review scores the raw cosine (`review_similarity`: not clipped, can be negative, and
   it decides the "last minimum" of a DPO pair); an empty candidate is the review "";
@@ -32,82 +34,58 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from PersonalWAB.engines.search import BACKENDS as SEARCH_BACKENDS
+from PersonalWAB.settings import setting
+from PUMA.recipe import RECIPES, Recipe
+
 
 @dataclass
 class ScoreConfig:
-    candidates_file: str = "PUMA/output/param_candidates_train.json"
-    output_file: str = "PUMA/output/param_candidates_train_scores.json"
-    data_dir: str | None = None
-    task_split: str = "train"
-    function_file: str | None = None
-    search_backend: str = "lucene"
-    recipe: str = "release"
-    protocol_file: str | None = None  # release protocol pack (default: the default pack when placed)
+    """Step 4's settings."""
+
+    candidates_file: str = setting("PUMA/output/param_candidates_train.json", "step 3's parameter candidates "
+                                   "(instruction -> list)")
+    output_file: str = setting("PUMA/output/param_candidates_train_scores.json", "JSON file instruction -> "
+                               "{candidate: score} (its record beside it)", flag="out", aliases=("output_file",), metavar="FILE")
+    data_dir: str | None = setting(None, "the benchmark data whose tasks, search index and recommender score the "
+                                   "candidates", default_text="the official data when placed, else the bundled "
+                                   "synthetic data")
+    task_split: str = setting("train", "the split whose tasks the candidates' instructions belong to")
+    function_file: str | None = setting(None, "function predictions to score each candidate under (a wrong "
+                                        "function scores 0); without it the gold function, as the DPO data needs")
+    search_backend: str = setting("lucene", "search engine of the search function (bm25s needs no Java)",
+                                  choices=SEARCH_BACKENDS)
+    recipe: str = setting("release", "PUMA recipe (PUMA/configs/<recipe>.yaml): release scores as the release's "
+                          "test.py --evaluate_dpo, improved as the environment and the improved agent",
+                          choices=RECIPES)
+    protocol_file: str | None = setting(None, "protocol pack whose texts render the function results",
+                                        default_text="the release pack when placed, else the project's")
 
 
-def _search_values(engines: Any, protocol: Any, queries: list[str]) -> list[Any]:
-    """What search_product_by_query returns for each query (None where it fails), searched in one batch."""
-    from PersonalWAB.envs.pwab.functions.search_product_by_query import TOP_K
-    from PersonalWAB.errors import ToolArgumentError
-
-    if not queries:
-        return []
-    search = engines.search
-    try:
-        hits: list[Any] = search.batch_search(queries, k=TOP_K)
-    except ToolArgumentError:  # one query too long for Lucene: search one by one
-        hits = []
-        for query in queries:
-            try:
-                hits.append(search.search(query, k=TOP_K))
-            except ToolArgumentError:
-                hits.append(None)
-    return [None if found is None else
-            [protocol.search_result(rank, text) for rank, text in enumerate(search.contents(found))]
-            for found in hits]
-
-
-def _recommend_values(engines: Any, protocol: Any, sequences: list[Any]) -> list[Any]:
-    """What get_recommendations_by_history returns for each sequence (None where it fails)."""
-    from PersonalWAB.envs.pwab.functions.get_recommendations_by_history import TOP_K
-
-    values: list[Any] = []
-    if not sequences:
-        return values
-    for asins in engines.recommender.recommend_batch(sequences, k=TOP_K):
-        products = [engines.data.products.get(asin) for asin in asins]
-        values.append(None if None in products else
-                      [protocol.recommendation_block(product, rank) for rank, product in enumerate(products)])
-    return values
-
-
-def score_jobs(engines: Any, jobs: list[tuple[dict[str, Any], str, str]], recipe: str | None = None) -> list[float]:
+def score_jobs(engines: Any, jobs: list[tuple[dict[str, Any], str, str]],
+               recipe: Recipe | str | None = None) -> list[float]:
     """The score of each (task, function, candidate), searches, recommendations and reviews
     each in one batch; the recipe decides how a candidate is read and a review scored (module
     docstring). `recipe=None`: every candidate sent as the parameter and scored as the
     environment scores it, the Result Acc in [0, 1] (GRPO's reward)."""
     from PUMA.prompting import OutputRules, parse_parameters
     from PersonalWAB.build import review_cache_file
-    from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE, RECOMMEND, REVIEW, SEARCH
+    from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE, REVIEW
+    from PersonalWAB.envs.pwab.functions import ToolContext, call_many
     from PersonalWAB.envs.pwab.scoring import review_similarity, score_attempt
     from PUMA.recipe import get_recipe
 
-    release = recipe is not None and get_recipe(recipe).name == "release"
+    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    strict = recipe is None or recipe.strict_release_parsing
+    unstripped = recipe is not None and recipe.strict_release_parsing
+    raw_review = recipe is not None and recipe.raw_review_cosine
     protocol = engines.protocol
-    strict = recipe is None or get_recipe(recipe).strict_release_parsing
     rules = None if strict else OutputRules.of(protocol, release=False)
-    actions = [parse_parameters(function, candidate, rules, release=release) for _, function, candidate in jobs]
-    values: list[Any] = [None] * len(jobs)
-    searches = [i for i, action in enumerate(actions) if action.name == SEARCH]
-    for i, value in zip(searches, _search_values(engines, protocol, [actions[i].arguments["query"] for i in searches])):
-        values[i] = value
-    recommends = [i for i, action in enumerate(actions) if action.name == RECOMMEND]
-    for i, value in zip(recommends, _recommend_values(
-            engines, protocol, [actions[i].arguments["product_sequence"] for i in recommends])):
-        values[i] = value
+    actions = [parse_parameters(function, candidate, rules, release=unstripped) for _, function, candidate in jobs]
+    values = call_many(ToolContext(engines, protocol), actions)  # each function's batch form (its table row)
     reviews = [i for i, action in enumerate(actions) if action.name == REVIEW]
-    # release: "" is the review ""; otherwise as the environment posts it (its placeholder text)
-    texts = [actions[i].arguments["review"] if release else actions[i].arguments["review"] or
+    # raw_review_cosine: "" is the review ""; otherwise as the environment posts it (its placeholder text)
+    texts = [actions[i].arguments["review"] if raw_review else actions[i].arguments["review"] or
              protocol.text("review.empty") for i in reviews]
     # the real reviews come from (and go to) the data dir's review-embedding cache, which runs share
     engines.embedder.remember([jobs[i][0]["target"]["review"]["text"] for i in reviews],
@@ -119,7 +97,7 @@ def score_jobs(engines: Any, jobs: list[tuple[dict[str, Any], str, str]], recipe
     for (task, _, _), action, value in zip(jobs, actions, values):
         if value is None:
             scores.append(0.0)
-        elif release and action.name == REVIEW:
+        elif raw_review and action.name == REVIEW:
             right = FUNCTION_FOR_TASK_TYPE[task["type"]] == REVIEW
             scores.append(review_similarity(engines.embedder, value["review"], task["target"]["review"]["text"])
                           if right else 0.0)
@@ -139,10 +117,11 @@ def tasks_by_instruction(tasks: list[dict[str, Any]]) -> dict[str, dict[str, Any
 
 
 def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict[str, list[str]],
-                     functions: dict[str, str] | None = None, recipe: str | None = None) -> dict[str, dict[str, float]]:
+                     functions: dict[str, str] | None = None, recipe: Recipe | str | None = None
+                     ) -> dict[str, dict[str, float]]:
     """instruction -> {candidate: score} for the instructions of `tasks` in `candidates`, in
-    task order; a repeated instruction is scored against its last task. `recipe`: "release" or
-    "improved" as step 4 (`score_file`) passes it; None: `score_jobs`'s environment scoring."""
+    task order; a repeated instruction is scored against its last task. `recipe`: the recipe
+    step 4 (`score_file`) scores by, or its name; None: `score_jobs`'s environment scoring."""
     from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 
     jobs = []  # (task, function, candidate)
@@ -157,15 +136,18 @@ def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict
     return scores
 
 
-def scoring_facts(recipe: str, tasks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """How this recipe scored, for the step's record."""
-    release = recipe == "release"
+def scoring_facts(recipe: Recipe | str, tasks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """How this recipe (or the recipe of this name) scored, for the step's record."""
+    from PUMA.recipe import get_recipe
+
+    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
     facts: dict[str, Any] = {
-        "candidates_read": "every candidate is the parameter, sent as it is" if release
+        "candidates_read": "every candidate is the parameter, sent as it is" if recipe.strict_release_parsing
         else "as the improved agent reads them (a `Say:` message or a `stop` scores 0)",
-        "review_score": "raw MiniLM cosine (not clipped; can be negative)" if release
+        "review_score": "raw MiniLM cosine (not clipped; can be negative)" if recipe.raw_review_cosine
         else "MiniLM cosine clipped to [0, 1], as the environment",
-        "empty_review": 'scored as ""' if release else "scored as the protocol's `review.empty` placeholder",
+        "empty_review": 'scored as ""' if recipe.raw_review_cosine
+        else "scored as the protocol's `review.empty` placeholder",
         "recommend_order": "ASINs each once in first-occurrence order (the release: list(set(...)), hash order)",
         "repeated_instructions": "scored against the last task with the instruction (as the release)",
     }
@@ -211,22 +193,22 @@ def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
     functions = load_function_file(config.function_file) if config.function_file else None
     _, engines, tasks = load_engines(config.data_dir, config.search_backend, config.protocol_file,
                                      config.task_split, log)
-    scores = score_candidates(engines, tasks, candidates, functions, recipe.name)
+    scores = score_candidates(engines, tasks, candidates, functions, recipe)
     path = write_json(config.output_file, scores)
     total = sum(len(v) for v in scores.values())
     mean = sum(s for v in scores.values() for s in v.values()) / max(total, 1)
     unscored = sum(1 for instruction in tasks_by_instruction(tasks) if instruction not in candidates)
     write_record(path, "score", recipe, config, inputs, candidates=total, instructions=len(scores),
                  mean_result_acc=mean, instructions_without_candidates=unscored,
-                 **scoring_facts(recipe.name, tasks))
+                 **scoring_facts(recipe, tasks))
     log(f"{path}: {total} candidates of {len(scores)} instructions scored (mean Result Acc {mean:.4f})")
     return path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from PUMA.cli import parse_config
+    from PUMA.cli import parse_step
 
-    score_file(parse_config(ScoreConfig, argv, "python -m PUMA.score", __doc__))
+    score_file(parse_step(ScoreConfig, argv, "python -m PUMA.score", __doc__, "score"))
     return 0
 
 

@@ -10,7 +10,7 @@ gradient accumulation averages per-example means, and every function example
 `--recipe improved` masks the prompt and computes no padding at all: the examples of a
 micro-batch are packed into one row whose positions restart at every example (the
 attention is then block-diagonal, so each example's loss is what it would be alone; the
-model must take `position_ids`, as every HF Llama-style model does); `--no-packing` pads
+model must take `position_ids`, as every HF Llama-style model does); `--packing 0` pads
 each batch to its longest example instead. The loss averages the label tokens of the
 whole optimizer step (`--loss_weighting token`, the HF default) or, with `--loss_weighting
 example`, each example's mean over its own label tokens, so a 10-token function label
@@ -35,40 +35,51 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from PersonalWAB.settings import setting
 from PUMA.lora import LoRATrainingConfig
 
 IGNORE_INDEX = -100
 LOSS_WEIGHTINGS = ("token", "example")
+TRAIN_ON = ("function", "param", "function_param")
 
 
 @dataclass
 class SFTConfig(LoRATrainingConfig):
-    model_path: str = "meta-llama/Llama-2-7b-chat-hf"
-    train_on: str = "function_param"  # function | param | function_param
-    function_data: str = "PUMA/data/function_train.json"
-    param_data: str = "PUMA/data/param_train.json"
-    output_dir: str = "PUMA/output/sft"
-    num_train_epochs: float = 10
-    learning_rate: float = 3e-4
-    max_length: int = 1280
-    max_examples: int = -1  # -1: all
-    packing: bool = True  # improved recipe: one packed row per micro-batch (else padding to the longest)
-    loss_weighting: str = "token"  # improved recipe: token | example
+    model_path: str = setting("meta-llama/Llama-2-7b-chat-hf", "base model folder or hub name the adapter is "
+                              "trained on")
+    train_on: str = setting("function_param", "which data the adapter learns: function names, parameters, or both "
+                            "(the release's one adapter for both)", choices=TRAIN_ON)
+    function_data: str = setting("PUMA/data/function_train.json", "step 1's function examples")
+    param_data: str = setting("PUMA/data/param_train.json", "step 1's parameter examples")
+    output_dir: str = setting("PUMA/output/sft", "folder for the LoRA adapter, its tokenizer and its record "
+                              "(puma_run.json)", flag="out", aliases=("output_dir",), metavar="DIR")
+    num_train_epochs: float = setting(10.0, "passes over the examples")
+    learning_rate: float = setting(3e-4, "peak learning rate (the release's script: 3e-4; the paper states 4e-3)")
+    max_length: int = setting(1280, "tokens an example is cut to (release: also the length it is padded to)")
+    max_examples: int = setting(-1, "train on the first N examples only (a quick check); -1: all")
+    packing: bool = setting(True, "improved recipe: the examples of a micro-batch packed into one row; 0 pads "
+                            "them to the longest instead (for a model that cannot take packed rows)",
+                            aliases=("no-packing",))
+    loss_weighting: str = setting("token", "improved recipe: token averages the label tokens of an optimizer "
+                                  "step, example averages each example's mean (a short function label weighs as "
+                                  "much as a long recommendation list)", choices=LOSS_WEIGHTINGS)
 
     def recipe_batch(self) -> tuple[int, int, int]:
-        """release: batch 1 per device, 64 per optimizer step however many GPUs (the release's
-        4 x 1 x 16); improved: 4 examples packed per device x accumulation 4 per GPU."""
-        from PUMA.lora import RELEASE_GLOBAL_BATCH
+        """The recipe's `sft_batch`: release batch 1 per device, 64 per optimizer step however many
+        GPUs (the release's 4 x 1 x 16); improved 4 examples packed per device x accumulation 4 per GPU."""
+        from PUMA.recipe import get_recipe
 
-        return (1, 0, RELEASE_GLOBAL_BATCH) if self.recipe == "release" else (4, 4, 0)
+        return get_recipe(self.recipe).sft_batch
 
     def check(self) -> None:
         super().check()
-        if self.train_on not in ("function", "param", "function_param"):
+        from PUMA.recipe import get_recipe
+
+        if self.train_on not in TRAIN_ON:
             raise ValueError(f"--train_on must be function, param or function_param, got {self.train_on!r}")
         if self.loss_weighting not in LOSS_WEIGHTINGS:
             raise ValueError(f"--loss_weighting {self.loss_weighting!r}: expected token or example")
-        if self.recipe == "release" and (self.loss_weighting != "token"):
+        if not get_recipe(self.recipe).label_only_loss and self.loss_weighting != "token":
             raise ValueError("--loss_weighting example belongs to --recipe improved; the release averages each "
                              "micro-batch's positions (padding included)")
 
@@ -141,7 +152,7 @@ class PackingCollator:
 
 class PaddingCollator:
     """Right-pads a batch (pad id / attention 0 / label -100) to its longest example
-    (`--no-packing`, for models that cannot take packed rows); `example_index` as above."""
+    (`--packing 0`, for models that cannot take packed rows); `example_index` as above."""
 
     def __init__(self, pad_token_id: int):
         self.pad_token_id = pad_token_id
@@ -253,6 +264,7 @@ def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = Non
     from transformers import TrainingArguments
 
     from PUMA.lora import lora_config, model_and_tokenizer, trainable_in_float32
+    from PUMA.recipe import get_recipe
 
     config.check()
     examples = load_examples(config) if examples is None else examples
@@ -267,32 +279,35 @@ def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = Non
                              dataloader_num_workers=0, **config.trainer_arguments())
     trainer = trainer_class()(model=model, args=args, train_dataset=dataset, data_collator=collator,
                               processing_class=tokenizer, loss_mode=loss_mode,
-                              release_epochs=config.recipe == "release")
+                              release_epochs=get_recipe(config.recipe).release_trainer)
     return trainer, tokenizer
 
 
 def train_sft(config: SFTConfig) -> Path:
     """Fine-tune and save the LoRA adapter (and tokenizer) in `output_dir`; returns it."""
+    from PUMA.lineage import check_carried
     from PUMA.lora import run_facts, save_adapter
     from PUMA.recipe import check_inputs, get_recipe, write_record
 
     config.check()
     recipe = get_recipe(config.recipe)
     check_inputs(recipe, data_files(config))
+    notes = check_carried("sft", recipe, config, data_files(config))
     trainer, tokenizer = build_sft_trainer(config)
     result = trainer.train()
     out = save_adapter(trainer, tokenizer, config.output_dir)
     write_record(out, "sft", recipe, config, {**data_files(config), "--model_path": config.model_path},
                  train_loss=result.training_loss, optimizer_steps=trainer.state.global_step,
                  trainable_parameters=sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
+                 input_notes=notes,
                  **run_facts(trainer, config, "sft"))
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    from PUMA.cli import parse_config
+    from PUMA.cli import parse_step
 
-    out = train_sft(parse_config(SFTConfig, argv, "python -m PUMA.sft", __doc__))
+    out = train_sft(parse_step(SFTConfig, argv, "python -m PUMA.sft", __doc__, "sft"))
     print(f"LoRA adapter saved in {out}")
     return 0
 

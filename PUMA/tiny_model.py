@@ -13,7 +13,6 @@ release loads reads the same file as the tokenizer this project loads.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import sys
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from PersonalWAB.cli import check_output
+from PersonalWAB.settings import setting
 
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 TOKENIZERS = ("bpe", "sentencepiece")
@@ -46,14 +45,22 @@ LLAMA_TOKENIZER_CONFIG = {
 
 @dataclass
 class TinyModelConfig:
-    vocab_size: int = 1000
-    hidden_size: int = 64
-    intermediate_size: int = 128
-    layers: int = 2
-    heads: int = 4
-    max_positions: int = 2048
-    seed: int = 0
-    tokenizer: str = "bpe"  # or "sentencepiece" (see the module's docstring)
+    """The tiny model's settings (`python -m PUMA.tiny_model`)."""
+
+    data_dir: str | None = setting(None, "data folder whose texts train the tokenizer", required=True)
+    out: str | None = setting(None, "folder for the model and tokenizer", required=True)
+    vocab_size: int = setting(1000, "tokenizer vocabulary size")
+    hidden_size: int = setting(64, "hidden size (the MLP's is twice it)")
+    layers: int = setting(2, "decoder layers")
+    heads: int = setting(4, "attention heads")
+    max_positions: int = setting(2048, "longest sequence the model takes")
+    seed: int = setting(0, "seed of the random weights")
+    tokenizer: str = setting("bpe", "bpe: byte-level BPE; sentencepiece: Llama's kind, trained with Llama's "
+                             "settings", choices=TOKENIZERS)
+
+    @property
+    def intermediate_size(self) -> int:
+        return 2 * self.hidden_size
 
 
 def corpus(data_dir: Path | str, limit: int = 20_000) -> Iterator[str]:
@@ -149,24 +156,10 @@ def make_tiny_model(data_dir: Path | str, out: Path | str, config: TinyModelConf
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m PUMA.tiny_model", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", required=True)
-    parser.add_argument("--out", required=True)
-    d = TinyModelConfig()
-    parser.add_argument("--tokenizer", choices=TOKENIZERS, default=d.tokenizer,
-                        help="bpe: byte-level BPE; sentencepiece: Llama's kind, trained with Llama's settings")
-    parser.add_argument("--vocab_size", type=int, default=d.vocab_size)
-    parser.add_argument("--hidden_size", type=int, default=d.hidden_size)
-    parser.add_argument("--layers", type=int, default=d.layers)
-    parser.add_argument("--heads", type=int, default=d.heads)
-    parser.add_argument("--seed", type=int, default=d.seed)
-    args = parser.parse_args(argv)
-    check_output(args.out, "--out", folder=True)
-    config = TinyModelConfig(vocab_size=args.vocab_size, hidden_size=args.hidden_size,
-                             intermediate_size=2 * args.hidden_size, layers=args.layers, heads=args.heads,
-                             seed=args.seed, tokenizer=args.tokenizer)
-    out = make_tiny_model(args.data_dir, args.out, config)
+    from PUMA.cli import parse_step
+
+    config = parse_step(TinyModelConfig, argv, "python -m PUMA.tiny_model", __doc__, "tiny_model")
+    out = make_tiny_model(config.data_dir, config.out, config)
     print(f"tiny model and tokenizer saved in {out}")
     return 0
 

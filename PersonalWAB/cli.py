@@ -23,13 +23,15 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from PersonalWAB.errors import DataError
+from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.settings import DefaultsOnceFormatter  # noqa: F401  (commands not yet on PersonalWAB.settings)
 
 # What a command's bad input or unwritable output raises when the command itself does not say
 # it: the one line of the exception is shown, exit status 2 (never a traceback).
 BAD_INPUT: tuple[type[Exception], ...] = (DataError, OSError)
 EXIT_BAD_INPUT = 2
+# A service the command needs failed for good (a model endpoint after its retries): one line, exit 1.
+EXIT_FATAL = 1
 
 # command -> ("module:function" called with the remaining arguments, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -72,13 +74,17 @@ def dispatch(prog: str, title: str, commands: dict[str, tuple[str, str]], argv: 
 def run_command(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None,
                 bad_input: tuple[type[Exception], ...] = BAD_INPUT) -> int:
     """`main(argv)`'s exit status; `bad_input` that escapes it (a DataError, an output that
-    cannot be written, a file that cannot be read) ends it with one line naming the file."""
+    cannot be written, a file that cannot be read) ends it with one line naming the file, and a
+    FatalError (a service that failed for good) with its one line and exit status 1."""
     try:
         return int(main(argv) or 0)
     except bad_input as exc:
         text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
         print(f"error: {text}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except FatalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FATAL
 
 
 def leave(code: int) -> NoReturn:

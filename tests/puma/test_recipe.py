@@ -409,7 +409,7 @@ def test_release_keeps_64_examples_per_step_on_any_gpu_count(monkeypatch, world:
 
 
 def test_global_batch_refusal_and_explicit_overrides(monkeypatch):
-    from PUMA.cli import parse_config
+    from PUMA.cli import parse_step
     from PUMA.dpo import DPOStepConfig
     from PUMA.sft import SFTConfig
 
@@ -425,7 +425,7 @@ def test_global_batch_refusal_and_explicit_overrides(monkeypatch):
     with pytest.raises(ValueError, match="not a multiple of 1 process"):
         SFTConfig(per_device_train_batch_size=3).batch_layout()
     monkeypatch.setenv("WORLD_SIZE", "4")
-    chosen = parse_config(SFTConfig, ["--global_batch_size", "32"], "sft", None).batch_layout()
+    chosen = parse_step(SFTConfig, ["--global_batch_size", "32"], "sft", None, "sft").batch_layout()
     assert (chosen.gradient_accumulation_steps, chosen.global_batch_size, chosen.rule) == (8, 32, "--global_batch_size")
     assert SFTConfig(global_batch_size=32, gradient_accumulation_steps=8).batch_layout().global_batch_size == 32
     with pytest.raises(ValueError, match="give one of the two"):
