@@ -16,7 +16,7 @@ PARAM_FILE="${PARAM_FILE:-PUMA/output/param_test.json}"
 if [ "${RECIPE:-release}" = release ] && [ "${RUNNER:-}" != run.py ]; then
   exec "$PY" -m PUMA.fast_test --recipe release --task_split "${SPLIT:-test}" \
     --function_file "$FUNCTION_FILE" --param_file "$PARAM_FILE" \
-    --output_file "${OUTPUT:-PUMA/output/fast_test_scores.json}" ${DATA_DIR:+--data_dir "$DATA_DIR"} "$@"
+    --out "${OUTPUT:-PUMA/output/fast_test_scores.json}" ${DATA_DIR:+--data_dir "$DATA_DIR"} "$@"
 fi
 exec "$PY" run.py --agent_strategy puma --puma_recipe "${RECIPE:-release}" --task_split "${SPLIT:-test}" --max_steps -1 \
   --puma_function_file "$FUNCTION_FILE" --puma_param_file "$PARAM_FILE" \

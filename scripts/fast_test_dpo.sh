@@ -9,4 +9,4 @@ PY=python
 [ -x .venv/bin/python ] && PY=.venv/bin/python
 exec "$PY" -m PUMA.score --recipe "${RECIPE:-release}" --task_split "${SPLIT:-train}" \
   --candidates_file "${CANDIDATES:-PUMA/output/param_candidates_train.json}" \
-  --output_file "${OUTPUT:-PUMA/output/param_candidates_train_scores.json}" ${DATA_DIR:+--data_dir "$DATA_DIR"} "$@"
+  --out "${OUTPUT:-PUMA/output/param_candidates_train_scores.json}" ${DATA_DIR:+--data_dir "$DATA_DIR"} "$@"

@@ -22,17 +22,17 @@ step "0. tiny synthetic data, its artefacts, the tiny model"
 [ -f "$M/config.json" ] || "$PY" -m PUMA.tiny_model --data_dir "$D" --out "$M"
 
 step "1. SFT data (function + parameter)"
-"$PY" -m PUMA.data all --data_dir "$D" --out_dir "$P" --model_path "$M" --mem_token_length 192
+"$PY" -m PUMA.data all --data_dir "$D" --out "$P" --model_path "$M" --mem_token_length 192
 
 step "2. SFT with LoRA on function_param, merged"
 "$PY" -m PUMA.sft --model_path "$M" --train_on function_param --function_data "$P/function_train.json" \
-  --param_data "$P/param_train.json" --output_dir "$O/sft" --num_train_epochs 1 \
+  --param_data "$P/param_train.json" --out "$O/sft" --num_train_epochs 1 \
   --per_device_train_batch_size 4 --gradient_accumulation_steps 1 --max_length 384 --save_strategy no
-"$PY" -m PUMA.merge --adapter_path "$O/sft" --output_dir "$O/sft_merged"
+"$PY" -m PUMA.merge --adapter_path "$O/sft" --out "$O/sft_merged"
 
 step "3-6. GRPO with LoRA on the merged SFT model, reward = the benchmark's Result Acc"
 "$PY" -m PUMA.grpo --model_path "$O/sft_merged" --data_file "$P/param_train.json" --data_dir "$D" \
-  --output_dir "$O/grpo" --max_steps 8 --per_device_train_batch_size 8 --gradient_accumulation_steps 1 \
+  --out "$O/grpo" --max_steps 8 --per_device_train_batch_size 8 --gradient_accumulation_steps 1 \
   --num_generations 4 --temperature 1.2 --max_completion_length 24 --max_prompt_length 384 \
   --learning_rate 5e-4 --save_strategy no --generation_backend hf
 

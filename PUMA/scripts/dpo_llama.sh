@@ -8,4 +8,4 @@ cd "$(dirname "$0")/../.."
 PY=python
 [ -x .venv/bin/python ] && PY=.venv/bin/python
 exec "$PY" -m PUMA.launch dpo -- --recipe "${RECIPE:-release}" --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" \
-  --data_file "${PUMA_DATA:-PUMA/data}/dpo_train.json" --output_dir "${OUTPUT_DIR:-PUMA/output/dpo}" "$@"
+  --data_file "${PUMA_DATA:-PUMA/data}/dpo_train.json" --out "${OUTPUT_DIR:-PUMA/output/dpo}" "$@"

@@ -11,4 +11,4 @@ PY=python
 [ -x .venv/bin/python ] && PY=.venv/bin/python
 exec "$PY" -m PUMA.launch sft -- --recipe "${RECIPE:-release}" --model_path "${MODEL_PATH:-meta-llama/Llama-2-7b-chat-hf}" \
   --train_on "${TRAIN_ON:-function_param}" --function_data "${PUMA_DATA:-PUMA/data}/function_train.json" \
-  --param_data "${PUMA_DATA:-PUMA/data}/param_train.json" --output_dir "${OUTPUT_DIR:-PUMA/output/sft}" "$@"
+  --param_data "${PUMA_DATA:-PUMA/data}/param_train.json" --out "${OUTPUT_DIR:-PUMA/output/sft}" "$@"

@@ -7,4 +7,4 @@ PY=python
 [ -x .venv/bin/python ] && PY=.venv/bin/python
 SPLIT="${SPLIT:-test}"
 exec "$PY" -m PUMA.generate --recipe "${RECIPE:-release}" --mode function --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" \
-  --data_file "${PUMA_DATA:-PUMA/data}/function_${SPLIT}.json" --output_file "${OUTPUT:-PUMA/output/function_${SPLIT}.json}" "$@"
+  --data_file "${PUMA_DATA:-PUMA/data}/function_${SPLIT}.json" --out "${OUTPUT:-PUMA/output/function_${SPLIT}.json}" "$@"

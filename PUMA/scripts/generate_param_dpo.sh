@@ -8,6 +8,6 @@ PY=python
 [ -x .venv/bin/python ] && PY=.venv/bin/python
 NUM_CANDIDATES="${NUM_CANDIDATES:-10}"
 exec "$PY" -m PUMA.generate --recipe "${RECIPE:-release}" --mode param --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" \
-  --data_file "${PUMA_DATA:-PUMA/data}/param_train.json" --output_file "${OUTPUT:-PUMA/output/param_candidates_train.json}" \
+  --data_file "${PUMA_DATA:-PUMA/data}/param_train.json" --out "${OUTPUT:-PUMA/output/param_candidates_train.json}" \
   --function_file "${FUNCTION_FILE:-PUMA/output/function_train.json}" \
   --num_beams "$NUM_CANDIDATES" --num_return_sequences "$NUM_CANDIDATES" --do_sample --temperature 1.5 --max_new_tokens 256 "$@"

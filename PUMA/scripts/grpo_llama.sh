@@ -15,5 +15,5 @@ PY=python
 server=()
 [ "${VLLM_MODE:-colocate}" = server ] && server=(--vllm_server_base_url "${VLLM_URL:-http://localhost:8000}")
 exec "$PY" -m PUMA.launch grpo -- --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" --data_file "${PUMA_DATA:-PUMA/data}/param_train.json" \
-  ${DATA_DIR:+--data_dir "$DATA_DIR"} --output_dir "${OUTPUT_DIR:-PUMA/output/grpo}" \
+  ${DATA_DIR:+--data_dir "$DATA_DIR"} --out "${OUTPUT_DIR:-PUMA/output/grpo}" \
   --generation_backend "${GENERATION:-auto}" --vllm_mode "${VLLM_MODE:-colocate}" "${server[@]}" "$@"

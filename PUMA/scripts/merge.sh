@@ -5,4 +5,4 @@ cd "$(dirname "$0")/../.."
 PY=python
 [ -x .venv/bin/python ] && PY=.venv/bin/python
 exec "$PY" -m PUMA.merge --recipe "${RECIPE:-release}" --adapter_path "${ADAPTER:-PUMA/output/sft}" \
-  --output_dir "${OUTPUT_DIR:-PUMA/output/sft_merged}" "$@"
+  --out "${OUTPUT_DIR:-PUMA/output/sft_merged}" "$@"

@@ -6,5 +6,5 @@ cd "$(dirname "$0")/../.."
 PY=python
 [ -x .venv/bin/python ] && PY=.venv/bin/python
 exec "$PY" -m PUMA.dpo_data --recipe "${RECIPE:-release}" --scores_file "${SCORES:-PUMA/output/param_candidates_train_scores.json}" \
-  --param_data "${PUMA_DATA:-PUMA/data}/param_train.json" --output_file "${PUMA_DATA:-PUMA/data}/dpo_train.json" \
+  --param_data "${PUMA_DATA:-PUMA/data}/param_train.json" --out "${PUMA_DATA:-PUMA/data}/dpo_train.json" \
   --model_path "${MODEL_PATH:-PUMA/output/sft_merged}" "$@"

@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=python
 [ -x .venv/bin/python ] && PY=.venv/bin/python
-exec "$PY" -m PUMA.data function --recipe "${RECIPE:-release}" --out_dir "${PUMA_DATA:-PUMA/data}" \
+exec "$PY" -m PUMA.data function --recipe "${RECIPE:-release}" --out "${PUMA_DATA:-PUMA/data}" \
   ${DATA_DIR:+--data_dir "$DATA_DIR"} "$@"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from PUMA.launch import LaunchError, LaunchPlan, count_gpus, main, plan_launch
+from tests.conftest import REPO_ROOT
 
 RELEASE_DS = ("--deepspeed", "PUMA/configs/deepspeed_zero2_release.json")
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node")
