@@ -14,13 +14,12 @@ machine is shared.
 `--agreement_data_dir DIR` also rebuilds DIR's memory cache with the exact CPU path and
 checks that the `relevant` memory of every task of DIR equals PyTorch encoding each text
 alone (top-10 lists and scores). The memory cache of `full` takes ~45 min on 2 cores:
-`--no_memory_build` skips it and reports the rate measured on a sample with the
+`--memory_build 0` skips it and reports the rate measured on a sample with the
 projected total instead.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -28,11 +27,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # devtools/ (the scripted model server) lives at the root, outside the packages
+
+from PersonalWAB.cli import run_command  # noqa: E402
+from PersonalWAB.engines.search import BACKENDS  # noqa: E402
+from PersonalWAB.settings import parse, setting  # noqa: E402
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -182,26 +186,30 @@ def scripted_llm_split(data_dir: Path, backend: str, out_dir: Path, concurrency:
             "max_concurrency": concurrency}
 
 
-def main() -> int:
-    from PersonalWAB.engines.search import BACKENDS
+@dataclass
+class BenchmarkSettings:
+    """What `scripts/benchmark.py` measures, and where the figures go."""
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default="data/synthetic/full")
-    parser.add_argument("--out", default="data/benchmark.json")
-    parser.add_argument("--search_backend", default="lucene", choices=BACKENDS)
-    parser.add_argument("--max_concurrency", type=int, default=2)
-    parser.add_argument("--samples", type=int, default=200, help="calls per function for latency")
-    parser.add_argument("--llm_agent", action="store_true",
-                        help="also run the whole split with the function-calling agent (relevant memory, "
-                             "concurrency 8) against a scripted local model server")
-    parser.add_argument("--no_memory_build", action="store_true",
-                        help="skip building the memory-embedding cache when it is missing; report the rate on a "
-                             "sample of behaviours and the projected build time instead")
-    parser.add_argument("--memory_sample", type=int, default=600, help="behaviour texts timed for the rate")
-    parser.add_argument("--agreement_data_dir", default=None,
-                        help="check the cached relevant memory of every task of this data dir against a "
-                             "one-text-at-a-time reference encoding (e.g. data/synthetic/small)")
-    args = parser.parse_args()
+    data_dir: str = setting("data/synthetic/full", "data directory to measure (make `full` with `python -m "
+                                                   "PersonalWAB.data synthetic --scale full`)")
+    out: str = setting("data/benchmark.json", "JSON file for the figures")
+    search_backend: str = setting("lucene", "search engine the runs and latencies use", choices=BACKENDS)
+    max_concurrency: int = setting(2, "tasks run at once in the whole-split runs; match the machine's cores")
+    samples: int = setting(200, "calls per web function for its latency percentiles; fewer is quicker, "
+                                "noisier")
+    llm_agent: bool = setting(False, "also run the whole split with the function-calling agent (relevant memory, "
+                                     "concurrency 8) against a scripted local model server")
+    memory_build: bool = setting(True, "build the memory-embedding cache when it is missing (the cache of `full` "
+                                       "takes ~45 min on 2 cores); 0: report the rate on a sample of behaviours "
+                                       "and the projected build time instead", aliases=("no_memory_build",))
+    memory_sample: int = setting(600, "behaviour texts timed for the encoding rate")
+    agreement_data_dir: str | None = setting(None, "check the cached relevant memory of every task of this data "
+                                                   "directory against a one-text-at-a-time reference encoding (e.g. "
+                                                   "data/synthetic/small)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(BenchmarkSettings, argv, prog="scripts/benchmark.py", description=__doc__)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
@@ -215,10 +223,10 @@ def main() -> int:
     load_s = time.perf_counter() - start
     load_before_builds = load_average()
     build_artifacts(data, (args.search_backend,), recommender=True, review_embeddings=True,
-                    memory_embeddings=not args.no_memory_build)
+                    memory_embeddings=args.memory_build)
     build_times_file = data.artifacts.cache_dir / "build_times.json"
     build_s = json.loads(build_times_file.read_text()) if build_times_file.exists() else {}
-    memory_build = sum(s for name, s in build_s.items() if "_embeddings" in name and "review" not in name)
+    memory_build_s = sum(s for name, s in build_s.items() if "_embeddings" in name and "review" not in name)
 
     figures: dict[str, Any] = {
         "data_dir": str(data_dir),
@@ -232,8 +240,8 @@ def main() -> int:
         "startup_s": round(startup_seconds(data_dir, args.search_backend), 2),
         "load_average_after_startup": load_average(),
     }
-    measured = memory_build and not args.no_memory_build
-    figures["memory_embeddings_build_s"] = (round(memory_build, 1) if measured else
+    measured = memory_build_s and args.memory_build
+    figures["memory_embeddings_build_s"] = (round(memory_build_s, 1) if measured else
                                             figures["memory_encoding"]["projected_build_s"])
     figures["memory_embeddings_build_s_is_projection"] = not measured
     engines = shared_engines(data, args.search_backend)
@@ -278,4 +286,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -14,15 +14,38 @@ temperature (what GRPO's groups see). Prepare the inputs as scripts/grpo_smoke.s
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from PersonalWAB.cli import run_command
+from PersonalWAB.settings import parse, setting
+
+
+@dataclass
+class GrpoBenchmarkSettings:
+    """The inputs scripts/grpo_smoke.sh prepares, and the GRPO run measured on them."""
+
+    data_dir: str = setting(None, "the data directory the prompts come from (built artefacts: step 4 scores on it)",
+                            required=True)
+    model_path: str = setting(None, "the (merged SFT) model GRPO starts from", required=True)
+    param_file: str = setting(None, "step 1's param_train.json: the prompts trained and measured on", required=True)
+    work_dir: str = setting(None, "the GRPO adapter and its log go here", required=True)
+    out: str = setting(None, "JSON file for the numbers", required=True)
+    steps: int = setting(30, "GRPO optimizer steps between the two measurements")
+    prompts: int = setting(64, "search prompts trained and measured on")
+    batch: int = setting(16, "completions per step (prompts x generations)")
+    num_generations: int = setting(8, "completions per prompt in a GRPO group; their spread is the signal")
+    learning_rate: float = setting(5e-4, "the LoRA adapter's learning rate")
+    temperature: float = setting(1.0, "sampling temperature in training and in the sampled measurement")
+    max_completion_length: int = setting(16, "new tokens per generated query")
+    max_prompt_length: int = setting(384, "prompt tokens kept (the trainer's cut, also used when measuring)")
+    samples: int = setting(4, "sampled queries per prompt in the measurement")
+    seed: int = setting(0, "seed of the training and of the sampling")
 
 
 def measure(model_path: str, examples: list[dict[str, str]], reward: Any, samples: int, temperature: float,
@@ -46,23 +69,7 @@ def measure(model_path: str, examples: list[dict[str, str]], reward: Any, sample
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", required=True)
-    parser.add_argument("--model_path", required=True, help="the (merged SFT) model GRPO starts from")
-    parser.add_argument("--param_file", required=True, help="step 1's param_train.json")
-    parser.add_argument("--work_dir", required=True, help="the GRPO adapter and its log go here")
-    parser.add_argument("--out", required=True, help="JSON file with the numbers")
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--prompts", type=int, default=64, help="search prompts trained and measured on")
-    parser.add_argument("--batch", type=int, default=16, help="completions per step (prompts x generations)")
-    parser.add_argument("--num_generations", type=int, default=8)
-    parser.add_argument("--learning_rate", type=float, default=5e-4)
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--max_completion_length", type=int, default=16)
-    parser.add_argument("--max_prompt_length", type=int, default=384)
-    parser.add_argument("--samples", type=int, default=4, help="sampled queries per prompt in the measurement")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    args = parse(GrpoBenchmarkSettings, argv, prog="scripts/benchmark_grpo.py", description=__doc__)
 
     from PUMA.grpo import GRPOStepConfig, build_grpo_trainer, reward_for, training_examples
     from PUMA.modeling import load_tokenizer
@@ -99,4 +106,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -11,11 +11,11 @@ machine would turn them red.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -23,13 +23,20 @@ sys.path.insert(0, str(REPO_ROOT))  # devtools/ lives at the repository root, ou
 
 from PersonalWAB.leaderboard.summarize import render_markdown, summarize_files  # noqa: E402
 from PersonalWAB.leaderboard.validate import validate_file  # noqa: E402
+from PersonalWAB.cli import run_command  # noqa: E402
+from PersonalWAB.settings import parse, setting  # noqa: E402
 from devtools.result_files import full_split_file  # noqa: E402
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=20)
-    args = parser.parse_args()
+@dataclass
+class LeaderboardBenchmarkSettings:
+    """How many result files `summarize` reads."""
+
+    files: int = setting(20, "synthetic full-split result files written and summarized (a leaderboard's size)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(LeaderboardBenchmarkSettings, argv, prog="scripts/benchmark_leaderboard.py", description=__doc__)
     with tempfile.TemporaryDirectory() as tmp:
         paths = [Path(tmp) / f"run{i:02d}.json" for i in range(args.files)]
         for i, path in enumerate(paths):
@@ -47,4 +54,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -12,13 +12,13 @@ so a busy machine makes it slower.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 from PersonalWAB.memory import MEMORY_MODES, memory_text
 from PersonalWAB.protocol import load_protocol
 from PersonalWAB.memory.embeddings import BehaviourEmbeddings
+from PersonalWAB.cli import run_command
+from PersonalWAB.settings import parse, setting
 
 RECMIND_LENGTH = 400  # the paper's RecMind setting
 
@@ -103,15 +105,21 @@ def latencies(data: Any, split: str, length: int, store: InterecMemoryStore) -> 
     return results
 
 
+@dataclass
+class MemoryBenchmarkSettings:
+    """The data measured, the memory length and the cores the cache build may use."""
+
+    data_dir: str = setting(str(REPO_ROOT / "data" / "synthetic" / "full"), "data directory to measure")
+    out: str = setting(str(REPO_ROOT / "data" / "benchmark_memory.json"), "JSON file for the figures")
+    split: str = setting("test", "task split whose memory latency is measured", choices=("train", "test"))
+    length: int = setting(50, "memory length of the latency runs (RecMind always uses 400)")
+    threads: int = setting(2, "CPU cores while encoding; match the machine's free cores")
+    keep_cache: bool = setting(False, "reuse a matching cache instead of rebuilding it (measures opening, not "
+                                      "building)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=str(REPO_ROOT / "data" / "synthetic" / "full"))
-    parser.add_argument("--out", default=str(REPO_ROOT / "data" / "benchmark_memory.json"))
-    parser.add_argument("--split", default="test", choices=("train", "test"))
-    parser.add_argument("--length", type=int, default=50, help="memory length (RecMind uses 400)")
-    parser.add_argument("--threads", type=int, default=2, help="CPU cores while encoding")
-    parser.add_argument("--keep_cache", action="store_true", help="reuse a matching cache instead of rebuilding")
-    args = parser.parse_args(argv)
+    args = parse(MemoryBenchmarkSettings, argv, prog="scripts/benchmark_memory.py", description=__doc__)
 
     report: dict[str, Any] = {"data_dir": args.data_dir, "cpu_count": os.cpu_count(),
                               "load_average_start": load_averages()}
@@ -141,4 +149,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

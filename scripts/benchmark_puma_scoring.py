@@ -11,13 +11,16 @@ sample one call at a time through the web functions, extrapolated to all candida
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from PersonalWAB.cli import run_command
+from PersonalWAB.settings import parse, setting
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,12 +78,18 @@ def one_by_one_seconds(engines: Any, tasks: list[dict[str, Any]], candidates: di
     return time.perf_counter() - start, len(jobs)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default="data/synthetic/full")
-    parser.add_argument("--out", default="data/benchmark_puma_scoring.json")
-    parser.add_argument("--sample", type=int, default=1500, help="candidates scored one by one for the baseline")
-    args = parser.parse_args()
+@dataclass
+class PumaScoringBenchmarkSettings:
+    """The data scored and the size of the one-by-one baseline."""
+
+    data_dir: str = setting("data/synthetic/full", "data directory whose train instructions get candidates")
+    out: str = setting("data/benchmark_puma_scoring.json", "JSON file for the figures")
+    sample: int = setting(1500, "candidates scored one by one for the baseline (extrapolated to all); more is "
+                                "steadier, slower")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(PumaScoringBenchmarkSettings, argv, prog="scripts/benchmark_puma_scoring.py", description=__doc__)
 
     from PersonalWAB.build import build_artifacts
     from PersonalWAB.data.loader import load_benchmark_data
@@ -127,4 +136,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/benchmark_puma_training.py                      # tiny model, CPU, minutes
     CUDA_VISIBLE_DEVICES=0 .venv/bin/python scripts/benchmark_puma_training.py --preset llama-2-7b --bf16 \\
-        --data_dir data/synthetic/small --sft_steps 20 --dpo_steps 10 --output data/benchmarks/puma_7b.json
+        --data_dir data/synthetic/small --sft_steps 20 --dpo_steps 10 --out data/benchmarks/puma_7b.json
 
 Four runs on the same examples and the same random initialisation, each for the same number
 of optimizer steps: SFT and DPO, each under `--recipe release` and `--recipe improved`
@@ -41,7 +41,7 @@ directory's embedding caches when missing). DPO pairs: `--dpo_data`, else throug
 pairs from the parameter examples (chosen: an example's label, rejected: the label of another
 example of the same function). The first run also pays one-off start-up costs.
 
-Figures go to a table on stdout and to `--output` (JSON, with every setting and version).
+Figures go to a table on stdout and to `--out` (JSON, with every setting and version).
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ from PUMA.data import DataConfig
 from PUMA.dpo import DPOStepConfig
 from PUMA.recipe import RECIPES
 from PUMA.sft import SFTConfig
+from PersonalWAB.cli import check_output, run_command
+from PersonalWAB.settings import parse, setting
 
 # Llama-2-7B's architecture (its published config.json): built here with random weights.
 PRESETS = {"llama-2-7b": {"hidden_size": 4096, "intermediate_size": 11008, "layers": 32, "heads": 32,
@@ -73,34 +75,43 @@ GPU_PEAK_FLOPS = (("H100 PCIe", 756e12), ("H100", 989.4e12), ("H200", 989.4e12),
 
 @dataclass
 class BenchmarkConfig:
-    data_dir: str = "data/synthetic/small"
-    function_data: str | None = None  # step-1 files; built from data_dir when not given
-    param_data: str | None = None
-    dpo_data: str | None = None  # {prompt, chosen, rejected} list; throughput-only pairs when not given
-    train_on: str = "function_param"
-    mem_token_length: int = DataConfig.mem_token_length
-    recipes: str = "release,improved"
-    preset: str = "custom"  # custom | llama-2-7b
-    model_path: str | None = None  # any causal LM instead of the random Llama
-    tokenizer_path: str | None = None  # instead of training one on data_dir
-    vocab_size: int = 8000
-    hidden_size: int = 256
-    intermediate_size: int = 688  # Llama-2's 2.6875 x hidden
-    layers: int = 4
-    heads: int = 4
-    max_length: int = SFTConfig.max_length
-    sft_steps: int = 20
-    dpo_steps: int = 10
-    dpo_max_length: int = DPOStepConfig.max_length
-    dpo_max_prompt_length: int = DPOStepConfig.max_prompt_length
-    per_device_train_batch_size: int = 4
-    gradient_accumulation_steps: int = 1
-    bf16: bool = False
-    fp16: bool = False
-    gradient_checkpointing: bool = False
-    peak_tflops: float = 0.0  # the device's peak for MFU; 0: the GPU table, none on a CPU
-    seed: int = 42
-    output: str = "data/benchmarks/puma_training.json"
+    """The model, the data and the runs timed; every field is a flag."""
+
+    data_dir: str = setting("data/synthetic/small", "data directory step 1 runs on (train split) and the "
+                                                    "tokenizer is trained on")
+    function_data: str | None = setting(None, "step 1's function file instead of running step 1 on --data_dir")
+    param_data: str | None = setting(None, "step 1's parameter file instead of running step 1 on --data_dir")
+    dpo_data: str | None = setting(None, "DPO pairs ({prompt, chosen, rejected} list); default: throughput-only "
+                                         "pairs from the parameter examples")
+    train_on: str = setting("function_param", "which step-1 examples SFT trains on",
+                            choices=("function", "param", "function_param"))
+    mem_token_length: int = setting(DataConfig.mem_token_length, "step 1's memory cut (tokens), when step 1 runs "
+                                                                 "here")
+    recipes: str = setting("release,improved", f"comma-separated recipes to time, of: {', '.join(RECIPES)}")
+    preset: str = setting("custom", "model: custom = a small random Llama of the sizes below; llama-2-7b = "
+                                    "Llama-2-7B's architecture with random weights", choices=("custom", *PRESETS))
+    model_path: str | None = setting(None, "any causal LM folder instead of the random Llama")
+    tokenizer_path: str | None = setting(None, "a tokenizer folder instead of training one on --data_dir")
+    vocab_size: int = setting(8000, "vocabulary of the trained tokenizer (the model's is at least the preset's)")
+    hidden_size: int = setting(256, "custom model: hidden size")
+    intermediate_size: int = setting(688, "custom model: MLP size (Llama-2's 2.6875 x hidden)")
+    layers: int = setting(4, "custom model: decoder layers")
+    heads: int = setting(4, "custom model: attention heads")
+    max_length: int = setting(SFTConfig.max_length, "SFT max length (the release pads every example to it)")
+    sft_steps: int = setting(20, "SFT optimizer steps per recipe")
+    dpo_steps: int = setting(10, "DPO optimizer steps per recipe")
+    dpo_max_length: int = setting(DPOStepConfig.max_length, "DPO max length (prompt and answer)")
+    dpo_max_prompt_length: int = setting(DPOStepConfig.max_prompt_length, "DPO max prompt length (where an "
+                                                                          "over-long prompt is cut)")
+    per_device_train_batch_size: int = setting(4, "examples per micro-batch")
+    gradient_accumulation_steps: int = setting(1, "micro-batches per optimizer step")
+    bf16: bool = setting(False, "train in bfloat16 (a GPU that has it)")
+    fp16: bool = setting(False, "train in float16 (the release's GPU precision)")
+    gradient_checkpointing: bool = setting(False, "recompute activations to save memory (not counted in MFU)")
+    peak_tflops: float = setting(0.0, "the device's peak TFLOP/s for MFU; 0: the GPU table, none on a CPU")
+    seed: int = setting(42, "seed of the weights and the example order")
+    out: str = setting("data/benchmarks/puma_training.json", "JSON file for the figures, every setting and the "
+                                                              "library versions", aliases=("output",))
 
     def check(self) -> None:
         if self.preset != "custom" and self.preset not in PRESETS:
@@ -457,10 +468,10 @@ def quiet() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from PUMA.cli import parse_config
     from PUMA.modeling import write_json
 
-    config = parse_config(BenchmarkConfig, argv, "scripts/benchmark_puma_training.py", __doc__)
+    config = parse(BenchmarkConfig, argv, prog="scripts/benchmark_puma_training.py", description=__doc__)
+    check_output(config.out, "--out")
     try:
         config.check()
     except ValueError as error:
@@ -469,9 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     quiet()
     result = benchmark(config)
     print_table(result)
-    print(f"saved {write_json(config.output, result)}")
+    print(f"saved {write_json(config.out, result)}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -15,18 +15,20 @@ shared machine other people's work is part of the conditions.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # devtools/ lives at the repository root, outside the installed packages
 
+from PersonalWAB.cli import run_command  # noqa: E402
+from PersonalWAB.settings import parse, resolved, setting  # noqa: E402
 from devtools.cpu_load import competing_processes  # noqa: E402
 
 TRAINER = "PersonalWAB.engines.recommender.train"
@@ -55,7 +57,20 @@ print(time.perf_counter() - start)
 """
 
 
-def sasrec_seconds(args: argparse.Namespace, threads: int | None, env: dict[str, str], scratch: Path) -> float:
+@dataclass
+class SasrecLoadSettings:
+    """How much work each measurement does, and how busy the machine is made."""
+
+    data_dir: str = setting("data/synthetic/full", "data directory SASRec trains on and MiniLM reads reviews from")
+    epochs: int = setting(10, "SASRec epochs per measurement (no early stop: every setting does the same work)")
+    texts: int = setting(1500, "review texts MiniLM encodes per measurement")
+    repeats: int = setting(1, "runs of each measurement; the median is reported (more is steadier on a shared "
+                              "machine)")
+    busy: int = setting(2, "competing CPU-bound processes in the busy condition")
+    out: str | None = setting(None, "also write the figures here as JSON")
+
+
+def sasrec_seconds(args: SasrecLoadSettings, threads: int | None, env: dict[str, str], scratch: Path) -> float:
     """One training run in a fresh process; the trainer's own training time."""
     checkpoint = scratch / "sasrec.pth"
     command = [sys.executable, "-m", TRAINER, "--data_dir", args.data_dir, "--checkpoint", str(checkpoint),
@@ -65,7 +80,7 @@ def sasrec_seconds(args: argparse.Namespace, threads: int | None, env: dict[str,
     return json.loads(checkpoint.with_name(checkpoint.name + ".json").read_text())["train_seconds"]
 
 
-def minilm_seconds(args: argparse.Namespace, threads: int | None, env: dict[str, str], scratch: Path) -> float:
+def minilm_seconds(args: SasrecLoadSettings, threads: int | None, env: dict[str, str], scratch: Path) -> float:
     """MiniLM encoding of the first `--texts` review texts in a fresh process (model load excluded)."""
     out = subprocess.run([sys.executable, "-c", ENCODE, args.data_dir, str(args.texts), str(threads)],
                          cwd=REPO_ROOT, env=env, check=True, capture_output=True, text=True)
@@ -75,7 +90,7 @@ def minilm_seconds(args: argparse.Namespace, threads: int | None, env: dict[str,
 JOBS = {"SASRec training": sasrec_seconds, "MiniLM encoding": minilm_seconds}
 
 
-def measure(args: argparse.Namespace, scratch: Path) -> dict[str, dict[str, dict[str, float]]]:
+def measure(args: SasrecLoadSettings, scratch: Path) -> dict[str, dict[str, dict[str, float]]]:
     figures: dict[str, dict[str, dict[str, float]]] = {}
     for condition, spinners in (("as found", 0), (f"+{args.busy} busy", args.busy)):
         with competing_processes(spinners):
@@ -93,15 +108,8 @@ def measure(args: argparse.Namespace, scratch: Path) -> dict[str, dict[str, dict
     return figures
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data_dir", default="data/synthetic/full")
-    parser.add_argument("--epochs", type=int, default=10, help="SASRec epochs per measurement")
-    parser.add_argument("--texts", type=int, default=1500, help="review texts MiniLM encodes per measurement")
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--busy", type=int, default=2, help="competing CPU-bound processes")
-    parser.add_argument("--out", help="also write the figures here as JSON")
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    args = parse(SasrecLoadSettings, argv, prog="scripts/benchmark_sasrec_load.py", description=__doc__)
     with tempfile.TemporaryDirectory() as scratch:
         figures = measure(args, Path(scratch))
     print(f"\n{args.data_dir}, {os.cpu_count()} CPUs; SASRec {args.epochs} epochs, MiniLM {args.texts} texts "
@@ -111,9 +119,9 @@ def main() -> int:
             found, busy = row.values()
             print(f"  {job:<15} {name:<31} as found {found:7.1f}   +{args.busy} busy {busy:7.1f}")
     if args.out:
-        Path(args.out).write_text(json.dumps({**vars(args), "cpus": os.cpu_count(), "seconds": figures}, indent=2))
+        Path(args.out).write_text(json.dumps({**resolved(args), "cpus": os.cpu_count(), "seconds": figures}, indent=2))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

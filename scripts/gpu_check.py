@@ -63,7 +63,6 @@ accumulation 2, 16 new tokens), writing the same JSON with `"device": "cpu", "dr
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.util
 import json
@@ -86,6 +85,7 @@ for _path in (str(SCRIPTS_DIR), str(REPO_ROOT)):
         sys.path.insert(0, _path)
 
 import benchmark_puma_training as bench  # noqa: E402
+from PersonalWAB.settings import parse, setting  # noqa: E402
 
 RESULT_NAME = "gpu_check.json"
 PHASES = ("data", "sft_release", "sft_improved", "dpo_release", "dpo_improved", "generate_hf", "memory_cache",
@@ -99,58 +99,56 @@ CHILD_MIN_SECONDS = 60  # a child process (imports, model, engine) needs at leas
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1")
 
 
-def _setting(default: Any, help: str, kind: type | None = None) -> Any:
-    return field(default=default, metadata={"help": help, "type": kind})
-
-
 @dataclass
 class GpuCheckConfig:
     """Settings; `None` means the device's default (`resolved`: a GPU run or the CPU dry run)."""
 
-    out: str = _setting("", "folder for gpu_check.json (also the first positional argument)")
-    phases: str = _setting("all", f"comma-separated subset of: {', '.join(PHASES)}")
-    isolate: str = _setting("generate_vllm,sft_release_deepspeed", "phases run in a child process of this script")
-    work_dir: str = _setting("", "scratch folder (data, tokenizer, step-1 files, the saved 7B model for vLLM); "
-                                 "default: a temporary folder, removed at the end")
-    keep_work: bool = _setting(False, "keep the scratch folder")
-    data_dir: str = _setting("", "data directory for step 1 (default: synthetic --data_scale data in the scratch "
-                                 "folder)")
-    data_scale: str = _setting("tiny", "synthetic scale of the step-1 data")
-    data_users: int | None = _setting(None, "keep only this many users of generated data (0: all; GPU 0, dry run 4)",
-                                      int)
-    preset: str | None = _setting(None, "model: llama-2-7b (GPU default) or custom (dry run: the sizes below)",
-                                      str)
-    vocab_size: int | None = _setting(None, "tokenizer vocabulary (GPU: 32000, dry run 1000)", int)
-    hidden_size: int | None = _setting(None, "custom model (dry run 64)", int)
-    intermediate_size: int | None = _setting(None, "custom model (dry run 128)", int)
-    layers: int | None = _setting(None, "custom model (dry run 2)", int)
-    heads: int | None = _setting(None, "custom model (dry run 4)", int)
-    mem_token_length: int = _setting(768, "step 1's memory cut (tokens)")
-    max_length: int = _setting(1280, "SFT max length (the release pads to it)")
-    dpo_max_length: int = _setting(1024, "DPO max length")
-    dpo_max_prompt_length: int = _setting(768, "DPO max prompt length (release cut)")
-    sft_steps: int | None = _setting(None, "SFT optimizer steps per recipe (GPU 4, dry run 2)", int)
-    dpo_steps: int | None = _setting(None, "DPO optimizer steps per recipe (GPU 3, dry run 2)", int)
-    sft_accumulation: int | None = _setting(None, "SFT gradient accumulation (0: the recipe's per GPU on the "
-                                                  "release's 4 GPUs, release 16, improved 4; GPU 0, dry run 2)", int)
-    dpo_accumulation: int | None = _setting(None, "DPO gradient accumulation (0: the recipe's per GPU on the "
-                                                  "release's 4 GPUs, release 16, improved 16; GPU 0, dry run 2)", int)
-    gradient_checkpointing: bool = _setting(False, "recompute activations (not counted in MFU)")
-    gen_prompts: int | None = _setting(None, "prompts generated for (GPU 8, dry run 2)", int)
-    gen_new_tokens: int | None = _setting(None, "new tokens per sequence (GPU 256, dry run 16)", int)
-    gen_beams: int = _setting(10, "beams = returned sequences per prompt (the release's candidate setting)")
-    max_prompt_tokens: int = _setting(1024, "generation prompt cut (PUMA.generate's)")
-    vllm_gpu_memory_utilization: float = _setting(0.7, "vLLM's share of GPU memory")
-    memory_scale: str | None = _setting(None, "synthetic scale of the memory-cache build (GPU full, dry run tiny)",
-                                           str)
-    memory_users: int | None = _setting(None, "keep only this many users for the memory cache (0: all; GPU 0, "
-                                              "dry run 4)", int)
-    deepspeed_config: str = _setting("", f"DeepSpeed config (default: the first of {', '.join(DEEPSPEED_CONFIGS)})")
-    peak_tflops: float = _setting(0.0, "peak TFLOP/s for MFU (0: the GPU table; none on a CPU)")
-    time_limit_s: float = _setting(570.0, "no phase starts after this many seconds")
-    seed: int = _setting(42, "seed of the weights, the example order and the sampling")
-    only: str = _setting("", "internal: run this one phase in a prepared --work_dir (child process)")
-    child_result: str = _setting("", "internal: where the child process writes its phase's result")
+    out: str = setting("", "folder for gpu_check.json", positional=True, nargs="?", metavar="OUT")
+    phases: str = setting("all", f"comma-separated subset of: {', '.join(PHASES)}")
+    isolate: str = setting("generate_vllm,sft_release_deepspeed", "phases run in a child process of this script")
+    work_dir: str = setting("", "scratch folder (data, tokenizer, step-1 files, the saved 7B model for vLLM); "
+                                "default: a temporary folder, removed at the end")
+    keep_work: bool = setting(False, "keep the scratch folder", aliases=("no-keep_work",))
+    data_dir: str = setting("", "data directory for step 1 (default: synthetic --data_scale data in the scratch "
+                                "folder)")
+    data_scale: str = setting("tiny", "synthetic scale of the step-1 data")
+    data_users: int | None = setting(None, "keep only this many users of generated data (0: all; GPU 0, dry run 4)",
+                                     kind=int)
+    preset: str | None = setting(None, "model: llama-2-7b (GPU default) or custom (dry run: the sizes below)",
+                                 choices=("custom", *bench.PRESETS))
+    vocab_size: int | None = setting(None, "tokenizer vocabulary (GPU: 32000, dry run 1000)", kind=int)
+    hidden_size: int | None = setting(None, "custom model (dry run 64)", kind=int)
+    intermediate_size: int | None = setting(None, "custom model (dry run 128)", kind=int)
+    layers: int | None = setting(None, "custom model (dry run 2)", kind=int)
+    heads: int | None = setting(None, "custom model (dry run 4)", kind=int)
+    mem_token_length: int = setting(768, "step 1's memory cut (tokens)")
+    max_length: int = setting(1280, "SFT max length (the release pads to it)")
+    dpo_max_length: int = setting(1024, "DPO max length")
+    dpo_max_prompt_length: int = setting(768, "DPO max prompt length (release cut)")
+    sft_steps: int | None = setting(None, "SFT optimizer steps per recipe (GPU 4, dry run 2)", kind=int)
+    dpo_steps: int | None = setting(None, "DPO optimizer steps per recipe (GPU 3, dry run 2)", kind=int)
+    sft_accumulation: int | None = setting(None, "SFT gradient accumulation (0: the recipe's per GPU on the "
+                                                 "release's 4 GPUs, release 16, improved 4; GPU 0, dry run 2)",
+                                           kind=int)
+    dpo_accumulation: int | None = setting(None, "DPO gradient accumulation (0: the recipe's per GPU on the "
+                                                 "release's 4 GPUs, release 16, improved 16; GPU 0, dry run 2)",
+                                           kind=int)
+    gradient_checkpointing: bool = setting(False, "recompute activations (not counted in MFU)",
+                                           aliases=("no-gradient_checkpointing",))
+    gen_prompts: int | None = setting(None, "prompts generated for (GPU 8, dry run 2)", kind=int)
+    gen_new_tokens: int | None = setting(None, "new tokens per sequence (GPU 256, dry run 16)", kind=int)
+    gen_beams: int = setting(10, "beams = returned sequences per prompt (the release's candidate setting)")
+    max_prompt_tokens: int = setting(1024, "generation prompt cut (PUMA.generate's)")
+    vllm_gpu_memory_utilization: float = setting(0.7, "vLLM's share of GPU memory")
+    memory_scale: str | None = setting(None, "synthetic scale of the memory-cache build (GPU full, dry run tiny)")
+    memory_users: int | None = setting(None, "keep only this many users for the memory cache (0: all; GPU 0, "
+                                             "dry run 4)", kind=int)
+    deepspeed_config: str = setting("", f"DeepSpeed config (default: the first of {', '.join(DEEPSPEED_CONFIGS)})")
+    peak_tflops: float = setting(0.0, "peak TFLOP/s for MFU (0: the GPU table; none on a CPU)")
+    time_limit_s: float = setting(570.0, "no phase starts after this many seconds")
+    seed: int = setting(42, "seed of the weights, the example order and the sampling")
+    only: str = setting("", "run this one phase in a prepared --work_dir (the child process)", hidden=True)
+    child_result: str = setting("", "where the child process writes its phase's result", hidden=True)
 
     def phase_list(self) -> list[str]:
         if self.phases.strip() in ("", "all"):
@@ -190,34 +188,17 @@ class GpuCheckConfig:
 
 
 def parse_args(argv: list[str] | None) -> GpuCheckConfig:
-    parser = argparse.ArgumentParser(prog="scripts/gpu_check.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out_dir", nargs="?", default=None, help="folder for gpu_check.json")
-    for f in fields(GpuCheckConfig):
-        kind = f.metadata["type"] or type(f.default)
-        if kind is bool:
-            parser.add_argument(f"--{f.name}", action=argparse.BooleanOptionalAction, default=f.default,
-                                help=f.metadata["help"])
-        else:
-            parser.add_argument(f"--{f.name}", type=kind, default=f.default, help=f.metadata["help"])
-    args = parser.parse_args(argv)
-    values = {f.name: getattr(args, f.name) for f in fields(GpuCheckConfig)}
-    if args.out_dir:
-        values["out"] = args.out_dir
-    return GpuCheckConfig(**values)
+    return parse(GpuCheckConfig, argv, prog="scripts/gpu_check.py", description=__doc__)
 
 
 def config_argv(config: GpuCheckConfig) -> list[str]:
-    """The command-line flags that parse back to `config` (for the child processes)."""
-    argv: list[str] = []
+    """The command line that parses back to `config` (for the child processes)."""
+    argv: list[str] = [config.out] if config.out else []
     for f in fields(config):
         value = getattr(config, f.name)
-        if value is None:
+        if value is None or f.name == "out":
             continue
-        if isinstance(value, bool):
-            argv.append(f"--{f.name}" if value else f"--no-{f.name}")
-        else:
-            argv += [f"--{f.name}", str(value)]
+        argv += [f"--{f.name}", str(int(value)) if isinstance(value, bool) else str(value)]
     return argv
 
 
@@ -316,7 +297,7 @@ class Context:
                         layers=c.layers, heads=c.heads, mem_token_length=c.mem_token_length, max_length=c.max_length,
                         sft_steps=c.sft_steps, dpo_steps=c.dpo_steps, dpo_max_length=c.dpo_max_length,
                         dpo_max_prompt_length=c.dpo_max_prompt_length, gradient_checkpointing=c.gradient_checkpointing,
-                        peak_tflops=c.peak_tflops, seed=c.seed, output="")
+                        peak_tflops=c.peak_tflops, seed=c.seed, out="")
         return bench.BenchmarkConfig(**{**settings, **changes})
 
     def dtype_name(self, wanted: str) -> str:

@@ -11,16 +11,16 @@ instruction). For each query both engines return their top k; the script reports
   query that also covers JVM start and index opening (reported separately).
 
     python scripts/tools/compare_search_backends.py --data_dir data/synthetic/full --split test \
-        [--k 10] [--limit N] [--json OUT.json]
+        [--k 10] [--limit N] [--out OUT.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,25 @@ from PersonalWAB.data.loader import load_benchmark_data  # noqa: E402
 from PersonalWAB.engines.search import SearchEngine, open_search_engine, search_index_dir  # noqa: E402
 from PersonalWAB.protocol import load_protocol  # noqa: E402
 from PersonalWAB.paths import default_data_dir  # noqa: E402
+from PersonalWAB.cli import run_command  # noqa: E402
+from PersonalWAB.errors import DataError  # noqa: E402
+from PersonalWAB.settings import parse, setting  # noqa: E402
+
+
+@dataclass
+class CompareSettings:
+    """The queries, the indexes compared and where the report goes."""
+
+    data_dir: str | None = setting(None, "data directory whose instructions are the queries",
+                                   default_text="the official data when present, else synthetic")
+    split: str = setting("test", "task split whose instructions are the queries")
+    k: int = setting(10, "results compared per query")
+    limit: int | None = setting(None, "use only the first N instructions (a quicker look)", kind=int)
+    lucene_index: str | None = setting(None, "Lucene index folder", default_text="the data's index for the protocol")
+    bm25s_index: str | None = setting(None, "bm25s index folder", default_text="the data's index for the protocol")
+    out: str | None = setting(None, "also write the report here (JSON)", aliases=("json",))
+    protocol_file: str | None = setting(None, "the protocol pack the indexes were built with",
+                                        default_text="the default pack")
 
 
 def overlap(a: list[str], b: list[str]) -> float:
@@ -95,27 +114,18 @@ def hit_rate(results: list[list[str]], tasks: list[dict[str, Any]]) -> float | N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", type=Path, default=None)
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N instructions")
-    parser.add_argument("--lucene_index", type=Path, default=None)
-    parser.add_argument("--bm25s_index", type=Path, default=None)
-    parser.add_argument("--json", type=Path, default=None, help="also write the report here")
-    parser.add_argument("--protocol_file", default=None, help="the protocol pack the indexes were built with")
-    args = parser.parse_args(argv)
+    args = parse(CompareSettings, argv, prog="scripts/tools/compare_search_backends.py", description=__doc__)
     protocol = load_protocol(args.protocol_file)
 
     data = load_benchmark_data(args.data_dir or default_data_dir())
     tasks = data.split(args.split)[: args.limit]
     queries = [task["task"] for task in tasks]
     if not queries:
-        parser.error(f"split {args.split!r} has no instructions")
+        raise DataError(f"--split {args.split!r}: no instructions in {data.data_dir}")
 
     results, latency = {}, {}
-    for backend, index_dir in (("lucene", args.lucene_index or search_index_dir(data, "lucene", protocol)),
-                               ("bm25s", args.bm25s_index or search_index_dir(data, "bm25s", protocol))):
+    for backend, index_dir in (("lucene", Path(args.lucene_index or search_index_dir(data, "lucene", protocol))),
+                               ("bm25s", Path(args.bm25s_index or search_index_dir(data, "bm25s", protocol)))):
         started = time.perf_counter()
         engine = open_search_engine(backend, index_dir, lambda asin: protocol.product_block(data.products[asin]))
         opened = time.perf_counter() - started
@@ -134,11 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         "backends": latency,
     }
     print(json.dumps(report, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -19,33 +19,42 @@ after every update.
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-
+from PersonalWAB.cli import run_command
 from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.errors import DataError
 from PersonalWAB.memory.interec import (KINDS, initial_memory, llm_initial_memory, read_memory_file,
                                         write_memory_file)
 from PersonalWAB.paths import default_data_dir
+from PersonalWAB.settings import parse, setting
+
+
+@dataclass
+class InitMemorySettings:
+    """The data, the output file and the model that writes the lists."""
+
+    data_dir: str | None = setting(None, "data directory whose history split is read",
+                                   default_text="the official data when present, else synthetic")
+    out: str = setting(None, "memory file to write (JSON); an existing one is resumed", required=True)
+    model: str = setting("gpt-4o-mini", "the model that writes each user's likes and dislikes (any litellm model "
+                                        "string)")
+    api_base: str | None = setting(None, "base URL of an OpenAI-compatible server (a local model)")
+    max_concurrency: int = setting(4, "model calls in flight; raise it where the API allows")
+    max_retries: int = setting(5, "retries of a call on rate limits, timeouts and server errors")
+    protocol_file: str | None = setting(None, "release protocol pack whose prompt is sent",
+                                        default_text="the default pack when placed, else the project's texts")
+    offline: bool = setting(False, "no model: like (rating 4 or more) and dislike (2 or less) by rating, for runs "
+                                   "with no key (a departure from the release)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=None, help="data directory (default: official data, else synthetic)")
-    parser.add_argument("--out", required=True, help="memory file to write (JSON)")
-    parser.add_argument("--model", default="gpt-4o-mini", help="any litellm model string (default gpt-4o-mini)")
-    parser.add_argument("--api_base", default=None, help="base URL of an OpenAI-compatible server")
-    parser.add_argument("--max_concurrency", type=int, default=4, help="model calls in flight")
-    parser.add_argument("--max_retries", type=int, default=5, help="retries of a call on transient errors")
-    parser.add_argument("--protocol_file", default=None, help="release protocol pack (default: the default pack "
-                                                              "when placed, else the project's texts)")
-    parser.add_argument("--offline", action="store_true", help="no model: like/dislike by rating")
-    args = parser.parse_args(argv)
-    if args.max_concurrency < 1:
-        parser.error("--max_concurrency must be at least 1")
+    args = parse(InitMemorySettings, argv, prog="scripts/tools/init_interecagent_memory.py", description=__doc__)
     try:
+        if args.max_concurrency < 1:
+            raise DataError(f"--max_concurrency {args.max_concurrency}: must be at least 1")
         data = load_benchmark_data(args.data_dir or default_data_dir())
         if args.offline:
             entries, unreadable = initial_memory(data), []
@@ -78,4 +87,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -14,7 +14,6 @@ found after a kill must also parse. Exit status 1 when any count is not 0.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import signal
@@ -22,11 +21,24 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+from PersonalWAB.cli import run_command
 from PersonalWAB.results import read_run_file
+from PersonalWAB.settings import parse, setting
+
+
+@dataclass
+class TrialSettings:
+    """How many runs are killed, how long each is, and the seed of the kill moments."""
+
+    data_dir: str = setting("data/synthetic/small", "data directory the runs use")
+    trials: int = setting(10, "runs killed and resumed (each against an uninterrupted reference)")
+    tasks: int = setting(40, "tasks per run (the first N of the test split)")
+    seed: int = setting(0, "seed of the kill moments; another seed kills at other moments")
 
 CONFIGS = [
     ["--agent_memory", "last"],
@@ -42,9 +54,9 @@ def fingerprint(record: dict) -> str:
                        "error" in record["info"]], sort_keys=True)
 
 
-def command(args: argparse.Namespace, config: list[str], output: Path, resume: bool) -> list[str]:
+def command(args: TrialSettings, config: list[str], output: Path, resume: bool) -> list[str]:
     words = [sys.executable, "run.py", "--data_dir", args.data_dir, "--end_index", str(args.tasks), *config]
-    return words + (["--resume_from", str(output)] if resume else ["--output", str(output)])
+    return words + (["--resume_from", str(output)] if resume else ["--out", str(output)])
 
 
 def records_in(path: Path) -> int:
@@ -66,7 +78,7 @@ def kill_when(process: subprocess.Popen, output: Path, at_records: int) -> bool:
     return False
 
 
-def trial(args: argparse.Namespace, number: int, rng: random.Random, workdir: Path,
+def trial(args: TrialSettings, number: int, rng: random.Random, workdir: Path,
           reference: dict[int, dict[tuple[int, int], str]]) -> dict[str, int]:
     config_index = number % len(CONFIGS)
     config = CONFIGS[config_index]
@@ -99,7 +111,7 @@ def trial(args: argparse.Namespace, number: int, rng: random.Random, workdir: Pa
             "unreadable": unreadable, "lost": lost, "duplicated": duplicated, "changed": changed}
 
 
-def reference_runs(args: argparse.Namespace, workdir: Path) -> dict[int, dict[tuple[int, int], str]]:
+def reference_runs(args: TrialSettings, workdir: Path) -> dict[int, dict[tuple[int, int], str]]:
     reference = {}
     for index, config in enumerate(CONFIGS):
         output = workdir / f"reference{index}.json"
@@ -109,13 +121,8 @@ def reference_runs(args: argparse.Namespace, workdir: Path) -> dict[int, dict[tu
     return reference
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data_dir", default="data/synthetic/small")
-    parser.add_argument("--trials", type=int, default=10)
-    parser.add_argument("--tasks", type=int, default=40, help="tasks per run (the first N of the test split)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the kill moments")
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> int:
+    args = parse(TrialSettings, argv, prog="scripts/tools/sigkill_resume_trials.py", description=__doc__)
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -134,4 +141,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -8,27 +8,36 @@ wall-clock assertions) and the one-time builds hold up on a loaded machine.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # devtools/ lives at the repository root
 
+from PersonalWAB.cli import run_command  # noqa: E402
+from PersonalWAB.errors import DataError  # noqa: E402
+from PersonalWAB.settings import parse, setting  # noqa: E402
 from devtools.cpu_load import competing_processes  # noqa: E402
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--busy", type=int, default=2, help="competing CPU-bound processes")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
-    args = parser.parse_args()
+@dataclass
+class UnderLoadSettings:
+    """How busy the machine is made, and the command run meanwhile."""
+
+    busy: int = setting(2, "competing CPU-bound processes (one per core keeps the machine fully loaded)")
+    command: list[str] = setting(None, "the command to run, after --", positional=True, nargs="...",
+                                 metavar="COMMAND", factory=list)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(UnderLoadSettings, argv, prog="scripts/tools/under_load.py", description=__doc__)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        parser.error("give the command to run after --")
+        raise DataError("give the command to run after --")
     with competing_processes(args.busy):
         return subprocess.run(command).returncode
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

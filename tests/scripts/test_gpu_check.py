@@ -13,6 +13,8 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
+from tests.conftest import REPO_ROOT
+
 TRAINING = ("sft_release", "sft_improved", "dpo_release", "dpo_improved")
 
 

@@ -67,7 +67,7 @@ def test_token_and_flop_counting(bench, tokenizer):
 
 def test_benchmark_end_to_end(bench, tiny_puma_data, tmp_path: Path):
     out = tmp_path / "bench.json"
-    argv = ["--data_dir", str(tiny_puma_data.data_dir), "--output", str(out), "--vocab_size", "400",
+    argv = ["--data_dir", str(tiny_puma_data.data_dir), "--out", str(out), "--vocab_size", "400",
             "--hidden_size", "32", "--intermediate_size", "64", "--layers", "1", "--heads", "2",
             "--mem_token_length", "96", "--max_length", str(MAX_LENGTH), "--dpo_max_length", str(DPO_MAX_LENGTH),
             "--dpo_max_prompt_length", "384", "--sft_steps", str(STEPS), "--dpo_steps", str(STEPS),
