@@ -17,7 +17,6 @@ commit (plain text, from GitHub's raw host) and build the release protocol pack 
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
@@ -31,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.data import schema
 from PersonalWAB.data.loader import (
     INSTRUCTIONS_FILE,
@@ -40,7 +40,8 @@ from PersonalWAB.data.loader import (
 )
 from PersonalWAB.data.published import PUBLISHED_COUNTS, OfficialCounts, count_summary, type_mix
 from PersonalWAB.errors import DataError
-from PersonalWAB.paths import OFFICIAL_DATA_DIR, ArtifactPaths
+from PersonalWAB.paths import OFFICIAL_DATA_DIR, REPO_ROOT, ArtifactPaths
+from PersonalWAB.settings import parse, setting
 
 DEFAULT_BASE_URL = "https://media.githubusercontent.com/media/HongruCai/PersonalWAB/main"
 RAW_BASE_URL = "https://raw.githubusercontent.com"
@@ -488,15 +489,42 @@ def _print_summary(summary: Mapping[str, Any]) -> None:
         print(f"warning: {warning}")
 
 
-def _run(args: argparse.Namespace) -> int:
+@dataclass
+class DownloadSettings:
+    """The flags of `python -m PersonalWAB.data download`."""
+
+    out: Path = setting(OFFICIAL_DATA_DIR, "data folder to fill (with --verify_only: to check); another folder keeps "
+                                           "the official data elsewhere (give run.py the same --data_dir)",
+                        kind=Path, metavar="DIR", aliases=("dest",),
+                        default_text=f"the official data folder, {OFFICIAL_DATA_DIR.relative_to(REPO_ROOT)}")
+    base_url: str = setting(DEFAULT_BASE_URL, "where the release's Git LFS files are served; change it to use a mirror")
+    with_artifacts: bool = setting(False, "also fetch the release's SASRec checkpoint pwab.pth and its item map "
+                                          "1000_ids.json, so runs use the official recommender instead of training one")
+    force: bool = setting(False, "fetch files again even when a valid copy is present (a copy you suspect)")
+    timeout: float = setting(60.0, "seconds to wait on the network per request; raise it on a slow link")
+    retries: int = setting(3, "extra attempts after a network error or a server error (5xx)")
+    verify_only: bool = setting(False, "fetch nothing: only check the files already in --out")
+    with_protocol: bool = setting(False, "also build the release protocol pack (the release's prompts and tool "
+                                         "texts) from the release's files at the pinned commit")
+    protocol_only: bool = setting(False, "only build the release protocol pack, fetching no data")
+    protocol_base_url: str | None = setting(None, "where the release's Python files are served; change it to use a "
+                                                  "mirror", default_text="raw.githubusercontent.com at the pinned "
+                                                                         "commit")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m PersonalWAB.data download`: fetch and verify the official data."""
+    args = parse(DownloadSettings, argv, description="Fetch the official PersonalWAB data (and optionally its "
+                 "recommender and protocol pack) and check it is complete.")
+    check_command_outputs(args, {"out": True})
     if args.protocol_only:
-        download_protocol(args.dest, base_url=args.protocol_base_url, timeout=args.timeout, retries=args.retries)
+        download_protocol(args.out, base_url=args.protocol_base_url, timeout=args.timeout, retries=args.retries)
         return 0
     if args.verify_only:
-        summary = verify_official(args.dest, with_artifacts=args.with_artifacts)
+        summary = verify_official(args.out, with_artifacts=args.with_artifacts)
     else:
         summary = download_official(
-            args.dest,
+            args.out,
             base_url=args.base_url,
             with_artifacts=args.with_artifacts,
             force=args.force,
@@ -505,27 +533,5 @@ def _run(args: argparse.Namespace) -> int:
         )
     _print_summary(summary)
     if args.with_protocol:
-        download_protocol(args.dest, base_url=args.protocol_base_url, timeout=args.timeout, retries=args.retries)
+        download_protocol(args.out, base_url=args.protocol_base_url, timeout=args.timeout, retries=args.retries)
     return 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags of `python -m PersonalWAB.data download`."""
-    parser.add_argument("--dest", type=Path, default=OFFICIAL_DATA_DIR, help="data folder to fill")
-    parser.add_argument("--base_url", default=DEFAULT_BASE_URL, help="where the repository's LFS files are served")
-    parser.add_argument(
-        "--with_artifacts",
-        action="store_true",
-        help="also fetch the SASRec checkpoint pwab.pth and its item map 1000_ids.json",
-    )
-    parser.add_argument("--force", action="store_true", help="fetch files again even when a valid copy is present")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait on the network per request")
-    parser.add_argument("--retries", type=int, default=3, help="extra attempts after a network error or 5xx")
-    parser.add_argument("--verify_only", action="store_true", help="only check the files already in --dest")
-    parser.add_argument("--with_protocol", action="store_true",
-                        help="also build the release protocol pack from the release's files at the pinned commit")
-    parser.add_argument("--protocol_only", action="store_true", help="only build the release protocol pack")
-    parser.add_argument("--protocol_base_url", default=None,
-                        help="where the release's files are served (default: raw.githubusercontent.com at the "
-                             "pinned commit)")
-    parser.set_defaults(func=_run)

@@ -24,7 +24,6 @@ Numbers measured on this data are not comparable to the paper's.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import math
@@ -34,6 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.data import amazon_raw
 from PersonalWAB.data import synthetic_vocab as vocab
 from PersonalWAB.data.layout import json_bytes, official_files, write_atomic, write_files
@@ -41,6 +41,7 @@ from PersonalWAB.data.loader import INSTRUCTIONS_FILE
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR, SYNTHETIC_MANIFEST, ArtifactPaths, remove_derived_artifacts
+from PersonalWAB.settings import parse, setting
 
 GENERATOR_VERSION = "1.1"  # 1.1: null store / main_category in a few products
 LAYOUTS = ("official", "raw")
@@ -989,19 +990,26 @@ def _write_raw(out: Path, scale: str, seed: int, users: list[_User], catalogue: 
 # ------------------------------------------------------------------ command line
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `python -m PersonalWAB.data synthetic`."""
-    parser.add_argument("--scale", choices=list(SCALES), default="small",
-                        help="tiny (tests), small (~100 users), medium (~300 users) or full (published PersonalWAB size)")
-    parser.add_argument("--seed", type=int, default=0, help="same seed and scale give identical files")
-    parser.add_argument("--layout", choices=LAYOUTS, default="official",
-                        help="official: the benchmark's files; raw: the same world as Amazon Reviews 2023 raw "
-                             "review/metadata files, the input of `python -m PersonalWAB.construct`")
-    parser.add_argument("--out", required=True, help="output data directory (never the official data folder)")
-    parser.set_defaults(func=_run)
+@dataclass
+class SyntheticSettings:
+    """The flags of `python -m PersonalWAB.data synthetic`."""
+
+    out: str = setting(None, "data folder to write (never the official data folder)", required=True, metavar="DIR")
+    scale: str = setting("small", "how big a world to write: tiny (tests), small (~100 users, quick runs), medium "
+                                  "(~300 users) or full (the published PersonalWAB's size)", choices=list(SCALES))
+    seed: int = setting(0, "random seed: the same seed and scale give identical files; change it for another world "
+                           "of the same size")
+    layout: str = setting("official", "official: the benchmark's files, ready for run.py; raw: the same world as "
+                                      "Amazon Reviews 2023 review and metadata files, the input of `python -m "
+                                      "PersonalWAB.construct build`", choices=LAYOUTS)
 
 
-def _run(args: argparse.Namespace) -> int:
+def main(argv: list[str] | None = None) -> int:
+    """`python -m PersonalWAB.data synthetic`: write a synthetic PersonalWAB."""
+    settings = parse(SyntheticSettings, argv, description="Write a synthetic PersonalWAB: made-up users, products "
+                     "and tasks in the official layout (or as raw review files), for tests and trying the tools.")
+    check_command_outputs(settings, {"out": True})
+    args = settings
     manifest = generate_synthetic(args.out, scale=args.scale, seed=args.seed, layout=args.layout)
     counts = manifest["counts"]
     if args.layout == "raw":

@@ -118,7 +118,7 @@ def _cli(argv, monkeypatch):
     (["leaderboard", "pack", "x.json", "--out", "{bad}/bundle"], "--out"),
     (["data", "synthetic", "--scale", "tiny", "--out", "{bad}/data"], "--out"),
     (["data", "protocol", "--release_dir", ".", "--out", "{bad}/pack.json"], "--out"),
-    (["data", "download", "--dest", "{bad}/data"], "--dest"),
+    (["data", "download", "--out", "{bad}/data"], "--out"),
     (["construct", "build", "--raw_dir", ".", "--out", "{bad}/build"], "--out"),
     (["construct", "stats", "--data_dir", ".", "--out", "{bad}/stats.json"], "--out"),
     (["reproduce", "--model", "m", "--out", "{bad}/rows"], "--out"),

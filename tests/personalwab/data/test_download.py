@@ -365,7 +365,7 @@ def test_cli_download_and_verify_only(server: Server, tmp_path: Path, monkeypatc
 
     monkeypatch.setattr(download, "PUBLISHED_COUNTS", SMALL)
     dest = tmp_path / "dest"
-    common = ["--dest", str(dest), "--timeout", "5"]
+    common = ["--out", str(dest), "--timeout", "5"]
     assert main(["download", "--base_url", server.base_url, "--with_artifacts", *common]) == 0
     out = capsys.readouterr().out
     assert "user_profiles.json" in out and "downloaded" in out
@@ -375,5 +375,19 @@ def test_cli_download_and_verify_only(server: Server, tmp_path: Path, monkeypatc
     assert main(["download", "--verify_only", *common]) == 0
     assert "verified" in capsys.readouterr().out
 
-    assert main(["download", "--verify_only", "--dest", str(tmp_path / "empty")]) == 2
+    assert main(["download", "--verify_only", "--out", str(tmp_path / "empty")]) == 2
     assert "empty" in capsys.readouterr().err
+
+
+def test_download_old_dest_spelling_warns_and_config_gives_the_flags_settings(tmp_path: Path, capsys) -> None:
+    from PersonalWAB.data.__main__ import main
+    from PersonalWAB.settings import parse
+
+    empty = tmp_path / "empty"
+    assert main(["download", "--verify_only", "--dest", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert "--dest is deprecated; use --out" in err and str(empty) in err  # the old flag's value was used
+    config = tmp_path / "download.yaml"
+    config.write_text(f"dest: {empty}\nwith_artifacts: yes\ntimeout: 5\nretries: 1\n")
+    flags = ["--out", str(empty), "--with_artifacts", "--timeout", "5", "--retries", "1"]
+    assert parse(download.DownloadSettings, ["--config", str(config)]) == parse(download.DownloadSettings, flags)

@@ -19,6 +19,7 @@ from PersonalWAB.data.schema import PROFILE_FIELDS, TASK_TYPES
 from PersonalWAB.data.synthetic import SCALES, generate_synthetic
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR, SYNTHETIC_MANIFEST, ArtifactPaths
+from tests.conftest import REPO_ROOT
 
 FIRST_MS, LAST_MS = 1514764800000, 1704067200000  # 2018-01-01 and 2024-01-01, UTC
 
