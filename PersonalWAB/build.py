@@ -3,15 +3,16 @@ recommender, and the MiniLM embedding caches (target reviews; behaviours and
 instructions for relevant/task-specific memory). Each is built once and reused;
 `--force` rebuilds.
 
-`python -m PersonalWAB.build --data_dir DIR [--search_backend lucene|bm25s|all]`
+`python -m PersonalWAB.build --data_dir DIR [--search_backend lucene|bm25s|all]`; the settings of the
+last build are recorded beside the artefacts (cache/build_command.json).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -21,6 +22,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.paths import default_data_dir
 from PersonalWAB.protocol import Protocol, load_protocol
 from PersonalWAB.scratch import atomic_write_text, remove_stale
+from PersonalWAB.settings import parse, resolved, setting
 from PersonalWAB.engines.search import BACKENDS
 
 
@@ -122,28 +124,46 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
     return seconds
 
 
+@dataclass
+class BuildSettings:
+    """The flags of `python -m PersonalWAB.build`."""
+
+    data_dir: str | None = setting(None, "data folder whose artefacts to build", metavar="DIR",
+                                   default_text="the official data when placed, else data/synthetic/small")
+    search_backend: str = setting("lucene", "search index(es) to build: lucene (the release's engine, needs Java), "
+                                            "bm25s (pure Python) or all", choices=(*BACKENDS, "all"))
+    recommender: bool = setting(True, "train the SASRec recommender when no checkpoint is present; 0 leaves it to "
+                                      "the first run with recommendation tasks", aliases=("no_recommender",))
+    memory_embeddings: bool = setting(True, "embed behaviours and instructions for the relevant and task-specific "
+                                            "memory modes; 0 skips it when no run uses them",
+                                      aliases=("no_memory_embeddings",))
+    puma_embeddings: bool = setting(False, "also embed behaviours in PUMA's relevance text (PUMA step 1 and its "
+                                           "agent read them)")
+    force: bool = setting(False, "rebuild every artefact even when present and current (after changing the data "
+                                 "in place)")
+    protocol_file: str | None = setting(None, "release protocol pack whose texts the index and memory embeddings "
+                                              "hold", metavar="FILE",
+                                        default_text="the default pack when placed, else the project's texts")
+
+
+def _record_settings(data: BenchmarkData, settings: BuildSettings, seconds: dict[str, float]) -> None:
+    """The last build command's settings and what it built, beside the artefacts (build_command.json)."""
+    path = data.artifacts.cache_dir / "build_command.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"settings": resolved(settings), "built": {name: round(value, 2) for name, value in seconds.items()}}
+    atomic_write_text(path, json.dumps(record, indent=2))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m PersonalWAB.build", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_dir", default=None, help="data directory (default: official data, else synthetic)")
-    parser.add_argument("--search_backend", choices=(*BACKENDS, "all"), default="lucene")
-    parser.add_argument("--no_recommender", action="store_true", help="skip training SASRec")
-    parser.add_argument("--no_memory_embeddings", action="store_true",
-                        help="skip the behaviour/instruction embeddings used by relevant and taskspe memory")
-    parser.add_argument("--puma_embeddings", action="store_true",
-                        help="also the behaviour embeddings of PUMA's relevance text (PUMA step 1 and its agent)")
-    parser.add_argument("--force", action="store_true", help="rebuild even when the artefacts exist")
-    parser.add_argument("--protocol_file", default=None,
-                        help="release protocol pack whose texts the index and memory embeddings hold "
-                             "(default: the default pack when placed, else the project's texts)")
-    args = parser.parse_args(argv)
-    backends = BACKENDS if args.search_backend == "all" else (args.search_backend,)
+    settings = parse(BuildSettings, argv, description=__doc__)
+    backends = BACKENDS if settings.search_backend == "all" else (settings.search_backend,)
     try:
-        data = load_benchmark_data(args.data_dir or default_data_dir())
-        seconds = build_artifacts(data, backends, recommender=not args.no_recommender,
-                                  review_embeddings=True, memory_embeddings=not args.no_memory_embeddings,
-                                  force=args.force, protocol=load_protocol(args.protocol_file),
-                                  puma_embeddings=args.puma_embeddings)
+        data = load_benchmark_data(settings.data_dir or default_data_dir())
+        seconds = build_artifacts(data, backends, recommender=settings.recommender,
+                                  review_embeddings=True, memory_embeddings=settings.memory_embeddings,
+                                  force=settings.force, protocol=load_protocol(settings.protocol_file),
+                                  puma_embeddings=settings.puma_embeddings)
+        _record_settings(data, settings, seconds)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -13,19 +13,18 @@ it starts memorising after a few dozen. The test item is ranked against the
 whole item map after training, next to a most-popular baseline, so the
 recommender's quality is stated rather than assumed.
 
-    python -m PersonalWAB.engines.recommender.train --data_dir DIR [--epochs N --seed S ...]
+    python -m PersonalWAB.engines.recommender.train --data_dir DIR [--out FILE --epochs N --seed S ...]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +32,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
 from PersonalWAB.engines.recommender.engine import SASRecRecommender, load_item_map
 from PersonalWAB.engines.recommender.sasrec import SASRec, SASRecConfig
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import ArtifactPaths
 from PersonalWAB.scratch import atomic_write_text, scratch_path
+from PersonalWAB.settings import parse_many, resolved, setting
 
 TRAINING_SPLITS = ("history", "train")
 TOP_K = 10
@@ -69,19 +70,22 @@ class SASRecTrainConfig:
     suits only one of the two. Lower dropout (0.2) was no better on either.
     """
 
-    epochs: int = 400
-    batch_size: int = 128
-    lr: float = 1e-3
-    l2_emb: float = 0.0
-    maxlen: int = 30
-    hidden_units: int = 50
-    num_blocks: int = 2
-    num_heads: int = 2
-    dropout_rate: float = 0.5
-    eval_every: int = 5
-    patience: int = 20
-    seed: int = 42
-    num_threads: int | None = None
+    epochs: int = setting(400, "most epochs to train (early stopping usually ends sooner)")
+    batch_size: int = setting(128, "sequences per optimiser step")
+    lr: float = setting(1e-3, "Adam learning rate")
+    l2_emb: float = setting(0.0, "L2 penalty on the item embeddings; raise it when the model memorises sparse data")
+    maxlen: int = setting(30, "most recent items of a sequence the model sees (the release's 30)")
+    hidden_units: int = setting(50, "embedding and hidden size (the release's 50; a checkpoint of another size does "
+                                    "not load into the engine's default shape)")
+    num_blocks: int = setting(2, "self-attention blocks (the release's 2)")
+    num_heads: int = setting(2, "attention heads per block (the release's 2)")
+    dropout_rate: float = setting(0.5, "dropout in training (the release's 0.5)")
+    eval_every: int = setting(5, "epochs between validation checks")
+    patience: int = setting(20, "validation checks without improvement before stopping; 0 never stops early")
+    seed: int = setting(42, "random seed of initialisation and batches; the same seed and threads give identical "
+                            "weights")
+    num_threads: int | None = setting(None, "torch threads; fix it for identical weights across machines", kind=int,
+                                      default_text="torch's default")
 
     def network(self) -> SASRecConfig:
         """The model shape these settings describe."""
@@ -386,7 +390,7 @@ def train_sasrec(
         "item_num": model.item_num,
         "extra_users": len(extra_train),
         "extra_items": len(ids) - len(item_map),
-        "config": asdict(config),
+        "config": resolved(config),
         "checkpoint": str(checkpoint_path),
         "item_map": str(item_map_path),
     }
@@ -394,28 +398,29 @@ def train_sasrec(
     return report
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m PersonalWAB.engines.recommender.train", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--data_dir", required=True, help="benchmark data directory")
-    parser.add_argument("--checkpoint", help="output state dict (default: the data directory's artefact path)")
-    parser.add_argument("--item_map", help="item map to use, or to write if missing (default: artefact path)")
-    for field in fields(SASRecTrainConfig):
-        kind = int if field.name == "num_threads" else type(field.default)
-        parser.add_argument(f"--{field.name}", type=kind, default=field.default)
-    return parser.parse_args(argv)
+@dataclass
+class TrainPaths:
+    """Where `python -m PersonalWAB.engines.recommender.train` reads and writes."""
+
+    data_dir: str = setting(None, "benchmark data folder whose histories to train on", required=True, metavar="DIR")
+    out: str | None = setting(None, "checkpoint (state dict) to write; its report is written beside it (.json)",
+                              metavar="FILE", aliases=("checkpoint",),
+                              default_text="the data folder's artefact path, where runs look for it")
+    item_map: str | None = setting(None, "item map to use, or to write when missing", metavar="FILE",
+                                   default_text="the data folder's artefact path")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
-    config = SASRecTrainConfig(**{field.name: getattr(args, field.name) for field in fields(SASRecTrainConfig)})
+    args, config = parse_many([TrainPaths, SASRecTrainConfig], argv,
+                              prog="python -m PersonalWAB.engines.recommender.train",
+                              description=__doc__.split("\n\n")[0])
+    check_command_outputs(args, {"out": False})
     artifacts = ArtifactPaths.for_data_dir(args.data_dir)
     try:
         data = load_benchmark_data(args.data_dir)
         report = train_sasrec(
             data,
-            args.checkpoint or artifacts.checkpoint,
+            args.out or artifacts.checkpoint,
             args.item_map or artifacts.item_map,
             config,
             log=lambda line: print(line, flush=True),

@@ -1,59 +1,66 @@
 """Build the search indexes of one data directory.
 
-    python -m PersonalWAB.engines.search.build --data_dir DIR \
-        [--backend lucene|bm25s|all] [--threads 2] [--index_dir PATH]
+    python -m PersonalWAB.engines.search.build --data_dir DIR \\
+        [--backend lucene|bm25s|all] [--threads 2] [--out PATH]
 
 Indexes go where the engines look for them (`engines.search.search_index_dir`: one folder per
-product-text and product fingerprint) unless `--index_dir` says otherwise; a rebuilt index
+product-text and product fingerprint) unless `--out` says otherwise; a rebuilt index
 replaces the old one only once complete, and Ctrl-C discards it at once.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from PersonalWAB.cli import leave
+from PersonalWAB.cli import check_command_outputs, leave
 from PersonalWAB.engines.search import BACKENDS, build_index, search_index_dir
 from PersonalWAB.engines.search.common import is_prebuilt
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import default_data_dir
+from PersonalWAB.settings import parse, setting
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m PersonalWAB.engines.search.build",
-        description="Build the BM25 search indexes (Lucene through Anserini, bm25s) of a data directory.",
-    )
-    parser.add_argument("--data_dir", type=Path, default=None,
-                        help="data directory (default: the official data when placed, else data/synthetic/small)")
-    parser.add_argument("--backend", choices=(*BACKENDS, "all"), default="all")
-    parser.add_argument("--threads", type=int, default=2, help="Anserini indexing threads")
-    parser.add_argument("--index_dir", type=Path, default=None,
-                        help="where to write the index (only with a single --backend)")
-    parser.add_argument("--protocol_file", default=None,
-                        help="release protocol pack whose product text the index holds (default: the default "
-                             "pack when placed, else the project's texts)")
-    args = parser.parse_args(argv)
-    if args.index_dir is not None and args.backend == "all":
-        parser.error("--index_dir needs --backend lucene or --backend bm25s")
-    if args.threads < 1:
-        parser.error("--threads must be at least 1")
-    return args
+@dataclass
+class IndexSettings:
+    """The flags of `python -m PersonalWAB.engines.search.build`."""
+
+    data_dir: Path | None = setting(None, "data folder whose products to index", kind=Path, metavar="DIR",
+                                    default_text="the official data when placed, else data/synthetic/small")
+    backend: str = setting("all", "index(es) to build: lucene (the release's engine, through Anserini; needs Java), "
+                                  "bm25s (pure Python) or all", choices=(*BACKENDS, "all"))
+    threads: int = setting(2, "Anserini indexing threads (lucene only); more is faster on a big catalogue")
+    out: Path | None = setting(None, "folder to write the index into instead of where the engines look for it "
+                                     "(only with a single --backend)", kind=Path, metavar="DIR",
+                               aliases=("index_dir",))
+    protocol_file: str | None = setting(None, "release protocol pack whose product text the index holds",
+                                        metavar="FILE",
+                                        default_text="the default pack when placed, else the project's texts")
+
+
+def _settings(argv: list[str] | None) -> IndexSettings:
+    settings = parse(IndexSettings, argv, prog="python -m PersonalWAB.engines.search.build",
+                     description="Build the BM25 search indexes (Lucene through Anserini, bm25s) of a data directory.")
+    if settings.out is not None and settings.backend == "all":
+        raise DataError("--out needs --backend lucene or --backend bm25s (one index per folder)")
+    if settings.threads < 1:
+        raise DataError(f"--threads must be at least 1, got {settings.threads}")
+    check_command_outputs(settings, {"out": True})
+    return settings
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.protocol import load_protocol
 
     try:
+        args = _settings(argv)
         protocol = load_protocol(args.protocol_file)
         data = load_benchmark_data(args.data_dir or default_data_dir())
         backends = BACKENDS if args.backend == "all" else (args.backend,)
         for backend in backends:
-            index_dir = args.index_dir or search_index_dir(data, backend, protocol)
+            index_dir = args.out or search_index_dir(data, backend, protocol)
             if is_prebuilt(index_dir):
                 print(f"{backend}: the official prebuilt index {index_dir} is used as it is; not rebuilt")
                 continue

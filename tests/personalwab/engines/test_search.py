@@ -86,7 +86,7 @@ def test_cli_writes_indexes_where_engines_look_and_reports(data_dir: Path, tmp_p
     assert any(search_index_dir(data, "lucene", PROTOCOL).glob("segments_*"))
     assert (search_index_dir(data, "bm25s", PROTOCOL) / "params.index.json").is_file()
     out = tmp_path / "elsewhere"
-    assert build.main(["--data_dir", str(data_dir), "--backend", "bm25s", "--index_dir", str(out)]) == 0
+    assert build.main(["--data_dir", str(data_dir), "--backend", "bm25s", "--out", str(out)]) == 0
     assert f"bm25s: {N_PRODUCTS} documents indexed into {out}" in capsys.readouterr().out
     assert BM25sSearchEngine(out, str).name == "bm25s"
 
@@ -202,3 +202,22 @@ def test_importing_the_engine_starts_no_jvm() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_index_and_recommender_commands_keep_old_spellings_and_read_config_files(tmp_path: Path, capsys) -> None:
+    from PersonalWAB.engines.recommender.train import SASRecTrainConfig, TrainPaths
+    from PersonalWAB.settings import parse, parse_many
+
+    index = parse(build.IndexSettings, ["--backend", "bm25s", "--index_dir", str(tmp_path / "ix")])
+    train_paths, train = parse_many([TrainPaths, SASRecTrainConfig],
+                                    ["--data_dir", "d", "--checkpoint", "m.pth", "--epochs", "3", "--num_threads", "1"])
+    err = capsys.readouterr().err
+    assert index.out == tmp_path / "ix" and "--index_dir is deprecated; use --out" in err
+    assert train_paths.out == "m.pth" and train == SASRecTrainConfig(epochs=3, num_threads=1)
+    assert "--checkpoint is deprecated; use --out" in err
+    config = tmp_path / "index.yaml"
+    config.write_text(f"backend: bm25s\nout: {tmp_path / 'ix'}\nthreads: 3\n")
+    assert parse(build.IndexSettings, ["--config", str(config)]) == parse(
+        build.IndexSettings, ["--backend", "bm25s", "--out", str(tmp_path / "ix"), "--threads", "3"])
+    assert build.main(["--backend", "all", "--out", str(tmp_path / "ix")]) == 2
+    assert "--out needs --backend lucene or --backend bm25s" in capsys.readouterr().err
