@@ -233,8 +233,8 @@ def test_summarize_cli_names_and_escaping(files, tmp_path, capsys):
     page = out.read_text()
     assert "&lt;b&gt;mine&lt;/b&gt;" in page and "<b>mine</b>" not in page
     assert render_html([]).count("<table") == 0
-    with pytest.raises(SystemExit):
-        main(["summarize", str(files["last"]), "--name", "a", "--name", "b"])
+    assert main(["summarize", str(files["last"]), "--name", "a", "--name", "b"]) == 2
+    assert "2 --name values for 1 files" in capsys.readouterr().err
     assert main(["summarize", str(files["last"]), str(tmp_path / "missing.json")]) == 1
     assert "left out" in capsys.readouterr().err
 
@@ -359,3 +359,21 @@ def test_standard_and_custom_runs_are_labelled_and_never_ranked_together(files, 
     assert [row.path for row in grouped[titles[0]]] == [standard]
     assert {row.path for row in grouped[titles[1]]} == {files["last"], files["none"]}
     assert "comparable only with each other" in render_markdown(rows)
+
+
+def test_leaderboard_config_file_gives_the_flags_settings(files, tmp_path):
+    from PersonalWAB.leaderboard.commands import ReportSettings, SummarizeSettings
+    from PersonalWAB.settings import parse
+
+    flags = [str(files["last"]), str(files["none"]), "--format", "csv", "--out", str(tmp_path / "b.csv"),
+             "--name", "mine", "--name", "baseline"]
+    config = tmp_path / "summarize.yaml"
+    config.write_text(f"format: csv\nout: {tmp_path / 'b.csv'}\nname: [mine, baseline]\n")
+    from_flags = parse(SummarizeSettings, flags)
+    assert from_flags.name == ["mine", "baseline"]
+    assert parse(SummarizeSettings, [str(files["last"]), str(files["none"]), "--config", str(config)]) == from_flags
+    assert main(["summarize", str(files["last"]), str(files["none"]), "--config", str(config)]) == 0
+    assert (tmp_path / "b.csv").read_text().count("\n") >= 2
+    config.write_text("force: 1\ncompare: base.json\n")
+    report = parse(ReportSettings, ["x.json", "--config", str(config)])
+    assert report.force is True and report.compare == "base.json" and report.out == "."
