@@ -1,6 +1,6 @@
 """`python -m devtools serve --responder MODULE:FUNCTION --url_file FILE`
 
-Runs the scripted OpenAI-compatible server on 127.0.0.1 in the foreground, for shell
+`serve` runs the scripted OpenAI-compatible server on 127.0.0.1 in the foreground, for shell
 scripts that need a model offline (e.g. scripts/construct_smoke.sh). The server's URL
 (the api_base to pass on) is written to --url_file once it listens; it stops on SIGTERM
 or SIGINT, or by itself after --max_lifetime_s.
@@ -8,14 +8,29 @@ or SIGINT, or by itself after --max_lifetime_s.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+from PersonalWAB.cli import dispatch
 from PersonalWAB.data.layout import write_atomic
+from PersonalWAB.settings import parse, setting
 from devtools.scripted_server import ScriptedLLMServer
+
+COMMANDS = {"serve": ("devtools.__main__:serve", "run the scripted model server")}
+
+
+@dataclass
+class ServeSettings:
+    """The scripted server's answers, where its URL goes, and how long it may live."""
+
+    responder: str = setting(None, "MODULE:FUNCTION answering each request body", required=True)
+    url_file: str = setting(None, "where to write the server's api_base once it listens (a script waits for it)",
+                            required=True)
+    max_lifetime_s: float = setting(3600.0, "the server stops by itself after this many seconds (a script that "
+                                            "dies cannot leave it running)")
 
 
 def _responder(spec: str):
@@ -26,15 +41,8 @@ def _responder(spec: str):
         raise SystemExit(f"error: --responder {spec!r}: cannot load it ({exc}); expected MODULE:FUNCTION") from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the scripted model server")
-    serve.add_argument("--responder", required=True, help="MODULE:FUNCTION answering each request body")
-    serve.add_argument("--url_file", required=True, help="where to write the server's api_base")
-    serve.add_argument("--max_lifetime_s", type=float, default=3600.0)
-    args = parser.parse_args(argv)
+def serve(argv: list[str] | None = None) -> int:
+    args = parse(ServeSettings, argv, prog="python -m devtools serve", description=__doc__)
     server = ScriptedLLMServer(_responder(args.responder), max_lifetime_s=args.max_lifetime_s).start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: server.stop())
@@ -44,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         pass
     print(f"scripted model server stopped after {len(server.requests)} request(s)", flush=True)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch("python -m devtools", "Tools for developing and checking PersonalWAB.", COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -244,7 +244,7 @@ def release_observation(runner: Any, function_file: Path, param_file: Path, end_
     record, log_path = work / "steps.json", work / "run.log"
     shutil.rmtree(work / "results", ignore_errors=True)  # the release's run.py resumes from a file of the same name
     status = runner.finish(runner.start(
-        ["run", "--record_env", str(record)], log_path, base_url=user_base_url,
+        "run", log_path, record_env=record, base_url=user_base_url,
         release_argv=[*turn_args(multiturn, end_index), "--env", "pwab", "--model", "finetune/llama",
                       "--puma_generate", "0", "--puma_function_file", str(function_file),
                       "--puma_param_file", str(param_file), "--log_dir", str(work / "results")], cwd=work),

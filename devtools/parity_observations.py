@@ -198,8 +198,7 @@ def run_check(runner: Any, data_dir: Path, split: str, indices: list[int], work_
     with reaped() as running:
         def start_release(jobs: list[dict[str, Any]]) -> None:
             jobs_path.write_text(json.dumps(jobs), encoding="utf-8")
-            running["worker"] = runner.start(["observations", "--split", split, "--jobs", str(jobs_path),
-                                              "--out", str(out_path)], log_path)
+            running["worker"] = runner.start("observations", log_path, split=split, jobs=jobs_path, out=out_path)
 
         jobs, project = project_side(data_dir, split, indices, start_release, protocol_file)
         runner.finish(running["worker"], "release environment", log_path)

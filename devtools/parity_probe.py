@@ -16,11 +16,13 @@ Probes (each reads the files `parity_selftest.prepare_inputs` writes into DIR):
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from PersonalWAB.settings import parse, setting
 
 
 def generation(inputs: Path) -> dict[str, Any]:
@@ -62,15 +64,19 @@ PROBES: dict[str, Callable[[Path], dict[str, Any]]] = {"generation": generation,
                                                         "dpo": dpo}
 
 
+@dataclass
+class ProbeSettings:
+    """The probe run, its inputs and where its observation goes."""
+
+    probe: str = setting(None, f"the parity item observed, one of: {', '.join(sorted(PROBES))}", positional=True, choices=sorted(PROBES))
+    inputs: str = setting(None, "the folder parity_selftest.prepare_inputs wrote", required=True)
+    out: str = setting(None, "the observation (JSON)", required=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.parity_probe", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("probe", choices=sorted(PROBES))
-    parser.add_argument("--inputs", required=True, type=Path, help="the folder prepare_inputs wrote")
-    parser.add_argument("--out", required=True, type=Path, help="the observation (JSON)")
-    args = parser.parse_args(argv)
-    observation = PROBES[args.probe](args.inputs.resolve())
-    args.out.write_text(json.dumps(observation), encoding="utf-8")
+    args = parse(ProbeSettings, argv, prog="python -m devtools.parity_probe", description=__doc__)
+    observation = PROBES[args.probe](Path(args.inputs).resolve())
+    Path(args.out).write_text(json.dumps(observation), encoding="utf-8")
     return 0
 
 

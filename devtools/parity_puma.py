@@ -197,7 +197,7 @@ def step1(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, history_fil
     release_dir, project_dir = setup.work / "release", setup.work / "project"
     release_dir.mkdir(exist_ok=True)
     project_dir.mkdir(exist_ok=True)
-    hub = ["--hub", f"{LLAMA_ID}={model}"]
+    hub = {LLAMA_ID: str(model)}
     release_done = all((release_dir / name).exists()
                        for name in ("function_data.json", "param_data.json", "label_requests.json"))
     project_done = all((project_dir / name).exists() for name in ("label_requests.json", *(
@@ -237,10 +237,10 @@ def _step1_run(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, histor
         if run_release:
             log("puma step 1: the release's prepare_function_data.py / prepare_param_data.py ...")
             started = {
-                "function": runner.start(["script", "--script", "PUMA/prepare_function_data.py", *hub], function_log,
+                "function": runner.start("script", function_log, script="PUMA/prepare_function_data.py", hub=hub,
                                          release_argv=["--task_file", str(tasks_file), "--output_file",
                                                        str(release_dir / "function_data.json")], cwd=release_dir),
-                "param": runner.start(["script", "--script", "PUMA/prepare_param_data.py", *hub], param_log,
+                "param": runner.start("script", param_log, script="PUMA/prepare_param_data.py", hub=hub,
                                       base_url=theirs.url,
                                       release_argv=["--task_file", str(tasks_file), "--user_history_file",
                                                     str(history_file), "--output_file",
@@ -302,11 +302,9 @@ def step2(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     log(f"puma step 2: the first {setup.sft_batches} SFT batches and their loss ...")
     out = setup.work / "release_sft_batches.json"
     log_path = setup.work / "release_step2.log"
-    process = runner.start(["sft_batches", "--hub", f"{LLAMA_ID}={model}", "--param_data",
-                            str(release_dir / "param_data.json"), "--function_data",
-                            str(release_dir / "function_data.json"), "--model", str(model), "--max_length",
-                            str(setup.sft_max_length), "--batches", str(setup.sft_batches), "--out", str(out)],
-                           log_path)
+    process = runner.start("sft_batches", log_path, hub={LLAMA_ID: str(model)},
+                           param_data=release_dir / "param_data.json", function_data=release_dir / "function_data.json",
+                           model=model, max_length=setup.sft_max_length, batches=setup.sft_batches, out=out)
     ours = project_sft_batches(setup, project_dir, model)
     runner.finish(process, "release SFT batches", log_path)
     theirs = json.loads(out.read_text(encoding="utf-8"))
@@ -426,8 +424,8 @@ def release_generate(setup: PumaSetup, runner: ReleaseRunner, label: str, adapte
                      argv: list[str], seed: int | None = None) -> dict[str, Any]:
     record = setup.work / f"release_{label}_calls.json"
     log_path = setup.work / f"release_{label}.log"
-    process = runner.start(["script", "--script", "PUMA/test_llama.py", "--hub", f"{LLAMA_ID}={model}",
-                            "--record", str(record), *(["--seed", str(seed)] if seed is not None else [])], log_path,
+    process = runner.start("script", log_path, script="PUMA/test_llama.py", hub={LLAMA_ID: str(model)},
+                           record=record, seed=seed,
                            release_argv=["--model_path", str(adapter), "--base_model", str(model), "--device", "cpu",
                                          *argv], cwd=setup.work / "release")
     runner.finish(process, f"release test_llama.py ({label})", log_path)
@@ -536,7 +534,7 @@ def release_set_orders(setup: PumaSetup, runner: ReleaseRunner, texts: list[str]
     texts_file, out, log_path = (setup.work / "set_order_texts.json", setup.work / "set_orders.json",
                                  setup.work / "release_set_orders.log")
     texts_file.write_text(json.dumps(texts), encoding="utf-8")
-    runner.finish(runner.start(["set_orders", "--texts", str(texts_file), "--out", str(out)], log_path),
+    runner.finish(runner.start("set_orders", log_path, texts=texts_file, out=out),
                   "release worker set_orders", log_path)
     return json.loads(out.read_text(encoding="utf-8"))
 
@@ -587,8 +585,8 @@ def step4(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     candidates = candidates_file(setup, runner, examples, tasks, setup.work / "candidates_train.json")
     theirs_path, ours_path = release_dir / "dpo_data.json", project_dir / "candidates_train_scores.json"
     log_path, record = setup.work / "release_step4.log", setup.work / "release_step4_env.json"
-    process = runner.start(["script", "--script", "test.py", "--hub", f"{LLAMA_ID}={model}", "--record_env",
-                            str(record)], log_path, cwd=runner.mirror.root,
+    process = runner.start("script", log_path, script="test.py", hub={LLAMA_ID: str(model)}, record_env=record,
+                           cwd=runner.mirror.root,
                            release_argv=["--evaluate_dpo", "True", "--task_file", str(train_tasks), "--param_file",
                                          str(candidates), "--function_file", str(candidates), "--all_products",
                                          str(products), "--dpo_output", str(theirs_path)])
@@ -631,8 +629,8 @@ def step5(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     theirs_path = release_dir / "dpo_training_data.json"
     ours_path, own_order_path = project_dir / "dpo_train_release_order.json", project_dir / "dpo_train.json"
     log_path = setup.work / "release_step5.log"
-    process = runner.start(["script", "--script", "PUMA/prepare_dpo_data.py", "--hub", f"{LLAMA_ID}={model}"],
-                           log_path, cwd=release_dir,
+    process = runner.start("script", log_path, script="PUMA/prepare_dpo_data.py", hub={LLAMA_ID: str(model)},
+                           cwd=release_dir,
                            release_argv=["--task_file", str(train_tasks), "--user_history_file", str(history_file),
                                          "--dpo_data_file", str(scores.release), "--output_file", str(theirs_path),
                                          "--mem_token_length", str(setup.mem_token_length),
@@ -667,8 +665,8 @@ def step6(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, model: Pat
     data = release_dir / "dpo_rows_input.json"
     data.write_text(json.dumps({"train": pairs, "test": pairs[:2]}), encoding="utf-8")  # its eval split must exist
     out, log_path = setup.work / "release_dpo_rows.json", setup.work / "release_step6.log"
-    process = runner.start(["dpo_rows", "--hub", f"{LLAMA_ID}={model}",
-                            "--rows", str(len(pairs)), "--out", str(out)], log_path, cwd=release_dir,
+    process = runner.start("dpo_rows", log_path, hub={LLAMA_ID: str(model)}, rows=len(pairs), out=out,
+                           cwd=release_dir,
                            release_argv=["--data_path", str(data), "--output_dir", str(release_dir / "dpo_out"),
                                          "--model_name", str(model), "--train_epoch", "5", "--learning_rate", "5e-5",
                                          "--train_batch_size", "1", "--source_length", "1024", "--warmup_ratio", "0.1",
@@ -740,7 +738,7 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, test_count:
     adapter = random_adapter(model, setup.work / "adapter")  # step 3's, made here when it did not run
     release_logs, log_path = setup.work / "release_eval", setup.work / "release_eval.log"
     record = setup.work / "release_eval_calls.json"
-    process = runner.start(["run", "--hub", f"{LLAMA_ID}={model}", "--record", str(record)], log_path,
+    process = runner.start("run", log_path, hub={LLAMA_ID: str(model)}, record=record,
                            release_argv=["--env", "pwab", "--model", "finetune/llama", "--user_mode", "no", "--agent_strategy",
                                          "puma", "--puma_generate", "1", "--puma_model_path", str(adapter),
                                          "--puma_function_file", str(function_res), "--agent_memory", "taskspe",

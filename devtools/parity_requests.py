@@ -149,7 +149,7 @@ def run_both(setup: RunSetup, runner: Any, label: str, variant: Variant,
     with ScriptedLLMServer(model, max_lifetime_s=setup.timeout_s + 60) as release_server, \
             ScriptedLLMServer(model, max_lifetime_s=setup.timeout_s + 60) as project_server, reaped() as running:
         release_argv = common + file_args(setup, variant, folders["release"]) + ["--log_dir", "results"]
-        running["release"] = runner.start(["run"], logs["release"], base_url=release_server.url,
+        running["release"] = runner.start("run", logs["release"], base_url=release_server.url,
                                           release_argv=release_argv, cwd=folders["release"])
         project_argv = common + file_args(setup, variant, folders["project"]) + [
             "--data_dir", str(setup.data_dir), "--api_base", project_server.url, "--memory_length", "10",

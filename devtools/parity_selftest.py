@@ -65,7 +65,8 @@ INJECTIONS: tuple[Injection, ...] = (
               'return list(dict.fromkeys(part.strip() for part in text.split(",") if keep_empty or part.strip()))',
               'return sorted(dict.fromkeys(part.strip() for part in text.split(",") if keep_empty or part.strip()))',
               {"scores": ("step4 candidate scores",)}, ("step4 candidate scores",), "4"),
-    Injection("LoRA dropout", "PUMA/lora.py", "    lora_dropout: float = 0.0\n", "    lora_dropout: float = 0.05\n",
+    Injection("LoRA dropout", "PUMA/lora.py", 'lora_dropout: float = setting(0.0, "dropout on the LoRA input")',
+              'lora_dropout: float = setting(0.05, "dropout on the LoRA input")',
               {"sft": ("SFT training",), "dpo": ("DPO training",)}, ("SFT training", "DPO training"),
               "sft_train,dpo_train"),
     Injection("learning-rate schedule", "PUMA/sft.py",
@@ -265,7 +266,7 @@ def cheap_selftest(work: Path, injections: tuple[Injection, ...] = INJECTIONS,
 def release_selftest(work: Path, parity_args: list[str], injections: tuple[Injection, ...] = INJECTIONS,
                      log: Callable[[str], None] = print, timeout_s: float = 7200) -> Outcome:
     """Each injected copy's own harness against the release (`parity_args`: release_parity.py's
-    arguments before the check name, without --work_dir and --report); the release's step-1
+    arguments before the check name, without --work_dir and --out); the release's step-1
     files of a first clean run are reused by every copy, whose own step 1 runs again."""
     for injection in injections:
         check_injection(injection)
@@ -314,7 +315,7 @@ def run_harness(tree: Path, parity_args: list[str], work: Path, report: Path, st
                 log: Callable[[str], None], timeout_s: float) -> dict[str, Any]:
     log(f"self-test: {tree.name}: release_parity.py puma --puma_steps {steps} ...")
     command = [sys.executable, str(tree / "scripts/tools/release_parity.py"), *parity_args, "--work_dir", str(work),
-               "--report", str(report), "--puma_steps", steps, "puma"]
+               "--out", str(report), "--puma_steps", steps, "puma"]
     done = subprocess.run(command, cwd=tree, capture_output=True, text=True, timeout=timeout_s,
                           env={**os.environ, "PYTHONPATH": str(tree)})
     if done.returncode not in (0, 1) or not report.exists():

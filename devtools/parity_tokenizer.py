@@ -106,8 +106,8 @@ def run_item(runner: ReleaseRunner, release_dir: Path, model: Path, hub_name: st
     texts_file, out, log_path = work / "tokenizer_texts.json", work / "release_tokenizer_ids.json", \
         work / "release_tokenizer.log"
     texts_file.write_text(json.dumps(texts), encoding="utf-8")
-    process = runner.start(["tokenizer_ids", "--hub", f"{hub_name}={model}", "--model", hub_name, "--texts",
-                            str(texts_file), "--out", str(out)], log_path)
+    process = runner.start("tokenizer_ids", log_path, hub={hub_name: str(model)}, model=hub_name, texts=texts_file,
+                           out=out)
     ours = project_observation(model, texts)
     runner.finish(process, "release tokenizer ids", log_path)
     theirs = json.loads(out.read_text(encoding="utf-8"))

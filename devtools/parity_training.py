@@ -22,14 +22,15 @@ what the saved tokenizers make of every step-1 prompt. Tolerances: docs/fidelity
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from PersonalWAB.settings import parse, setting
 from devtools.parity_compare import Tally
 from devtools.parity_puma import LLAMA_ID, PumaSetup, run_project
 from devtools.release_mirror import ParityError, ReleaseRunner
@@ -320,8 +321,8 @@ def _project_observation(setup: PumaSetup, label: str, command: str, spec: dict[
 def _release_training(setup: PumaSetup, runner: ReleaseRunner, command: str, model: Path, initial: Path,
                       cwd: Path, argv: list[str]) -> tuple[Any, Path, Path]:
     out, log_path = setup.work / f"release_{command}.json", setup.work / f"release_{command}.log"
-    process = runner.start([command, "--hub", f"{LLAMA_ID}={model}", "--initial_adapter", str(initial),
-                            "--out", str(out)], log_path, cwd=cwd, release_argv=argv)
+    process = runner.start(command, log_path, hub={LLAMA_ID: str(model)}, initial_adapter=initial, out=out, cwd=cwd,
+                           release_argv=argv)
     return process, out, log_path
 
 
@@ -357,7 +358,7 @@ def merge(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, model: Pat
     log(f"puma merge: merge_save.py and PUMA.merge on {adapter.name} ...")
     theirs, ours = setup.work / "release_merged", setup.work / "project_merged"
     log_path = setup.work / "release_merge.log"
-    process = runner.start(["script", "--script", "PUMA/merge_save.py", "--hub", f"{LLAMA_ID}={model}"], log_path,
+    process = runner.start("script", log_path, script="PUMA/merge_save.py", hub={LLAMA_ID: str(model)},
                            cwd=release_dir,
                            release_argv=["--model_path", str(adapter), "--base_model", str(model), "--save_path",
                                          str(theirs), "--device", "cpu"])
@@ -404,15 +405,21 @@ def training_items(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, p
             dpo_training(setup, runner, release_dir, merged, log)
 
 
+@dataclass
+class ObservationSettings:
+    """One project-side training observation of the puma check, in a process of its own."""
+
+    command: str = setting(None, "which training is observed: sft or dpo", positional=True, choices=["sft", "dpo"])
+    spec: str = setting(None, "JSON file: the keyword arguments of the observation", required=True)
+    out: str = setting(None, "the observation (JSON)", required=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="one project-side training observation of the puma check")
-    parser.add_argument("command", choices=["sft", "dpo"])
-    parser.add_argument("--spec", required=True, type=Path, help="JSON: the keyword arguments of the observation")
-    parser.add_argument("--out", required=True, type=Path)
-    args = parser.parse_args(argv)
+    args = parse(ObservationSettings, argv, prog="python -m devtools.parity_training",
+                 description=ObservationSettings.__doc__)
     observe = project_sft if args.command == "sft" else project_dpo
-    observation = observe(**json.loads(args.spec.read_text(encoding="utf-8")))
-    args.out.write_text(json.dumps(observation), encoding="utf-8")
+    observation = observe(**json.loads(Path(args.spec).read_text(encoding="utf-8")))
+    Path(args.out).write_text(json.dumps(observation), encoding="utf-8")
     return 0
 
 

@@ -20,9 +20,11 @@ import shutil
 import subprocess
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
+
+from devtools.release_worker import Request
 
 PINNED_COMMIT = "23ff65c4c2288198b4b3d00d835760da2c2ff8e8"
 PACKAGE = "PersonalWAB"
@@ -226,20 +228,20 @@ class ReleaseRunner:
             env["OPENAI_BASE_URL"] = base_url
         return env
 
-    def start(self, args: list[str], log_path: Path, base_url: str | None = None,
-              release_argv: list[str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
+    def start(self, command: str, log_path: Path, base_url: str | None = None,
+              release_argv: list[str] | None = None, cwd: Path | None = None, **fields: Any) -> subprocess.Popen:
+        """Start the worker on `command`; `fields` are the other fields of its `Request` (paths
+        may be given as Path). The request is written beside the log (`<log>.request.json`)."""
         libs_out = log_path.with_name(log_path.stem + ".libs.json")
         libs_out.unlink(missing_ok=True)
         self.library_files.append(libs_out)
-        command = [self.python, str(WORKER), *args, "--mirror", str(self.mirror.root), "--libs_out", str(libs_out)]
-        if self.release_libs:
-            command += ["--release_libs", self.release_libs]
-        command += [part for path in self.extra_paths for part in ("--extra_path", path)]
-        if cwd is not None:
-            command += ["--cwd", str(cwd)]
-        if release_argv is not None:
-            command += ["--", *release_argv]
-        return launch(command, log_path, self.environment(base_url))
+        request = Request(command=command, mirror=str(self.mirror.root), libs_out=str(libs_out),
+                          release_libs=self.release_libs, extra_paths=list(self.extra_paths),
+                          cwd=None if cwd is None else str(cwd), release_argv=list(release_argv or []),
+                          **{name: str(value) if isinstance(value, Path) else value for name, value in fields.items()})
+        request_file = log_path.with_name(log_path.stem + ".request.json")
+        request_file.write_text(json.dumps(asdict(request), indent=1), encoding="utf-8")
+        return launch([self.python, str(WORKER), str(request_file)], log_path, self.environment(base_url))
 
     def libraries(self) -> dict[str, dict[str, Any]]:
         """Per command started (its log's name): the libraries it imported, version and folder."""

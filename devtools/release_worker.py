@@ -14,56 +14,61 @@ arranged, none of which changes what the release computes:
 * its OpenAI clients get a placeholder key when none is set (they and pyserini's import
   chain insist on one); `OPENAI_BASE_URL` (set by the harness) points them at a local server.
 
-For PUMA, more: with `--release_libs DIR` (the harness gives it to every PUMA command) the
-libraries of the release's time in DIR (scripts/tools/install_release_libs.sh) go first on
-sys.path before anything imports them, and the worker stops when transformers, TRL or the
-others would still come from elsewhere; hub names given with `--hub NAME=PATH` (the
+    python release_worker.py REQUEST.json
+
+The harness (release_mirror.ReleaseRunner) writes what to do as one JSON object, the fields of
+`Request`, instead of flags: the worker parses no command line, so nothing of this project
+(its settings module included) is imported before the release's `PersonalWAB` loads.
+
+For PUMA, more: with `release_libs` (the harness gives it to every PUMA command) the
+libraries of the release's time in that folder (scripts/tools/install_release_libs.sh) go first
+on sys.path before anything imports them, and the worker stops when transformers, TRL or the
+others would still come from elsewhere; hub names given in `hub` (NAME -> PATH: the
 release's hard-coded `meta-llama/Llama-2-7b-chat-hf`) load from PATH (the stand-in model and
 its SentencePiece tokenizer, which the release's own `LlamaTokenizer` reads), through every
 `from_pretrained` the release calls; `wandb`, which its PUMA utilities import and never use on
 these paths, is an empty module when not installed; the release's PEFT reads the
 adapter_config.json files this project's newer PEFT writes, without the fields it does not
 know when they hold values that leave the adapter unchanged (`read_newer_adapter_configs`).
-With `--libs_out FILE`, the version and folder of every library the command imported are
-written to FILE when it ends.
+With `libs_out`, the version and folder of every library the command imported are written to
+that file when it ends.
 
-Commands:
-    observations --mirror M --split S --jobs IN.json --out OUT.json
+Commands (`command`, with the fields each reads besides `mirror`):
+    observations  split, jobs, out
         reset(i) and step(action) through the release's `get_env('pwab', user_mode='no', ...)`
-    run --mirror M --cwd DIR -- <run.py arguments>
+    run           cwd, release_argv [, record, record_env]
         the release's run.py, in this process, with those arguments
-    script --mirror M --cwd DIR --script REL [--record FILE] -- <arguments>
+    script        cwd, script, release_argv [, record, seed, record_env]
         one of the release's scripts (e.g. PUMA/prepare_param_data.py, PUMA/test_llama.py,
-        test.py) as `python REL`, its folder first on sys.path; with --record, every
+        test.py) as `python REL`, its folder first on sys.path; with `record`, every
         `generate` call's input ids, settings and output ids, and every PUMA agent
-        prompt, are written to FILE; with --record_env (script and run), every step of
+        prompt, are written to that file; with `record_env` (script and run), every step of
         the release's environment and every input of its recommender
         (devtools/release_recording.py)
-    dpo_rows --mirror M --cwd DIR --out OUT.json -- <dpo_llama.py arguments>
-        the release's dpo_llama.py up to training: the first --rows rows its DPOTrainer tokenized
-    tokenizer_ids --mirror M --model NAME --texts IN.json --out OUT.json
-        the ids of every text in IN.json by the tokenizer of NAME loaded the release's two ways:
-        `LlamaTokenizer.from_pretrained` and `AutoTokenizer.from_pretrained`
-    sft_batches --mirror M --param_data F --function_data F --model DIR --max_length N
-                --batches N --out OUT.json
+    dpo_rows      cwd, release_argv (dpo_llama.py's), rows, out
+        the release's dpo_llama.py up to training: the first `rows` rows its DPOTrainer tokenized
+    tokenizer_ids model, texts, out
+        the ids of every text in `texts` by the tokenizer of `model` loaded the release's two
+        ways: `LlamaTokenizer.from_pretrained` and `AutoTokenizer.from_pretrained`
+    sft_batches   param_data, function_data, model, max_length, batches, out
         the first batches of the release's SFT data pipeline (`LLaMaDataset`, function_param
         order, `DataCollatorWithPadding` to max_length, the Trainer's sampler) and the loss of
         its `LlaMaTrainerwithTemperature.compute_loss` on each from the model's weights
-    set_orders --mirror M --texts IN.json --out OUT.json
-        what the release's test.py makes of each recommend candidate in IN.json, `list(set(...))`
+    set_orders    texts, out
+        what the release's test.py makes of each recommend candidate in `texts`, `list(set(...))`
         in this process (the harness's hash seed), before anything of the release loads
-    sft_train | dpo_train --mirror M --cwd DIR --initial_adapter F --out OUT.json -- <arguments>
-        the release's finetune_llama.py / dpo_llama.py trained whole from the adapter weights in F,
-        every optimizer step recorded (devtools/release_training.py)
+    sft_train | dpo_train   cwd, release_argv, initial_adapter, out
+        the release's finetune_llama.py / dpo_llama.py trained whole from the adapter weights in
+        `initial_adapter`, every optimizer step recorded (devtools/release_training.py)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import runpy
 import sys
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +77,56 @@ MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 LIBRARIES = ("torch", "transformers", "tokenizers", "trl", "peft", "accelerate", "datasets", "sentencepiece")
 RELEASE_LIBRARIES = LIBRARIES[1:]  # all but torch come from --release_libs
 EXIT_MISSING_PACKAGE = 3
+COMMANDS = ("observations", "run", "script", "sft_batches", "dpo_rows", "sft_train", "dpo_train", "tokenizer_ids",
+            "set_orders")
+
+
+@dataclass
+class Request:
+    """One command for the worker: what the harness writes as JSON (paths as strings)."""
+
+    command: str
+    mirror: str
+    libs_out: str | None = None  # the version and folder of every library imported go here at the end
+    release_libs: str | None = None  # the libraries of the release's time, put first on sys.path
+    extra_paths: list[str] = field(default_factory=list)  # package folders the release needs, put last
+    hub: dict[str, str] = field(default_factory=dict)  # hub name -> local folder it loads from
+    cwd: str | None = None
+    release_argv: list[str] = field(default_factory=list)  # the arguments of the release's script or run.py
+    split: str = "test"
+    jobs: str | None = None
+    out: str | None = None
+    script: str | None = None
+    record: str | None = None
+    seed: int | None = None  # with `record`: torch seeded before the first generate
+    record_env: str | None = None
+    param_data: str | None = None
+    function_data: str | None = None
+    model: str | None = None
+    max_length: int = 1280
+    batches: int = 4
+    rows: int = 64
+    initial_adapter: str | None = None
+    texts: str | None = None
+
+
+def read_request(path: Path) -> Request:
+    """The request in `path`; the worker stops naming an unknown command or field."""
+    values = json.loads(path.read_text(encoding="utf-8"))
+    unknown = sorted(set(values) - {f.name for f in fields(Request)})
+    if unknown:
+        raise SystemExit(f"release worker: {path}: unknown request field(s) {', '.join(unknown)}")
+    request = Request(**values)
+    if request.command not in COMMANDS:
+        raise SystemExit(f"release worker: {path}: unknown command {request.command!r}; expected one of "
+                         f"{', '.join(COMMANDS)}")
+    return request
+
+
+def as_path(value: str | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
 # Import names the release needs that may be missing here -> the pip package to install.
 PIP_NAMES = {"faiss": "faiss-cpu", "termcolor": "termcolor", "tenacity": "tenacity", "scipy": "scipy",
              "openai": "openai", "pyserini": "pyserini", "peft": "peft", "tabulate": "tabulate"}
@@ -404,65 +459,41 @@ def run_release(mirror: Path, cwd: Path, argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["observations", "run", "script", "sft_batches", "dpo_rows", "sft_train",
-                                            "dpo_train", "tokenizer_ids", "set_orders"])
-    parser.add_argument("--release_libs", type=Path, default=None,
-                        help="the libraries of the release's time (scripts/tools/install_release_libs.sh), put first")
-    parser.add_argument("--libs_out", type=Path, default=None,
-                        help="write the version and folder of every library imported here to this file at the end")
-    parser.add_argument("--texts", type=Path, help="tokenizer_ids: a JSON list of texts")
-    parser.add_argument("--mirror", required=True, type=Path)
-    parser.add_argument("--extra_path", action="append", default=[])
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--jobs", type=Path)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--cwd", type=Path)
-    parser.add_argument("--hub", action="append", default=[], help="NAME=PATH: load hub name NAME from PATH")
-    parser.add_argument("--script")
-    parser.add_argument("--record", type=Path)
-    parser.add_argument("--seed", type=int, default=None, help="with --record: torch seeded before the first generate")
-    parser.add_argument("--record_env", type=Path, help="script, run: the release's env steps and recommender inputs")
-    parser.add_argument("--param_data", type=Path)
-    parser.add_argument("--function_data", type=Path)
-    parser.add_argument("--model")
-    parser.add_argument("--max_length", type=int, default=1280)
-    parser.add_argument("--batches", type=int, default=4)
-    parser.add_argument("--rows", type=int, default=64)
-    parser.add_argument("--initial_adapter", type=Path, help="sft_train, dpo_train: the adapter weights to start from")
     argv = sys.argv[1:] if argv is None else argv
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = parser.parse_args(argv[:split])
-    release_argv = argv[split + 1:]
-    if args.command == "set_orders":
-        sibling("release_recording").write_set_orders(args.texts, args.out)
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print(__doc__)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    request = read_request(Path(argv[0]))
+    mirror, cwd, out = Path(request.mirror), as_path(request.cwd), as_path(request.out)
+    if request.command == "set_orders":
+        sibling("release_recording").write_set_orders(Path(request.texts), out)
         return 0
     try:
-        if args.release_libs:
-            use_release_libs(args.release_libs)
-        prepare(args.mirror, args.extra_path, dict(entry.split("=", 1) for entry in args.hub))
-        if args.release_libs:
+        if request.release_libs:
+            use_release_libs(Path(request.release_libs))
+        prepare(mirror, request.extra_paths, request.hub)
+        if request.release_libs:
             read_newer_adapter_configs()
-        if args.record_env:
-            sibling("release_recording").install(args.record_env)
-        if args.command == "observations":
-            observations(args.split, args.jobs, args.out)
-        elif args.command == "script":
-            run_script(args.mirror, args.cwd, args.script, release_argv, args.record, args.seed)
-        elif args.command == "dpo_rows":
-            dpo_rows(args.mirror, args.cwd, release_argv, args.rows, args.out)
-        elif args.command in ("sft_train", "dpo_train"):
-            sibling("release_training").train(args.command, run_script, args.mirror, args.cwd, release_argv,
-                                     args.initial_adapter, args.out)
-        elif args.command == "sft_batches":
-            sft_batches(args.mirror, args.param_data, args.function_data, args.model, args.max_length, args.batches,
-                        args.out)
-        elif args.command == "tokenizer_ids":
-            tokenizer_ids(args.model, args.texts, args.out)
+        if request.record_env:
+            sibling("release_recording").install(Path(request.record_env))
+        if request.command == "observations":
+            observations(request.split, Path(request.jobs), out)
+        elif request.command == "script":
+            run_script(mirror, cwd, request.script, request.release_argv, as_path(request.record), request.seed)
+        elif request.command == "dpo_rows":
+            dpo_rows(mirror, cwd, request.release_argv, request.rows, out)
+        elif request.command in ("sft_train", "dpo_train"):
+            sibling("release_training").train(request.command, run_script, mirror, cwd, request.release_argv,
+                                              Path(request.initial_adapter), out)
+        elif request.command == "sft_batches":
+            sft_batches(mirror, Path(request.param_data), Path(request.function_data), request.model,
+                        request.max_length, request.batches, out)
+        elif request.command == "tokenizer_ids":
+            tokenizer_ids(request.model, Path(request.texts), out)
         else:
-            write = record_calls(args.record) if args.record else None
+            write = record_calls(Path(request.record)) if request.record else None
             try:
-                run_release(args.mirror, args.cwd, release_argv)
+                run_release(mirror, cwd, request.release_argv)
             finally:
                 if write:
                     write()
@@ -473,8 +504,8 @@ def main(argv: list[str] | None = None) -> int:
               f"DIR {package}`, then pass `--extra_path DIR` to release_parity.py", file=sys.stderr)
         return EXIT_MISSING_PACKAGE
     finally:
-        if args.libs_out:
-            args.libs_out.write_text(json.dumps(library_versions()), encoding="utf-8")
+        if request.libs_out:
+            Path(request.libs_out).write_text(json.dumps(library_versions()), encoding="utf-8")
     return 0
 
 

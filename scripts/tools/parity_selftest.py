@@ -12,35 +12,43 @@ Exit status: 0 when every injection was reported and the clean tree's runs agree
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from PersonalWAB.cli import run_command  # noqa: E402
+from PersonalWAB.errors import DataError  # noqa: E402
+from PersonalWAB.settings import parse, setting  # noqa: E402
 from devtools.parity_selftest import INJECTIONS, SelfTestError, cheap_selftest, release_selftest  # noqa: E402
+
+
+@dataclass
+class SelfTestSettings:
+    """Where the copies go, which injections run, and against what."""
+
+    work_dir: str = setting(None, "copies, inputs and observations go here", required=True)
+    release_dir: str | None = setting(None, "a checkout of the release at 23ff65c: run each copy's harness against it "
+                                            "(arguments after -- go to release_parity.py)",
+                                      default_text="the cheap form, no release")
+    only: str = setting("", f"comma-separated injection names, of: {', '.join(i.name for i in INJECTIONS)}",
+                        default_text="all")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     split = argv.index("--") if "--" in argv else len(argv)
-    parser = argparse.ArgumentParser(prog="parity_selftest.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work_dir", required=True, type=Path, help="copies, inputs and observations go here")
-    parser.add_argument("--release_dir", default=None,
-                        help="a checkout of the release at 23ff65c: run each copy's harness against it "
-                             "(arguments after -- go to release_parity.py); default: the cheap form")
-    parser.add_argument("--only", default="", help="comma-separated injection names (default: all)")
-    args = parser.parse_args(argv[:split])
+    args = parse(SelfTestSettings, argv[:split], prog="scripts/tools/parity_selftest.py", description=__doc__)
     chosen = tuple(i for i in INJECTIONS if not args.only or i.name in args.only.split(","))
     if not chosen:
-        parser.error(f"--only: no injection named {args.only!r}; known: {', '.join(i.name for i in INJECTIONS)}")
+        raise DataError(f"--only: no injection named {args.only!r}; known: {', '.join(i.name for i in INJECTIONS)}")
+    work_dir = Path(args.work_dir).resolve()
     try:
         if args.release_dir:
-            outcome = release_selftest(args.work_dir.resolve(), ["--release_dir", args.release_dir, *argv[split + 1:]],
-                                       chosen)
+            outcome = release_selftest(work_dir, ["--release_dir", args.release_dir, *argv[split + 1:]], chosen)
         else:
-            outcome = cheap_selftest(args.work_dir.resolve(), chosen)
+            outcome = cheap_selftest(work_dir, chosen)
     except SelfTestError as error:
         print(f"parity self-test: {error}", file=sys.stderr)
         return 2
@@ -51,4 +59,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

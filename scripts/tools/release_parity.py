@@ -1,7 +1,7 @@
 """Side-by-side parity of this project with the original PersonalWAB release.
 
     .venv/bin/python scripts/tools/release_parity.py --release_dir DIR --data_dir DATA \
-        [--split test] [--limit N] [--report FILE] [observations] [first_request] [multiturn_user] [puma]
+        [--split test] [--limit N] [--out FILE] [observations] [first_request] [multiturn_user] [puma]
 
 Runs the release's own code (imported at run time from the checkout DIR of
 HongruCai/PersonalWAB at 23ff65c, through a temporary mirror whose data paths point at
@@ -30,60 +30,71 @@ termcolor`) and pass `--extra_path /work/parity_extra`. See docs/fidelity.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))  # devtools/ lives at the repository root, outside the installed packages
 
+from PersonalWAB.cli import run_command  # noqa: E402
+from PersonalWAB.settings import parse, setting  # noqa: E402
+from devtools.parity_puma import STEPS  # noqa: E402
+from devtools.parity_requests import VARIANTS  # noqa: E402
+from devtools.parity_session import CHECKS, DEFAULT_CHECKS  # noqa: E402
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from devtools.parity_requests import VARIANTS
-    from devtools.parity_session import CHECKS, DEFAULT_CHECKS
+@dataclass
+class ReleaseParitySettings:
+    """The two code bases, the data, the checks run and where the report goes."""
 
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("checks", nargs="*", metavar="check", help=f"which checks to run: {', '.join(CHECKS)} (default: {', '.join(DEFAULT_CHECKS)})")
-    p.add_argument("--release_dir", required=True, help="a checkout of HongruCai/PersonalWAB at 23ff65c")
-    p.add_argument("--data_dir", required=True, help="this project's data directory, artefacts built")
-    p.add_argument("--split", default="test", choices=["train", "test"])
-    p.add_argument("--limit", type=int, default=None, help="compare only the first N tasks of the split")
-    p.add_argument("--report", default=None, help="JSON report file (default: print only)")
-    p.add_argument("--extra_path", action="append", default=[],
-                   help="a folder with packages the release needs and this project does not install "
-                        "(repeatable; default: $PWAB_PARITY_EXTRA if set)")
-    p.add_argument("--variants", default=",".join(VARIANTS),
-                   help=f"first_request configurations, comma-separated, of: {', '.join(VARIANTS)}")
-    p.add_argument("--agent_model", default="gpt-4o-mini", help="model name both runs send for the agent")
-    p.add_argument("--user_model", default="gpt-4o", help="model name for the LLM user (must differ from the agent's)")
-    p.add_argument("--protocol_file", default=None, help="passed to this project's run.py --protocol_file")
-    p.add_argument("--interec_memory_file", default=None,
-                   help="InteRecAgent memory both runs start from (default: made with the project's initialiser)")
-    p.add_argument("--puma_function_file", default=None,
-                   help="function file for taskspe memory (default: the heuristic's choice for every task)")
-    p.add_argument("--work_dir", default=None, help="keep the mirror, logs and run outputs here (default: temp, removed)")
-    p.add_argument("--timeout_s", type=float, default=3600, help="limit for each run of the release or the project")
-    p.add_argument("--puma_model", default=None,
-                   help="puma check: the stand-in model folder both sides load (default: a tiny Llama made from the data)")
-    p.add_argument("--puma_new_tokens", type=int, default=48, help="puma check: new tokens of the greedy parameter outputs")
-    p.add_argument("--release_libs", default=os.environ.get("PWAB_RELEASE_LIBS") or None,
-                   help="puma check (required): the folder of the release-era libraries the release's PUMA code runs "
-                        "on, made by `bash scripts/tools/install_release_libs.sh DIR` (default: $PWAB_RELEASE_LIBS)")
-    p.add_argument("--puma_steps", default="1,2,3,4,5,6,eval,sft_train,merge,dpo_train,agent",
-                   help="puma check: which steps to compare (step 1 always runs, or is reused from --work_dir)")
-    return p
+    checks: list[str] = setting(None, f"which checks to run, of: {', '.join(CHECKS)}", positional=True, nargs="*",
+                                metavar="CHECK", factory=list, default_text=", ".join(DEFAULT_CHECKS))
+    release_dir: str = setting(None, "a checkout of HongruCai/PersonalWAB at 23ff65c", required=True)
+    data_dir: str = setting(None, "this project's data directory, artefacts built", required=True)
+    split: str = setting("test", "task split compared", choices=["train", "test"])
+    limit: int | None = setting(None, "compare only the first N tasks of the split (the puma check: of each split)",
+                                kind=int)
+    out: str | None = setting(None, "JSON report file (per check: tallies, the first difference, every differing "
+                                    "task)", default_text="print only", aliases=("report",))
+    extra_path: list[str] = setting(None, "folders with packages the release needs and this project does not "
+                                          "install (e.g. tenacity, termcolor)", nargs="+", metavar="DIR",
+                                    factory=list, default_text="$PWAB_PARITY_EXTRA, folders separated by :")
+    variants: str = setting(",".join(VARIANTS), f"first_request configurations, comma-separated, of: "
+                                                f"{', '.join(VARIANTS)}")
+    agent_model: str = setting("gpt-4o-mini", "model name both runs send for the agent")
+    user_model: str = setting("gpt-4o", "model name for the LLM user (must differ from the agent's: requests are "
+                                        "told apart by it)")
+    protocol_file: str | None = setting(None, "passed to this project's run.py --protocol_file (the release "
+                                              "protocol pack)")
+    interec_memory_file: str | None = setting(None, "InteRecAgent memory both runs start from",
+                                              default_text="made with the project's initialiser")
+    puma_function_file: str | None = setting(None, "function file for taskspe memory",
+                                             default_text="the heuristic's choice for every task")
+    work_dir: str | None = setting(None, "keep the mirror, logs and run outputs here, for a closer look and for "
+                                         "reusing step 1 of the puma check", default_text="temporary, removed")
+    timeout_s: float = setting(3600.0, "limit for each run of the release or the project")
+    puma_model: str | None = setting(None, "puma check: the stand-in model folder both sides load",
+                                     default_text="a tiny Llama made from the data")
+    puma_new_tokens: int = setting(48, "puma check: new tokens of the greedy parameter outputs")
+    release_libs: str | None = setting(None, "puma check (required): the folder of the release-era libraries the "
+                                             "release's PUMA code runs on, made by `bash "
+                                             "scripts/tools/install_release_libs.sh DIR`",
+                                       default_text="$PWAB_RELEASE_LIBS")
+    puma_steps: str = setting(",".join(STEPS), "puma check: which steps to compare, comma-separated (step 1 always "
+                                               "runs, or is reused from --work_dir)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from devtools.parity_session import DEFAULT_CHECKS, ParityConfig, run_session
+    args = parse(ReleaseParitySettings, argv, prog="scripts/tools/release_parity.py", description=__doc__)
+    from devtools.parity_session import ParityConfig, run_session
     from devtools.release_mirror import ParityError
 
     extra = args.extra_path or [p for p in os.environ.get("PWAB_PARITY_EXTRA", "").split(os.pathsep) if p]
+    release_libs = args.release_libs or os.environ.get("PWAB_RELEASE_LIBS") or None
 
     def absolute(path: str | None) -> str | None:  # both runs work in folders of their own
         return str(Path(path).resolve()) if path else None
@@ -96,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         interec_memory_file=absolute(args.interec_memory_file), puma_function_file=absolute(args.puma_function_file),
         work_dir=Path(args.work_dir).resolve() if args.work_dir else None, timeout_s=args.timeout_s,
         puma_model=absolute(args.puma_model), puma_new_tokens=args.puma_new_tokens,
-        release_libs=absolute(args.release_libs), puma_steps=tuple(s for s in args.puma_steps.split(",") if s))
+        release_libs=absolute(release_libs), puma_steps=tuple(s for s in args.puma_steps.split(",") if s))
     try:
         config.validate()
         with tempfile.TemporaryDirectory(prefix="release_parity_") as scratch:
@@ -104,12 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     except ParityError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.report:
-        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
-        print(f"report: {args.report}")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False), encoding="utf-8")
+        print(f"report: {args.out}")
     return 0 if report["identical"] else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

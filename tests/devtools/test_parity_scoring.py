@@ -179,8 +179,10 @@ def test_the_worker_gives_the_release_set_order_without_the_release(tmp_path) ->
     outs = []
     for run in range(2):
         out = tmp_path / f"out{run}.json"
-        done = subprocess.run([sys.executable, str(WORKER), "set_orders", "--mirror", str(tmp_path), "--texts",
-                               str(tmp_path / "in.json"), "--out", str(out)], capture_output=True, text=True,
+        request = tmp_path / f"request{run}.json"
+        request.write_text(json.dumps({"command": "set_orders", "mirror": str(tmp_path),
+                                       "texts": str(tmp_path / "in.json"), "out": str(out)}))
+        done = subprocess.run([sys.executable, str(WORKER), str(request)], capture_output=True, text=True,
                               timeout=120, env={**os.environ, "PYTHONHASHSEED": "0"})
         assert done.returncode == 0, done.stderr
         outs.append(json.loads(out.read_text()))

@@ -156,10 +156,12 @@ def test_puma_worker_loads_the_stand_in_for_the_hub_name_and_records_generate(tm
     mirror = build_mirror(release, data, parent=tmp_path, index_dir=data / "indexes" / "lucene")
     work = tmp_path / "work"
     work.mkdir()
-    out = subprocess.run([sys.executable, str(WORKER), "script", "--mirror", str(mirror.root), "--cwd", str(work),
-                          "--script", "PUMA/test_llama.py", "--hub",
-                          f"meta-llama/Llama-2-7b-chat-hf={sentencepiece_model_dir}",
-                          "--record", str(work / "calls.json"), "--", "--test_on", "param"],
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps({"command": "script", "mirror": str(mirror.root), "cwd": str(work),
+                                   "script": "PUMA/test_llama.py",
+                                   "hub": {"meta-llama/Llama-2-7b-chat-hf": str(sentencepiece_model_dir)},
+                                   "record": str(work / "calls.json"), "release_argv": ["--test_on", "param"]}))
+    out = subprocess.run([sys.executable, str(WORKER), str(request)],
                          capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
                                                                            "HF_HUB_OFFLINE": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
@@ -221,6 +223,30 @@ def test_puma_settings_are_checked_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(ParityError, match="--release_libs .*libs: no tokenizers, trl, peft, .* package in it"):
         ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",),
                      release_libs=str(tmp_path / "libs")).validate()
+
+
+def test_the_harness_hands_the_worker_one_json_request(tmp_path: Path) -> None:
+    """The worker parses no command line (nothing of this project loads before the release's
+    package): the harness writes its request beside the log, and a field the worker does not
+    know stops it, named."""
+    from types import SimpleNamespace
+
+    from devtools.release_mirror import WORKER, ReleaseRunner
+
+    (tmp_path / "texts.json").write_text(json.dumps(["B2,B1"]))
+    runner = ReleaseRunner(SimpleNamespace(root=tmp_path), [str(tmp_path / "extra")], sys.executable, 120)
+    log_path = tmp_path / "orders.log"
+    runner.finish(runner.start("set_orders", log_path, texts=tmp_path / "texts.json", out=tmp_path / "orders.json"),
+                  "set_orders", log_path)
+    assert sorted(json.loads((tmp_path / "orders.json").read_text())["B2,B1"]) == ["B1", "B2"]
+    request = json.loads((tmp_path / "orders.request.json").read_text())
+    assert (request["command"], request["mirror"], request["texts"]) == ("set_orders", str(tmp_path),
+                                                                         str(tmp_path / "texts.json"))
+    assert request["extra_paths"] == [str(tmp_path / "extra")] and request["libs_out"].endswith("orders.libs.json")
+    (tmp_path / "bad.json").write_text(json.dumps({**request, "mirrors": "x"}))
+    out = subprocess.run([sys.executable, str(WORKER), str(tmp_path / "bad.json")], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode != 0 and "unknown request field(s) mirrors" in out.stderr
 
 
 def test_the_worker_refuses_release_libs_it_would_not_import(tmp_path: Path) -> None:
@@ -344,5 +370,6 @@ def test_the_puma_check_runs_every_step_by_default() -> None:
 
     spec = importlib.util.spec_from_file_location("release_parity", REPO_ROOT / "scripts/tools/release_parity.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its settings dataclass looks its module up
     spec.loader.exec_module(module)
-    assert set(module.build_parser().get_default("puma_steps").split(",")) == set(STEPS)
+    assert set(module.ReleaseParitySettings().puma_steps.split(",")) == set(STEPS)
