@@ -157,3 +157,47 @@ def test_readme_layout_matches_the_tracked_files():
     wanted |= {str(Path(*Path(f).parts[:2])) for f in tracked if f.startswith("PersonalWAB/")
                and Path(f).parts[1] != "__init__.py" and (f.endswith(".py") or len(Path(f).parts) > 2)}
     assert sorted(wanted - set(listed)) == []
+
+
+def _pins(name: str) -> dict[str, str]:
+    """Package name (normalised) -> pinned version of a requirements file."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in (REPO / name).read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            requirement = Requirement(line)
+            (spec,) = requirement.specifier
+            assert spec.operator == "==", f"{name}: {line} is not pinned"
+            pins[canonicalize_name(requirement.name)] = spec.version
+    return pins
+
+
+def test_pyproject_declares_what_the_requirements_files_pin():
+    """Each requirements file is the pinned install of one part of pyproject.toml's dependencies:
+    requirements.txt of the core and the dev extra (it carries pytest for the quick start),
+    requirements-gpu.txt of the gpu extra, requirements-dev.txt of the dev extra; every pin
+    lies in the range pyproject declares, and every declared name is pinned somewhere."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = {"core": project["dependencies"], **project["optional-dependencies"]}
+    ranges = {group: {canonicalize_name(r.name): r.specifier for r in map(Requirement, specs)}
+              for group, specs in declared.items()}
+    files = {"requirements.txt": ("core", "dev"), "requirements-gpu.txt": ("gpu",), "requirements-dev.txt": ("dev",)}
+    pinned: set[str] = set()
+    for name, groups in files.items():
+        for package, version in _pins(name).items():
+            group = next((g for g in groups if package in ranges[g]), None)
+            assert group is not None, f"{name} pins {package}, which pyproject.toml's {groups} do not declare"
+            assert ranges[group][package].contains(version), \
+                f"{name}: {package}=={version} is outside pyproject.toml's {ranges[group][package]}"
+            pinned.add(package)
+    assert set(ranges["core"]) <= set(_pins("requirements.txt")), "a core dependency requirements.txt does not pin"
+    unpinned = {package for specs in ranges.values() for package in specs} - pinned
+    assert not unpinned, f"declared in pyproject.toml but pinned in no requirements file: {sorted(unpinned)}"
