@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import argparse
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +14,18 @@ from PersonalWAB.data.schema import BEHAVIOUR_SPLITS
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import CONSTRUCTION_MANIFEST, OFFICIAL_DATA_DIR
 from PersonalWAB.engines.search import BACKENDS
+from PersonalWAB.settings import resolved, setting
 
+
+def names(values: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Names given space- or comma-separated ("a b", "a,b" and "a, b" alike)."""
+    return tuple(part for value in values for part in re.split(r"[,\s]+", value) if part)
 
 
 @dataclass(frozen=True)
 class BuildConfig:
-    """Everything that decides what a build produces (plus how fast it runs).
+    """Everything that decides what a build produces (plus how fast it runs): the flags of
+    `python -m PersonalWAB.construct build`, recorded in the manifest as given.
 
     Defaults follow the paper's setting where it states one (five categories, 1,000
     users, the 80/10/10 split) and the published benchmark's ratios where it does not:
@@ -30,33 +35,66 @@ class BuildConfig:
     recommender was trained on more users than the benchmark's (`sasrec_extra_users`).
     """
 
-    raw_dir: Path
-    out: Path
-    categories: tuple[str, ...] = amazon_raw.PAPER_CATEGORIES
-    num_users: int = 1000
-    min_interactions: int = 10
-    max_interactions: int = 200
-    min_categories: int = 1
-    seed: int = 0
-    train_tasks_per_target: float = 1.72
-    test_tasks_per_target: float = 0.47
-    profile_splits: tuple[str, ...] = ("history",)
-    profile_max_behaviours: int = 50
-    recent_behaviours: int = 5
-    model: str = "gpt-4o-mini"
-    api_base: str | None = None
-    temperature: float = 0.7
-    max_concurrency: int = 8
-    max_retries: int = 5
-    profile_max_tokens: int = 600
-    instruction_max_tokens: int = 200
-    sasrec_extra_users: int = 4000
-    sasrec_epochs: int = 400
-    sasrec_patience: int = 20
-    sasrec_seed: int = 42
-    sasrec_threads: int | None = None
-    search_backends: tuple[str, ...] = ("lucene",)
-    protocol_file: str | None = None
+    raw_dir: Path = setting(None, "folder holding raw/review_categories and raw/meta_categories (`construct fetch "
+                                  "--out`, or `data synthetic --layout raw`)", required=True, kind=Path, metavar="DIR")
+    out: Path = setting(None, "build folder: OUT/data (the benchmark), OUT/work (step outputs), OUT/cache/llm (model "
+                              "calls, so a rebuild pays nothing twice)", required=True, kind=Path, metavar="DIR")
+    categories: tuple[str, ...] = setting(amazon_raw.PAPER_CATEGORIES, "Amazon Reviews 2023 categories to build "
+                                          "from, space- or comma-separated; another set makes a benchmark of other "
+                                          "products", nargs="+", metavar="CATEGORY",
+                                          default_text="the paper's five: " + ", ".join(amazon_raw.PAPER_CATEGORIES))
+    num_users: int = setting(1000, "users sampled into the benchmark; fewer make a cheaper, smaller benchmark")
+    min_interactions: int = setting(10, "fewest reviews a user needs over the chosen categories to be sampled")
+    max_interactions: int = setting(200, "most reviews a sampled user may have (very active users make long, costly "
+                                         "profiles)")
+    min_categories: int = setting(1, "in how many of the chosen categories a user must have reviews (more gives "
+                                     "users with broader tastes)")
+    seed: int = setting(0, "random seed of user sampling and task assignment; another seed builds another benchmark "
+                           "of the same shape")
+    train_tasks_per_target: float = setting(1.72, "instructions per train target behaviour on average (0-3, one per "
+                                                  "task type at most)")
+    test_tasks_per_target: float = setting(0.47, "instructions per test target behaviour on average (0-3); every "
+                                                 "user gets at least one test instruction")
+    profile_splits: tuple[str, ...] = setting(("history",), "behaviour splits the profile is written from, space- or "
+                                              f"comma-separated (of {', '.join(BEHAVIOUR_SPLITS)}); history alone "
+                                              "leaks no task target into the profile", nargs="+", metavar="SPLIT",
+                                              default_text="history")
+    profile_max_behaviours: int = setting(50, "most recent behaviours shown to the profile writer (longer is costlier)")
+    recent_behaviours: int = setting(5, "earlier purchases shown when writing a recommendation request")
+    model: str = setting("gpt-4o-mini", "model that writes profiles and instructions: any litellm model string")
+    api_base: str | None = setting(None, "OpenAI-compatible server for --model (vLLM, Ollama, ...)", metavar="URL",
+                                   default_text="the provider's own endpoint")
+    temperature: float = setting(0.7, "sampling temperature of the writer model")
+    max_concurrency: int = setting(8, "model calls in flight; lower it on rate limits")
+    max_retries: int = setting(5, "retries of a call on rate limits, timeouts and server errors")
+    profile_max_tokens: int = setting(600, "most tokens of a written profile")
+    instruction_max_tokens: int = setting(200, "most tokens of a written instruction")
+    sasrec_extra_users: int = setting(4000, "further sampled users whose reviews train SASRec only (fewer cold-start "
+                                            "items, as the release's recommender)")
+    sasrec_epochs: int = setting(400, "most SASRec training epochs (early stopping usually ends sooner)")
+    sasrec_patience: int = setting(20, "SASRec validation checks without improvement before stopping")
+    sasrec_seed: int = setting(42, "SASRec's random seed")
+    sasrec_threads: int | None = setting(None, "torch threads of SASRec training; fix it for identical weights across "
+                                               "machines", kind=int, default_text="torch's default")
+    search_backend: str = setting("lucene", "search index(es) to build: lucene (the release's engine, needs Java), "
+                                            "bm25s (pure Python) or all", choices=(*BACKENDS, "all"))
+    protocol_file: str | None = setting(None, "release protocol pack whose product texts the search index holds (as "
+                                              "in `python -m PersonalWAB.build`)", metavar="FILE",
+                                        default_text="the default pack when placed, else the project's texts")
+
+    def __post_init__(self) -> None:
+        """Paths as paths and name lists as tuples, however they were given (flags, a config
+        file, code)."""
+        if self.raw_dir is None or self.out is None:
+            raise DataError("--raw_dir and --out are both needed")
+        object.__setattr__(self, "raw_dir", Path(self.raw_dir))
+        object.__setattr__(self, "out", Path(self.out))
+        object.__setattr__(self, "categories", names(self.categories))
+        object.__setattr__(self, "profile_splits", names(self.profile_splits))
+
+    @property
+    def search_backends(self) -> tuple[str, ...]:
+        return BACKENDS if self.search_backend == "all" else (self.search_backend,)
 
     @property
     def work_dir(self) -> Path:
@@ -75,12 +113,9 @@ class BuildConfig:
                            max_retries=self.max_retries, max_concurrency=self.max_concurrency)
 
     def describe(self) -> dict[str, Any]:
-        """All settings, JSON-ready (the manifest's `parameters`)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
-        return out
+        """The resolved settings, JSON-ready (the manifest's `parameters`)."""
+        return {name: str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
+                for name, value in resolved(self).items()}
 
     def check(self) -> None:
         """Every setting and input file, before anything is read or written."""
@@ -115,8 +150,8 @@ class BuildConfig:
                 problems.append(f"--{name} must not be negative, got {getattr(self, name)}")
         if not self.temperature >= 0:
             problems.append(f"--temperature must not be negative, got {self.temperature}")
-        if not self.search_backends or any(b not in BACKENDS for b in self.search_backends):
-            problems.append(f"--search_backend: expected lucene, bm25s or all, got {list(self.search_backends)}")
+        if self.search_backend not in (*BACKENDS, "all"):
+            problems.append(f"--search_backend: expected lucene, bm25s or all, got {self.search_backend!r}")
         if not self.model.strip():
             problems.append("--model: give a litellm model string")
         if problems:
@@ -136,62 +171,3 @@ class BuildConfig:
             amazon_raw.locate(self.raw_dir, amazon_raw.review_file(category))
             amazon_raw.locate(self.raw_dir, amazon_raw.meta_file(category))
 
-
-def names(values: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """Names given space- or comma-separated ("a b", "a,b" and "a, b" alike)."""
-    return tuple(part for value in values for part in re.split(r"[,\s]+", value) if part)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of `python -m PersonalWAB.construct build`."""
-    d = BuildConfig(Path("."), Path("."))
-    parser.add_argument("--raw_dir", required=True, help="folder holding raw/review_categories and raw/meta_categories")
-    parser.add_argument("--out", required=True,
-                        help="build folder: OUT/data (the benchmark), OUT/work (step outputs), OUT/cache/llm")
-    parser.add_argument("--categories", nargs="+", default=list(d.categories),
-                        help="comma-separated Amazon Reviews 2023 categories (default: the paper's five)")
-    parser.add_argument("--num_users", type=int, default=d.num_users)
-    parser.add_argument("--min_interactions", type=int, default=d.min_interactions,
-                        help="fewest reviews a user needs (over the chosen categories)")
-    parser.add_argument("--max_interactions", type=int, default=d.max_interactions)
-    parser.add_argument("--min_categories", type=int, default=d.min_categories,
-                        help="in how many of the chosen categories a user must have reviews")
-    parser.add_argument("--seed", type=int, default=d.seed, help="user sampling and task assignment")
-    parser.add_argument("--train_tasks_per_target", type=float, default=d.train_tasks_per_target,
-                        help="instructions per train target behaviour on average (0-3, one per task type at most)")
-    parser.add_argument("--test_tasks_per_target", type=float, default=d.test_tasks_per_target,
-                        help="the same for test targets; every user gets at least one test instruction")
-    parser.add_argument("--profile_splits", nargs="+", default=list(d.profile_splits),
-                        help="behaviour splits the profile is written from (default: history only, so no "
-                             "task target leaks into it)")
-    parser.add_argument("--profile_max_behaviours", type=int, default=d.profile_max_behaviours,
-                        help="most recent behaviours shown to the profile writer")
-    parser.add_argument("--recent_behaviours", type=int, default=d.recent_behaviours,
-                        help="earlier purchases shown when writing a recommendation request")
-    parser.add_argument("--model", default=d.model, help="any litellm model string")
-    parser.add_argument("--api_base", default=None, help="OpenAI-compatible server (vLLM, Ollama, ...)")
-    parser.add_argument("--temperature", type=float, default=d.temperature)
-    parser.add_argument("--max_concurrency", type=int, default=d.max_concurrency, help="model calls in flight")
-    parser.add_argument("--max_retries", type=int, default=d.max_retries,
-                        help="retries of a call on rate limits, timeouts and server errors")
-    parser.add_argument("--profile_max_tokens", type=int, default=d.profile_max_tokens)
-    parser.add_argument("--instruction_max_tokens", type=int, default=d.instruction_max_tokens)
-    parser.add_argument("--sasrec_extra_users", type=int, default=d.sasrec_extra_users,
-                        help="further sampled users whose reviews train SASRec only (fewer cold-start items)")
-    parser.add_argument("--sasrec_epochs", type=int, default=d.sasrec_epochs, help="upper bound (early stopping)")
-    parser.add_argument("--sasrec_patience", type=int, default=d.sasrec_patience)
-    parser.add_argument("--sasrec_seed", type=int, default=d.sasrec_seed)
-    parser.add_argument("--sasrec_threads", type=int, default=None, help="torch threads (fix it for identical weights)")
-    parser.add_argument("--search_backend", choices=(*BACKENDS, "all"), default="lucene")
-    parser.add_argument("--protocol_file", default=None,
-                        help="release protocol pack whose product texts the search index holds (as in "
-                             "`python -m PersonalWAB.build`; default: the default pack when placed, else the "
-                             "project's texts)")
-
-
-def config_from_args(args: argparse.Namespace) -> BuildConfig:
-    backends = BACKENDS if args.search_backend == "all" else (args.search_backend,)
-    values = {f.name: getattr(args, f.name) for f in fields(BuildConfig) if hasattr(args, f.name)}
-    values.update(raw_dir=Path(args.raw_dir), out=Path(args.out), search_backends=backends,
-                  categories=names(args.categories), profile_splits=names(args.profile_splits))
-    return BuildConfig(**values)

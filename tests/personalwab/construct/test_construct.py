@@ -512,3 +512,34 @@ def test_scripted_server_runs_from_the_shell(tmp_path: Path) -> None:
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=30)
     assert process.returncode == 0 and "stopped after 1 request(s)" in output
+
+
+def test_construct_flags_config_file_and_old_spellings(raw_dir: Path, tmp_path: Path, capsys) -> None:
+    from PersonalWAB.construct.commands import BuildRun, FetchSettings, StatsSettings
+    from PersonalWAB.settings import parse, parse_many
+
+    flags = ["--raw_dir", str(raw_dir), "--out", str(tmp_path / "b"), "--categories", "Electronics,Books",
+             "--num_users", "7", "--temperature", "0.2", "--search_backend", "all", "--steps", "select,join",
+             "--dry_run"]
+    config_file = tmp_path / "build.yaml"
+    config_file.write_text(f"raw_dir: {raw_dir}\nout: {tmp_path / 'b'}\ncategories: [Electronics, Books]\n"
+                           "num_users: 7\ntemperature: 0.2\nsearch_backend: all\nsteps: select,join\ndry_run: true\n")
+    from_flags = parse_many([BuildConfig, BuildRun], flags)
+    assert parse_many([BuildConfig, BuildRun], ["--config", str(config_file)]) == from_flags
+    config, run = from_flags
+    assert config.categories == ("Electronics", "Books") and config.search_backends == ("lucene", "bm25s")
+    assert run.dry_run and config.describe()["categories"] == ["Electronics", "Books"]
+    assert parse_many([BuildConfig, BuildRun], ["--config", str(config_file), "--num_users", "9"])[0].num_users == 9
+
+    fetch = parse(FetchSettings, ["--raw_dir", str(tmp_path / "raw"), "--reviews_only"])
+    stats = parse(StatsSettings, ["--data_dir", "a", "--data_dir", "b", "--no_published"])
+    err = capsys.readouterr().err
+    assert fetch.out == str(tmp_path / "raw") and fetch.reviews_only
+    assert stats.data_dir == ["a", "b"] and stats.published is False
+    assert "--raw_dir is deprecated; use --out" in err and "--no_published is deprecated; use --published 0" in err
+
+
+def test_construct_manifest_records_the_resolved_settings(built) -> None:
+    recorded = built[1].manifest["parameters"]
+    assert recorded == json.loads(json.dumps(settings(Path(recorded["raw_dir"]), built[0], recorded["api_base"]).describe()))
+    assert recorded["search_backend"] == "lucene" and recorded["num_users"] == 12
