@@ -3,6 +3,7 @@
     puma data ...       = python -m PUMA.data ...       (step 1: function / param / all SFT data)
     puma sft ...        = python -m PUMA.sft ...        (step 2)
     puma launch sft -- ...  = python -m PUMA.launch sft -- ...  (a training step on the GPUs there are)
+    puma run --config FILE.yaml [--steps 1,2]  = python -m PUMA.pipeline ...  (the steps chained)
 
 Each step's module is imported only when it is chosen, so `puma --help` is instant;
 `puma STEP --help` shows the step's own flags.
@@ -28,10 +29,14 @@ STEPS: dict[str, tuple[str, str]] = {
     "fast_test": ("PUMA.fast_test:main", "step 7 from files, as the release's test.py scores them"),
     "launch": ("PUMA.launch:main", "start sft, dpo or grpo on the GPUs there are (launcher, precision, DeepSpeed)"),
     "tiny_model": ("PUMA.tiny_model:main", "a tiny random Llama and local tokenizer for CPU tests and smoke runs"),
+    "run": ("PUMA.pipeline:main", "steps 1-7 chained from one settings file (puma run --config FILE.yaml)"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
+    from PUMA.quiet import quiet_libraries
+
+    quiet_libraries()  # as `python -m PUMA.<step>` (run_step)
     return dispatch("puma", "PUMA: the fine-tuning pipeline of the PersonalWAB paper.", STEPS, argv, word="STEP",
                     bad_input=STEP_BAD_INPUT)
 

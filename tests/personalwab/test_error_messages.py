@@ -122,7 +122,7 @@ def _cli(argv, monkeypatch):
     (["construct", "build", "--raw_dir", ".", "--out", "{bad}/build"], "--out"),
     (["construct", "stats", "--data_dir", ".", "--out", "{bad}/stats.json"], "--out"),
     (["reproduce", "--model", "m", "--out", "{bad}/rows"], "--out"),
-    (["run", "--output", "{bad}/result.json"], "--output"),
+    (["run", "--out", "{bad}/result.json"], "--out"),
     (["run", "--log_dir", "{bad}/results"], "--log_dir"),
 ])
 def test_every_pwab_command_names_an_output_under_a_file(command, flag, a_file, monkeypatch, capsys):
@@ -139,13 +139,12 @@ def test_every_pwab_command_names_an_output_under_a_file(command, flag, a_file, 
     assert f"{flag} {a_file}/" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("step, flag", [("sft", "--output_dir"), ("merge", "--output_dir"), ("dpo", "--output_dir"),
-                                        ("generate", "--output_file"), ("score", "--output_file"),
-                                        ("dpo_data", "--output_file"), ("fast_test", "--output_file"),
-                                        ("data", "--out_dir"), ("tiny_model", "--out")])
-def test_every_puma_step_names_an_output_under_a_file(step, flag, a_file, monkeypatch, capsys):
+@pytest.mark.parametrize("step", ["sft", "merge", "dpo", "generate", "score", "dpo_data", "fast_test", "data",
+                                  "tiny_model"])
+def test_every_puma_step_names_an_output_under_a_file(step, a_file, monkeypatch, capsys):
     from PUMA.__main__ import main
 
+    flag = "--out"
     argv = [step, *(["function"] if step == "data" else []), *(["--data_dir", "."] if step == "tiny_model" else []),
             flag, str(a_file / "out")]
     monkeypatch.setattr(sys, "argv", ["puma"])
@@ -221,7 +220,7 @@ def test_puma_data_refuses_an_empty_split_before_embedding(empty_test_split, tin
     from PUMA.data import main
 
     code, err = _step(main, ["param", "--data_dir", str(empty_test_split), "--model_path", str(tiny_model_dir),
-                             "--out_dir", str(tmp_path / "out")], capsys)
+                             "--out", str(tmp_path / "out")], capsys)
     assert code == 2
     assert f"error: --splits test: the 'test' split of {empty_test_split} has no tasks" in err
     assert not (tmp_path / "out").exists()
@@ -231,7 +230,7 @@ def test_puma_data_refuses_an_unknown_split(tiny_data_dir, tmp_path, no_long_wor
     from PUMA.data import main
 
     code, err = _step(main, ["function", "--data_dir", str(tiny_data_dir), "--splits", "train,dev",
-                             "--out_dir", str(tmp_path / "out")], capsys)
+                             "--out", str(tmp_path / "out")], capsys)
     assert code == 2 and "error: --splits 'dev': no such split; expected one of test, train" in err
 
 
@@ -242,7 +241,7 @@ def test_puma_data_refuses_a_missing_or_invalid_model_before_embedding(model, ti
 
     model_path = model.replace("{tmp}", str(tmp_path))
     code, err = _step(main, ["param", "--data_dir", str(tiny_data_dir), "--model_path", model_path,
-                             "--out_dir", str(tmp_path / "out")], capsys)
+                             "--out", str(tmp_path / "out")], capsys)
     assert code == 2 and f"error: --model_path {model_path}: " in err and "Traceback" not in err
 
 
@@ -252,7 +251,7 @@ def test_puma_scoring_refuses_an_empty_split_before_building(empty_test_split, t
     candidates = tmp_path / "candidates.json"
     candidates.write_text("{}")
     code, err = _step(main, ["--data_dir", str(empty_test_split), "--task_split", "test", "--candidates_file",
-                             str(candidates), "--output_file", str(tmp_path / "scores.json")], capsys)
+                             str(candidates), "--out", str(tmp_path / "scores.json")], capsys)
     assert code == 2 and "error: --task_split test: the 'test' split" in err
 
 
@@ -261,7 +260,7 @@ def test_a_puma_input_that_is_not_json_is_named(tmp_path, capsys):
 
     scores = tmp_path / "scores.json"
     scores.write_text("{not json")
-    code, err = _step(main, ["--scores_file", str(scores), "--output_file", str(tmp_path / "pairs.json")], capsys)
+    code, err = _step(main, ["--scores_file", str(scores), "--out", str(tmp_path / "pairs.json")], capsys)
     assert code == 2 and err.startswith(f"error: {scores}: not valid JSON (")
 
 
@@ -272,7 +271,7 @@ def test_human_mode_stops_at_end_of_input_and_keeps_what_finished(tiny_data_dir,
     output = tmp_path / "human.json"
     argv = [sys.executable, str(REPO_ROOT / "run.py"), "--user_mode", "human", "--max_steps", "3",
             "--agent_strategy", "heuristic", "--agent_memory", "none", "--data_dir", str(tiny_data_dir),
-            "--search_backend", "bm25s", "--end_index", "2", "--output", str(output)]
+            "--search_backend", "bm25s", "--end_index", "2", "--out", str(output)]
     done = subprocess.run(argv, input="", capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert done.returncode == 1, done.stderr
     assert "error: end of input on the user's turn (--user_mode human): the run stops" in done.stderr
@@ -288,7 +287,7 @@ def result_file(tiny_data_dir, tiny_engines, tmp_path_factory):
     from PersonalWAB.runner.execute import run
 
     out = tmp_path_factory.mktemp("results") / "result.json"
-    config = RunConfig(data_dir=str(tiny_data_dir), output=str(out), agent_memory="none", search_backend="bm25s",
+    config = RunConfig(data_dir=str(tiny_data_dir), out=str(out), agent_memory="none", search_backend="bm25s",
                        end_index=3)
     return run(config, log=lambda _: None)[1]
 
