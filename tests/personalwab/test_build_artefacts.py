@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import HashEncoder
+from tests.conftest import REPO_ROOT, HashEncoder
 from PersonalWAB.build import build_artifacts
 from PersonalWAB.data.loader import PARSED_CACHE, load_benchmark_data
 from PersonalWAB.engines.search import BACKENDS, build_index, search_index_dir

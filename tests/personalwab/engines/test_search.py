@@ -19,6 +19,7 @@ from PersonalWAB.engines.search.jvm import on_jvm
 from PersonalWAB.errors import DataError, ToolArgumentError
 from PersonalWAB.paths import ArtifactPaths
 from PersonalWAB.protocol import project_protocol
+from tests.conftest import REPO_ROOT
 
 PROTOCOL = project_protocol()
 
