@@ -21,7 +21,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PersonalWAB.settings import setting
 from PUMA.recipe import RECIPES, Recipe

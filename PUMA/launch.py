@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from PersonalWAB.settings import parse, setting
 from PUMA.recipe import RECIPES, get_recipe

@@ -13,7 +13,8 @@ are taken as they are; a recipe mismatch is `PUMA.recipe.check_inputs`'s.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PUMA.recipe import Recipe, read_record, record_path
 

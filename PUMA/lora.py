@@ -36,7 +36,8 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from PersonalWAB.settings import setting
 from PUMA.recipe import RECIPES

@@ -41,7 +41,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PersonalWAB.settings import flag_name, parse, setting, settings_fields, spec_of
 from PUMA.recipe import RECIPES, get_recipe, read_record

@@ -80,7 +80,7 @@ class OutputRules:
     release: bool
 
     @classmethod
-    def of(cls, protocol: Protocol, release: bool) -> "OutputRules":
+    def of(cls, protocol: Protocol, release: bool) -> OutputRules:
         return cls(protocol.text("puma.agent.say_prefix"), protocol.text("puma.agent.say_separator"),
                    protocol.text("puma.agent.stop_prefix"), release)
 

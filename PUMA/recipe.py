@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field, fields, is_dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -251,7 +251,7 @@ def write_record(output: str | Path, step: str, recipe: Recipe, settings: Any,
               "shared_with_release": _book().shared_with_release,
               "readings": reading_lines(step, _plain(settings)),
               "settings": _plain(settings), "inputs": {k: v for k, v in (inputs or {}).items() if v},
-              "written": datetime.now(timezone.utc).isoformat(timespec="seconds"), **facts}
+              "written": datetime.now(UTC).isoformat(timespec="seconds"), **facts}
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
     os.replace(tmp, path)

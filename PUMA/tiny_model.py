@@ -18,7 +18,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from PersonalWAB.settings import setting
 
@@ -87,7 +87,7 @@ def corpus(data_dir: Path | str, limit: int = 20_000) -> Iterator[str]:
             yield behaviour["review"].get("text", "")
 
 
-def train_tokenizer(texts: Iterator[str], vocab_size: int = 1000) -> "PreTrainedTokenizerFast":
+def train_tokenizer(texts: Iterator[str], vocab_size: int = 1000) -> PreTrainedTokenizerFast:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 

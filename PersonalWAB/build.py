@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from PersonalWAB.cli import leave
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data

@@ -15,13 +15,13 @@ in one line, never a traceback.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.settings import DefaultsOnceFormatter  # noqa: F401  (commands not yet on PersonalWAB.settings)

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.metrics import task_score

@@ -49,7 +49,7 @@ class ArtifactPaths:
         return self.lucene_indexes if backend == "lucene" else self.bm25s_indexes
 
     @classmethod
-    def for_data_dir(cls, data_dir: Path | str) -> "ArtifactPaths":
+    def for_data_dir(cls, data_dir: Path | str) -> ArtifactPaths:
         data_dir = Path(data_dir).resolve()
         if data_dir == OFFICIAL_DATA_DIR.resolve():
             return cls(

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from devtools.parity_compare import Tally, first_difference, score_verdict, shorten
 

@@ -8,7 +8,8 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from devtools import parity_libraries, parity_observations, parity_puma, parity_requests
 from devtools.release_mirror import (PINNED_COMMIT, ParityError, ReleaseRunner, build_mirror,

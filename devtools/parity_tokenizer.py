@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from devtools.parity_compare import Tally
 from devtools.release_mirror import ReleaseRunner

@@ -28,7 +28,8 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PersonalWAB.settings import parse, setting
 from devtools.parity_compare import Tally

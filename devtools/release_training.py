@@ -19,7 +19,8 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 SCRIPTS = {"sft_train": "PUMA/finetune_llama.py", "dpo_train": "PUMA/dpo_llama.py"}
 ARGUMENT_OVERRIDES = {"report_to": "none", "dataloader_num_workers": 0}

@@ -17,7 +17,8 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Union
+from collections.abc import Callable
+from typing import Any, Union
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 ERROR_TYPES = {
@@ -71,7 +72,7 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     wbufsize = 1 << 16
     disable_nagle_algorithm = True
-    server: "_Server"
+    server: _Server
 
     def setup(self) -> None:
         super().setup()
@@ -111,7 +112,7 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
         finally:
             owner._in_flight(-1)
 
-    def _reply(self, owner: "ScriptedLLMServer", body: dict) -> None:
+    def _reply(self, owner: ScriptedLLMServer, body: dict) -> None:
         try:
             reply = owner._next_reply(body)
         except Exception as exc:  # a broken responder must show up in the test, not hang it
@@ -141,7 +142,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
 
-    def __init__(self, owner: "ScriptedLLMServer"):
+    def __init__(self, owner: ScriptedLLMServer):
         self.owner = owner
         super().__init__(("127.0.0.1", 0), _ScriptedHandler)
 
@@ -176,7 +177,7 @@ class ScriptedLLMServer:
         self._timer: threading.Timer | None = None
         self._stopped = threading.Event()
 
-    def start(self) -> "ScriptedLLMServer":
+    def start(self) -> ScriptedLLMServer:
         if self._server is not None:
             return self
         self._server = _Server(self)
@@ -211,7 +212,7 @@ class ScriptedLLMServer:
         """Block until the server has stopped (or `timeout_s` passed); True once stopped."""
         return self._stopped.wait(timeout_s)
 
-    def __enter__(self) -> "ScriptedLLMServer":
+    def __enter__(self) -> ScriptedLLMServer:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

@@ -74,9 +74,10 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 SCRIPTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = SCRIPTS_DIR.parent
@@ -173,7 +174,7 @@ class GpuCheckConfig:
         if self.only and not self.work_dir:
             raise ValueError("--only needs the --work_dir the parent prepared")
 
-    def resolved(self, gpu: bool) -> "GpuCheckConfig":
+    def resolved(self, gpu: bool) -> GpuCheckConfig:
         """Every `None` filled with the GPU run's or the CPU dry run's value."""
         preset = self.preset or ("llama-2-7b" if gpu else "custom")
         tiny = {"vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128, "layers": 2, "heads": 4}
@@ -724,7 +725,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "device": "cuda" if gpu else "cpu", "dry_run": not gpu,
         "gpu_name": torch.cuda.get_device_name(0) if gpu else None,
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": {**dataclasses.asdict(config), "architecture": ctx.bench_config().architecture(),
                      "deepspeed_config": deepspeed_config_path(config)},
         "environment": environment(ctx), "mfu": mfu_section(ctx), "phases": {}}

@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 import inspect
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 ENTRY_POINT_GROUP = "pwab.agents"
 GUIDE = "see docs/agents.md"

@@ -70,7 +70,7 @@ def fetch_categories(categories: list[str], raw_dir: Path | str, *, base_url: st
             part.unlink(missing_ok=True)
         manifest["files"][relative] = {
             "url": fetcher.url(relative), "bytes": size, "complete": max_lines is None,
-            "max_lines": max_lines, "fetched": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+            "max_lines": max_lines, "fetched": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
         write_atomic(raw_dir / FETCH_MANIFEST, json_bytes(manifest))
         log(f"{relative}: {size:,} bytes")
     return manifest

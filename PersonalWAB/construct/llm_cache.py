@@ -51,7 +51,7 @@ class Request:
     messages: tuple[dict[str, str], ...]
     max_tokens: int
 
-    def then(self, answer: str, follow_up: str) -> "Request":
+    def then(self, answer: str, follow_up: str) -> Request:
         """The same conversation continued: the model's answer, then a new user message."""
         turns = ({"role": "assistant", "content": answer}, {"role": "user", "content": follow_up})
         return Request(self.messages + turns, self.max_tokens)
@@ -101,7 +101,7 @@ class CallStats:
             self.cost_usd += answer.cost_usd
         self.price_known = self.price_known and answer.price_known
 
-    def merge(self, other: "CallStats") -> None:
+    def merge(self, other: CallStats) -> None:
         for name, value in asdict(other).items():
             if name == "price_known":
                 self.price_known = self.price_known and value

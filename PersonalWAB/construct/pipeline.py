@@ -283,7 +283,7 @@ def _run_step(ctx: Context, step: Step) -> None:
     write_atomic(ctx.config.work_dir / f"{step.name}.json", data)
     ctx.remember(step.name, output)
     record: dict[str, Any] = {"fingerprint": current, "output_sha256": hashlib.sha256(data).hexdigest(),
-                              "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                              "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                               "seconds": round(time.perf_counter() - started, 2)}
     if step.name in ctx.llm_stats:
         record["llm"] = ctx.llm_stats[step.name].as_dict()
@@ -355,7 +355,7 @@ def manifest(ctx: Context, files: dict[str, str]) -> dict[str, Any]:
     return {
         "constructed": True,
         "pipeline_version": PIPELINE_VERSION,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "source": source_label(config, raw_synthetic, counts["users"]),
         "raw_dir": str(config.raw_dir),
         "raw_synthetic": raw_synthetic,

@@ -87,7 +87,7 @@ RANK_SYSTEM = (
 
 
 def _date(timestamp_ms: int) -> str:
-    return dt.datetime.fromtimestamp(timestamp_ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d")
+    return dt.datetime.fromtimestamp(timestamp_ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d")
 
 
 def _words(text: str, limit: int) -> str:

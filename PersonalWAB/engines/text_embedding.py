@@ -26,7 +26,8 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 MAX_TOKENS = 512
 DIMENSION = 384

@@ -46,7 +46,8 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Protocol as TypingProtocol
+from collections.abc import Callable
+from typing import Any, Protocol as TypingProtocol
 
 import numpy as np
 

@@ -18,7 +18,8 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.errors import DataError
@@ -163,7 +164,7 @@ def initial_memory(data: BenchmarkData) -> dict[str, dict[str, list[str]]]:
     return entries
 
 
-def llm_initial_memory(data: BenchmarkData, client: "LLMClient", protocol: "Protocol",
+def llm_initial_memory(data: BenchmarkData, client: LLMClient, protocol: Protocol,
                        done: dict[str, dict[str, list[str]]] | None = None, max_concurrency: int = 4,
                        checkpoint: Callable[[dict[str, dict[str, list[str]]]], None] | None = None,
                        progress: Callable[[int], None] | None = None) -> tuple[dict[str, dict[str, list[str]]], list[str]]:

@@ -85,7 +85,7 @@ class Field:
 
 @dataclass(frozen=True)
 class Joined:
-    parts: tuple[Union[Inline, Field], ...]
+    parts: tuple[Inline | Field, ...]
 
 
 Source = Union[Constant, Inline, Joined]

@@ -5,7 +5,6 @@ observation trains and records a tiny model. Neither the release nor its librari
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
 import pytest

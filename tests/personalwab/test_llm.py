@@ -106,9 +106,8 @@ def test_rate_limit_is_retried_honouring_retry_after_and_usage_counts_once(monke
 
 
 def test_persistent_server_error_gives_up_after_max_retries() -> None:
-    with ScriptedLLMServer([ScriptedReply(status=500)]) as server:
-        with pytest.raises(LLMError) as caught:
-            client_for(server, max_retries=2).complete(HELLO)
+    with ScriptedLLMServer([ScriptedReply(status=500)]) as server, pytest.raises(LLMError) as caught:
+        client_for(server, max_retries=2).complete(HELLO)
     assert len(server.requests) == 3
     assert caught.value.status_code == 500
     text = str(caught.value)

@@ -54,7 +54,7 @@ class LoRARequest:
 class FakeLLM:
     """Answers request k, output i with the text `B{k}{i % 2}` (so outputs repeat) plus EOS."""
 
-    instances: list["FakeLLM"] = []
+    instances: list[FakeLLM] = []
 
     def __init__(self, model: str, **options: Any):
         self.model, self.options, self.calls = model, options, []

@@ -16,7 +16,7 @@ class UserSimulator(ABC):
     cost: float = 0.0
 
     @abstractmethod
-    def reset(self, task: dict[str, Any], profile: dict[str, str], protocol: "Protocol") -> str | None:
+    def reset(self, task: dict[str, Any], profile: dict[str, str], protocol: Protocol) -> str | None:
         """Start a new episode. Return None to open with the task's request as the protocol
         writes it, or the user's own opening line (a person at the terminal)."""
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from PersonalWAB.envs.users.base import UserSimulator
 from PersonalWAB.errors import FatalError
