@@ -8,14 +8,14 @@ and GRPO moves the policy toward the parameters that beat their group's mean. Sc
 cached per (instruction, parameter), so a parameter sampled again costs nothing.
 
 The policy is a new LoRA adapter (the SFT/DPO LoRA settings) on the merged SFT model, as in
-the DPO step; the adapter saved in `output_dir` is evaluated by step 7 like DPO's:
+the DPO step; the adapter saved in `--out` is evaluated by step 7 like DPO's:
 `run.py --agent_strategy puma --puma_generate 1 --puma_model_path OUTPUT_DIR`.
 
 Generation inside TRL: `--generation_backend auto` (default) uses vLLM when the `vllm`
 package is installed and a GPU is visible (`--vllm_mode colocate`: in the training process,
 or `server`: a `trl vllm-serve` process), else HF `generate`; `vllm` insists on it and stops
 with a message when it cannot run. Every step's mean Result Acc is printed and appended to
-`output_dir/grpo_log.jsonl`. Runs under `accelerate launch` like the SFT and DPO steps
+`--out`'s `grpo_log.jsonl`. Runs under `accelerate launch` like the SFT and DPO steps
 (`PUMA/scripts/grpo_llama.sh`).
 """
 
@@ -99,7 +99,7 @@ def check_config(config: GRPOStepConfig) -> str:
         raise ValueError(f"--num_generations {config.num_generations}: GRPO compares a group of at least 2")
     if is_adapter_dir(config.model_path):
         raise ValueError(f"--model_path {config.model_path} is a LoRA adapter folder: merge it into its base first "
-                         "(python -m PUMA.merge --adapter_path ... --output_dir ...), then train on the merged model")
+                         "(python -m PUMA.merge --adapter_path ... --out ...), then train on the merged model")
     if not Path(config.data_file).is_file():
         raise ValueError(f"--data_file {config.data_file}: no such file (step 1: PUMA/scripts/pre_sft_param_data.sh)")
     return resolve_generation_backend(config.generation_backend)
