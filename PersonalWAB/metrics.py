@@ -41,6 +41,7 @@ from statistics import fmean, stdev
 from typing import Any, Sequence
 
 from PersonalWAB.data.schema import TASK_TYPES
+from PersonalWAB.schema_types import Record, Statistics
 
 LEVEL = 0.95
 SAME_RESULT = 1e-9  # best Result Acc values closer than this are the same
@@ -55,44 +56,44 @@ def task_score(action_acc: list[float], res_acc: list[float]) -> tuple[float, fl
     return (1.0, max(valid)) if valid else (0.0, 0.0)
 
 
-def is_errored(record: dict[str, Any]) -> bool:
+def is_errored(record: Record) -> bool:
     """A task run that ended in an error (it is run again on resume)."""
     return "error" in record["info"]
 
 
-def has_format_error(record: dict[str, Any]) -> bool:
+def has_format_error(record: Record) -> bool:
     """A task the agent's model ended with unusable replies (tool arguments that are not a JSON
     object, 10 times in a row): scored as it stands, not an error, but worth a look."""
     return "format_error" in record["info"]
 
 
-def count_format_errors(records: list[dict[str, Any]]) -> int:
+def count_format_errors(records: list[Record]) -> int:
     """How many task runs ended on a format error (`has_format_error`)."""
     return sum(has_format_error(record) for record in records)
 
 
-def record_steps(record: dict[str, Any]) -> int:
+def record_steps(record: Record) -> int:
     """Agent model calls of a task run (one usage entry per call)."""
     return len(record["info"]["usage"]["completion_tokens"])
 
 
-def record_cost(record: dict[str, Any]) -> float:
+def record_cost(record: Record) -> float:
     """The agent's cost of a task run (the header's `total cost`, as in the release)."""
     return float(record["info"]["usage"].get("total_price", 0.0))
 
 
-def record_user_cost(record: dict[str, Any]) -> float:
+def record_user_cost(record: Record) -> float:
     """The simulated user's cost of a task run (the header's `total user cost`)."""
     return float(record["info"].get("user_cost") or 0.0)
 
 
-def compute_statistics(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def compute_statistics(records: list[Record]) -> Statistics:
     """Per task type and overall: count, Avg Steps, Function Acc, Result Acc."""
-    groups: dict[str, list[dict[str, Any]]] = {kind: [] for kind in TASK_TYPES}
+    groups: dict[str, list[Record]] = {kind: [] for kind in TASK_TYPES}
     for record in records:
         groups.setdefault(record["info"]["task"]["type"], []).append(record)
     groups["overall"] = list(records)
-    stats: dict[str, dict[str, float]] = {}
+    stats: Statistics = {}
     for name, members in groups.items():
         scores = [task_score(r["action_acc"], r["res_acc"]) for r in members]
         count = len(members)
@@ -105,7 +106,7 @@ def compute_statistics(records: list[dict[str, Any]]) -> dict[str, dict[str, flo
     return stats
 
 
-def count_errors(records: list[dict[str, Any]]) -> dict[str, int]:
+def count_errors(records: list[Record]) -> dict[str, int]:
     """Errored task runs per task type and overall."""
     counts = {"overall": 0}
     for record in records:
@@ -116,12 +117,13 @@ def count_errors(records: list[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def format_statistics_table(stats: dict[str, dict[str, float]], title: str = "",
+def format_statistics_table(stats: Statistics, title: str = "",
                             errors: dict[str, int] | None = None) -> str:
     """The per-type table printed at the end of a run; with `errors` (from `count_errors`)
     an `errored` column marks the rows that include tasks which ended in an error
     (they count as 0/0 until resumed)."""
-    errored = bool(errors and errors.get("overall"))
+    errors = errors or {}
+    errored = bool(errors.get("overall"))
     lines = [title] if title else []
     lines.append(f"{'type':<10} {'tasks':>6} {'Function Acc':>13} {'Result Acc':>11} {'Avg Steps':>10}"
                  + (f" {'errored':>8}" if errored else ""))
@@ -184,7 +186,7 @@ def pass_hat(correct: list[int], trials: int) -> dict[str, float]:
             for j in range(1, trials + 1)}
 
 
-def trial_statistics(records: list[dict[str, Any]], num_trials: int) -> dict[str, Any] | None:
+def trial_statistics(records: list[Record], num_trials: int) -> dict[str, Any] | None:
     """The header's `trials` section for a run of `num_trials` trials (None below 2)."""
     if num_trials < 2 or not records:
         return None
@@ -217,7 +219,7 @@ def interval(trials: dict[str, Any] | None, group: str, key: str) -> tuple[float
     """The 95% interval of a statistic in a `trials` section (None without one)."""
     entry = ((trials or {}).get("results") or {}).get(group) or {}
     values = entry.get(key)
-    return tuple(values["ci95"]) if isinstance(values, dict) else None  # type: ignore[return-value]
+    return tuple(values["ci95"]) if isinstance(values, dict) else None
 
 
 def format_trial_table(trials: dict[str, Any]) -> str:

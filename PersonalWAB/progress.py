@@ -18,12 +18,13 @@ from typing import Any
 from tqdm import tqdm
 
 from PersonalWAB.metrics import has_format_error, is_errored, task_score
+from PersonalWAB.schema_types import Record
 
 
 class RunProgress:
     """A tqdm bar fed with finished task records."""
 
-    def __init__(self, total: int, kept: list[dict[str, Any]]):
+    def __init__(self, total: int, kept: list[Record]):
         self._function = self._result = 0.0
         self._count = self._errors = self._format_errors = 0
         self._bar = tqdm(total=total, initial=len(kept), desc="tasks", unit="task", file=sys.stderr,
@@ -32,7 +33,7 @@ class RunProgress:
             self._count_record(record)
         self._show()
 
-    def _count_record(self, record: dict[str, Any]) -> None:
+    def _count_record(self, record: Record) -> None:
         function, result = task_score(record["action_acc"], record["res_acc"])
         self._function += function
         self._result += result
@@ -49,7 +50,7 @@ class RunProgress:
         return (f"Function Acc {self._function / self._count:.3f}, Result Acc {self._result / self._count:.3f}, "
                 f"errors {self._errors}, format errors {self._format_errors}")
 
-    def update(self, record: dict[str, Any]) -> None:
+    def update(self, record: Record) -> None:
         """One more finished task."""
         self._count_record(record)
         self._show()

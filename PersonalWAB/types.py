@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from PersonalWAB.schema_types import EpisodeNotes
+
 RESPOND = "respond"
 STOP = "stop"
 
@@ -88,7 +90,7 @@ class Episode:
     usage: Usage = field(default_factory=Usage)
     user_cost: float = 0.0
     error: str | None = None  # the task failed (API or program error): resume runs it again
-    notes: dict[str, str] = field(default_factory=dict)  # what went wrong on the model's side, kept in info
+    notes: EpisodeNotes = field(default_factory=EpisodeNotes)  # what went wrong on the model's side, kept in info
 
     @property
     def steps(self) -> int:

@@ -26,6 +26,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.gc_pause import gc_paused
 from PersonalWAB.paths import (CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, UNREADABLE_CACHE, ArtifactPaths,
                              warn_unusable_cache)
+from PersonalWAB.schema_types import Behaviour, Product, Task, UserProfile
 
 try:
     import orjson
@@ -259,10 +260,10 @@ class BenchmarkData:
     """Products, user histories, profiles and instructions of one data directory."""
 
     data_dir: Path
-    products: dict[str, dict[str, Any]]
-    histories: dict[str, list[dict[str, Any]]]
-    profiles: dict[str, dict[str, str]]
-    tasks: dict[str, list[dict[str, Any]]]
+    products: dict[str, Product]
+    histories: dict[str, list[Behaviour]]
+    profiles: dict[str, UserProfile]
+    tasks: dict[str, list[Task]]
     synthetic_manifest: dict[str, Any] | None = None
     construction_manifest: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
@@ -294,18 +295,18 @@ class BenchmarkData:
     def artifacts(self) -> ArtifactPaths:
         return ArtifactPaths.for_data_dir(self.data_dir)
 
-    def split(self, name: str) -> list[dict[str, Any]]:
+    def split(self, name: str) -> list[Task]:
         if name not in self.tasks:
             raise DataError(f"unknown task split {name!r}; expected one of {sorted(self.tasks)}")
         return self.tasks[name]
 
-    def behaviours_before(self, user_id: str, timestamp: int) -> list[dict[str, Any]]:
+    def behaviours_before(self, user_id: str, timestamp: int) -> list[Behaviour]:
         """The user's behaviours strictly before `timestamp`, oldest first."""
         behaviours = self.histories.get(user_id, [])
         cut = bisect.bisect_left(self._history_times.get(user_id, []), timestamp)
         return behaviours[:cut]
 
-    def profile(self, user_id: str) -> dict[str, str]:
+    def profile(self, user_id: str) -> UserProfile:
         try:
             return self.profiles[user_id]
         except KeyError:

@@ -1,38 +1,52 @@
 """The data's vocabulary (task types and the web function that answers each, behaviour
 splits, profile fields) and shape checks for the official data files.
 
-Each check raises DataError naming the file and the key path that is wrong, so a
-truncated download or a hand-edited file is reported precisely instead of failing
-later inside a task.
+The fields each check wants are read from the types of `PersonalWAB.schema_types`. Each
+check raises DataError naming the file and the key path that is wrong, so a truncated
+download or a hand-edited file is reported precisely instead of failing later inside a task.
 """
 
 from __future__ import annotations
 
+import typing
+from types import UnionType
 from typing import Any
 
 from PersonalWAB.errors import DataError
+from PersonalWAB.schema_types import (BEHAVIOUR_SPLITS, TASK_TYPES, Behaviour, Product, Review, Target, Task,
+                                      UserProfile)
 
-TASK_TYPES = ("search", "recommend", "review")
 SEARCH, RECOMMEND, REVIEW = "search_product_by_query", "get_recommendations_by_history", "add_product_review"
 TASK_FUNCTIONS = (SEARCH, RECOMMEND, REVIEW)  # the web function that answers each task type, in TASK_TYPES' order
 FUNCTION_FOR_TASK_TYPE = dict(zip(TASK_TYPES, TASK_FUNCTIONS))  # Function Acc is 1 only for the task's own
 TASK_TYPE_OF_FUNCTION = dict(zip(TASK_FUNCTIONS, TASK_TYPES))
-BEHAVIOUR_SPLITS = ("history", "train", "test")
-PROFILE_FIELDS = (
-    "Gender",
-    "Age",
-    "Occupation",
-    "Price Sensitivity",
-    "Shopping Interest",
-    "Brand Preference",
-    "Diversity Preference",
-    "Interaction Complexity",
-    "Tone and Style",
-    "Item Reference",
-    "Focus Aspect",
-)
+PROFILE_FIELDS = tuple(UserProfile.__annotations__)
 _NUMBER = (int, float)
 _NULL = type(None)
+
+
+def runtime_types(hint: Any) -> tuple[type, ...]:
+    """What `isinstance` accepts for a field annotated `hint`: a float field takes any number
+    (JSON writes 4.0 as 4), a TypedDict or a generic its container, a Literal its values' type."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, UnionType):
+        return tuple(t for arg in typing.get_args(hint) for t in runtime_types(arg))
+    if origin is typing.Literal:
+        return tuple(dict.fromkeys(type(value) for value in typing.get_args(hint)))
+    if hint is None or hint is _NULL:
+        return (_NULL,)
+    if hint is float:
+        return _NUMBER
+    if typing.is_typeddict(hint):
+        return (dict,)
+    return (origin or hint,)
+
+
+def field_types(shape: type, leave_out: tuple[str, ...] = ()) -> dict[str, tuple[type, ...]]:
+    """Each field of the TypedDict `shape` with what `isinstance` accepts for it."""
+    return {key: runtime_types(hint) for key, hint in typing.get_type_hints(shape).items() if key not in leave_out}
+
+
 # Which product fields may be null. The official files (Amazon Reviews 2023 metadata) carry
 # `null` in some of them, e.g. `store` and `main_category`. The release renders a product
 # with `str(field)` for main_category, store, average_rating, rating_number, features,
@@ -41,35 +55,13 @@ _NULL = type(None)
 # accepts it. The release inserts title and parent_asin as they are (`text.replace(...,
 # product['title'])` fails on None), and writes details with `json.dumps` (null would read
 # "null", and the metadata has `{}` for no details): those stay required, with the usual
-# message naming the file and key.
-NULLABLE_PRODUCT_FIELDS = ("main_category", "average_rating", "rating_number", "features", "description",
-                           "store", "categories")
-PRODUCT_FIELDS: dict[str, tuple[type, ...]] = {
-    "main_category": (str, _NULL),
-    "title": (str,),
-    "average_rating": (*_NUMBER, _NULL),
-    "rating_number": (int, _NULL),
-    "features": (list, _NULL),
-    "description": (list, _NULL),
-    "store": (str, _NULL),
-    "categories": (list, _NULL),
-    "details": (dict,),
-    "parent_asin": (str,),
-}
-REVIEW_FIELDS: dict[str, tuple[type, ...]] = {
-    "rating": _NUMBER,
-    "title": (str,),
-    "text": (str,),
-    "parent_asin": (str,),
-    "timestamp": (int,),
-}
-TASK_FIELDS: dict[str, tuple[type, ...]] = {
-    "user_id": (str,),
-    "task": (str,),
-    "type": (str,),
-    "timestamp": (int,),
-    "target": (dict,),
-}
+# message naming the file and key. `price` is checked on its own (a number, null or "None").
+PRODUCT_FIELDS = field_types(Product, leave_out=("price",))
+NULLABLE_PRODUCT_FIELDS = tuple(key for key, allowed in PRODUCT_FIELDS.items() if _NULL in allowed)
+REVIEW_FIELDS = field_types(Review)
+TASK_FIELDS = field_types(Task)
+BEHAVIOUR_KEYS = tuple(Behaviour.__annotations__)
+TARGET_KEYS = tuple(Target.__annotations__)
 
 
 def _type_name(value: Any) -> str:
@@ -120,7 +112,7 @@ def check_history_file(histories: Any, file: str) -> None:
         for i, behaviour in enumerate(behaviours):
             where = f"[{user_id!r}][{i}]"
             expect_type(behaviour, (dict,), file, where)
-            for key in ("product_info", "review", "split"):
+            for key in BEHAVIOUR_KEYS:
                 if key not in behaviour:
                     raise DataError(f"{file}: {where}: missing key {key!r}")
             check_product(behaviour["product_info"], file, f"{where}.product_info")
@@ -143,7 +135,7 @@ def check_instructions_file(instructions: Any, file: str) -> None:
             if task["type"] not in TASK_TYPES:
                 raise DataError(f"{file}: {where}.type: expected one of {TASK_TYPES}, got {task['type']!r}")
             target = task["target"]
-            for key in ("product_info", "review"):
+            for key in TARGET_KEYS:
                 if key not in target:
                     raise DataError(f"{file}: {where}.target: missing key {key!r}")
             check_product(target["product_info"], file, f"{where}.target.product_info")

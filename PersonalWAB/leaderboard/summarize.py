@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, run_track, validate_file
+from PersonalWAB.schema_types import RunArgs
 from PersonalWAB.metrics import interval
 
 GROUPS = (*TASK_TYPES, "overall")
@@ -73,7 +74,7 @@ class Row:
         return (-self.score("overall", "avg_action_acc"), -self.score("overall", "avg_res_acc"), self.name)
 
 
-def method_name(run_args: dict[str, Any], path: Path) -> str:
+def method_name(run_args: RunArgs, path: Path) -> str:
     """A readable method name from the run args (the file name when there are none)."""
     if not run_args:
         return path.stem

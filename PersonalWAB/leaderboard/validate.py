@@ -17,7 +17,8 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeGuard
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.metrics import compute_statistics, count_format_errors, record_cost, trial_statistics
@@ -31,6 +32,7 @@ from PersonalWAB.results import (
     decode_result_file,
     split_result_file,
 )
+from PersonalWAB.schema_types import RunArgs, Task
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 STANDARD, CUSTOM = "standard", "custom"
@@ -124,7 +126,7 @@ def run_track(result: RunFile) -> str:
     return "multi-turn" if _is_number(max_steps) and max_steps > 0 else "single-turn"
 
 
-def protocol_label(run_args: dict[str, Any]) -> tuple[str, list[str]]:
+def protocol_label(run_args: RunArgs) -> tuple[str, list[str]]:
     """("standard" | "custom", reasons). A run is standard when it used the pinned release's
     texts with no departure. A file without `protocol` and without `project_version` was
     written by the release's own run.py: standard. One from an older version of this project
@@ -140,16 +142,16 @@ def protocol_label(run_args: dict[str, Any]) -> tuple[str, list[str]]:
     return (CUSTOM, reasons) if reasons else (STANDARD, [])
 
 
-def is_synthetic(run_args: dict[str, Any]) -> bool:
+def is_synthetic(run_args: RunArgs) -> bool:
     """Files of the original release carry no data_source: they ran on the official data."""
     return str(run_args.get("data_source", "official")) != "official"
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -370,7 +372,7 @@ class _Checker:
             elif task_id < start or (end is not None and task_id >= end):
                 self.add(ERROR, f"task_id {task_id} is outside the run's range {start}-{end}", element, record)
             elif self.split_tasks is not None:
-                self._check_against_split(record, element)
+                self._check_against_split(record, element, self.split_tasks)
             if _is_int(num_trials) and not 0 <= trial < num_trials:
                 self.add(ERROR, f"trial {trial} is outside 0-{num_trials - 1} (run_args.num_trials)", element, record)
             if "error" in record["info"]:
@@ -417,7 +419,7 @@ class _Checker:
             ok = False
         return self._check_info(record, element) and ok
 
-    def _check_info(self, record: dict[str, Any], element: int) -> bool:
+    def _check_info(self, record: Mapping[str, Any], element: int) -> bool:
         info = record["info"]
         if not isinstance(info, dict):
             self.add(ERROR, "info must be an object", element, record)
@@ -443,8 +445,8 @@ class _Checker:
             return False
         return True
 
-    def _check_against_split(self, record: dict[str, Any], element: int) -> None:
-        expected = self.split_tasks[record["task_id"]]
+    def _check_against_split(self, record: Mapping[str, Any], element: int, split_tasks: list[Task]) -> None:
+        expected = split_tasks[record["task_id"]]
         got = record["info"]["task"]
         target = got["target"]
         if isinstance(target, dict):  # tolerate a full target object instead of its ASIN

@@ -27,6 +27,7 @@ from PersonalWAB.leaderboard.summarize import TABLE_CSS, md_cell
 from PersonalWAB.metrics import bootstrap_interval, compute_statistics, count_errors, record_steps, task_score
 from PersonalWAB.reproduce.paper import PaperRow, paper_source
 from PersonalWAB.results import custom_reasons
+from PersonalWAB.schema_types import Header, Record
 
 GROUPS = (*TASK_TYPES, "overall")
 METRICS = (("function", "Function Acc", "avg_action_acc"), ("result", "Result Acc", "avg_res_acc"),
@@ -79,11 +80,11 @@ class Comparison:
     notes: list[str]
 
 
-def compare_row(row: str, path: Path, header: dict[str, Any], records: list[dict[str, Any]],
+def compare_row(row: str, path: Path, header: Header, records: list[Record],
                 paper: PaperRow | None) -> RowComparison:
     """The cells of one result file: the header's means, bootstrap intervals over its tasks."""
     stats = compute_statistics(records)
-    groups: dict[str, list[dict[str, Any]]] = {g: [] for g in GROUPS}
+    groups: dict[str, list[Record]] = {g: [] for g in GROUPS}
     for record in records:
         groups.setdefault(record["info"]["task"]["type"], []).append(record)
         groups["overall"].append(record)
@@ -99,9 +100,9 @@ def compare_row(row: str, path: Path, header: dict[str, Any], records: list[dict
             cells[(group, metric)] = Cell(stats[group][key], low, high,
                                           paper.figure(group, metric) if paper else None)
     tasks = {group: len(members) for group, members in groups.items() if members}
-    record = header["run_args"]["protocol"]
+    protocol = header["run_args"]["protocol"]
     return RowComparison(row, path, paper, tasks, cells, count_errors(records)["overall"],
-                         [] if record["standard"] else custom_reasons(record))
+                         [] if protocol["standard"] else custom_reasons(protocol))
 
 
 def comparison_notes(rows: list[RowComparison], data_source: str, model: str, track_note: str) -> list[str]:

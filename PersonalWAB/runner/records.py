@@ -6,10 +6,15 @@ from __future__ import annotations
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PersonalWAB.results import task_summary
 from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.schema_types import Record, RecordInfo, Task
+
+if TYPE_CHECKING:
+    from PersonalWAB.envs.pwab.env import PWABEnv
+    from PersonalWAB.types import Episode
 
 
 def default_output_path(config: RunConfig, end_index: int) -> Path:
@@ -25,10 +30,10 @@ def default_output_path(config: RunConfig, end_index: int) -> Path:
     return Path(config.log_dir) / track / name
 
 
-def make_record(task_id: int, trial: int, task: dict[str, Any], env: Any, episode: Any) -> dict[str, Any]:
+def make_record(task_id: int, trial: int, task: Task, env: PWABEnv, episode: Episode) -> Record:
     """The result file's record of one task run: its attempts' scores, what the agent did and
     what it cost (`episode`), and the error that ended it, if any."""
-    info: dict[str, Any] = {
+    info: RecordInfo = {
         "task": task_summary(task),
         "actions": [a for a in episode.actions if a["name"] != "respond"],
         "user_cost": episode.user_cost,

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from PersonalWAB.engines.search.common import Render
+from PersonalWAB.schema_types import Product
 
 BACKENDS = ("lucene", "bm25s")
 
@@ -65,7 +66,7 @@ def open_search_engine(backend: str, index_dir: Path | str, contents_of: Callabl
     raise _unknown_backend(backend)
 
 
-def build_index(backend: str, products: dict[str, dict[str, Any]], index_dir: Path, render: Render,
+def build_index(backend: str, products: dict[str, Product], index_dir: Path, render: Render,
                 fingerprint: str, threads: int = 2, products_fingerprint: str = "") -> dict[str, Any]:
     """Build `backend`'s index of `products` (rendered by `render`, whose texts' fingerprint is
     `fingerprint`; the products' is `products_fingerprint`) into `index_dir`; `threads` are

@@ -23,6 +23,7 @@ from PersonalWAB.engines.search.analyzer import ANALYZER_ID, analyze, lucene_sto
 from PersonalWAB.engines.search.common import (MAX_QUERY_TERMS, Render, check_k, check_query, missing_index,
                                                record_contents, replace_dir, require_products, scratch_dir,
                                                too_many_terms)
+from PersonalWAB.schema_types import Product
 
 BM25_K1 = 0.9
 BM25_B = 0.4
@@ -57,7 +58,7 @@ def _lucene_bm25_matrix(documents: list[list[str]]) -> tuple[dict[str, Any], dic
     return arrays, vocab
 
 
-def build_bm25s_index(products: dict[str, dict[str, Any]], index_dir: Path, render: Render,
+def build_bm25s_index(products: dict[str, Product], index_dir: Path, render: Render,
                       fingerprint: str, products_fingerprint: str = "") -> dict[str, Any]:
     """Index every product's text `render(product)` for bm25s (Lucene's BM25, k1=0.9, b=0.4)
     beside its ASIN list; `fingerprint` names the texts that rendered it and

@@ -14,13 +14,14 @@ from typing import Any
 
 from PersonalWAB.errors import DataError, ToolArgumentError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR, OFFICIAL_INDEX_DIR, ArtifactPaths
+from PersonalWAB.schema_types import Product
 from PersonalWAB.scratch import remove_stale
 
 # Lucene refuses boolean queries with more clauses than this (one clause per distinct
 # term); the bm25s engine applies the same limit so both backends fail alike.
 MAX_QUERY_TERMS = 1024
 CONTENTS_FILE = "pwab_contents.json"
-Render = Callable[[dict[str, Any]], str]
+Render = Callable[[Product], str]
 
 
 # --------------------------------------------------------------------------- arguments
@@ -66,7 +67,7 @@ def missing_index(index_dir: Path, backend: str, what: str) -> DataError:
     return DataError(f"{index_dir}: {what}. Build it with `{_build_command(index_dir, backend)}`.")
 
 
-def require_products(products: dict[str, dict[str, Any]], index_dir: Path) -> None:
+def require_products(products: dict[str, Product], index_dir: Path) -> None:
     """Refuse to build an empty index, which neither backend could search."""
     if not products:
         raise DataError(f"{index_dir}: no products to index")

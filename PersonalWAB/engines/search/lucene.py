@@ -23,9 +23,10 @@ from PersonalWAB.engines.search.common import (Render, check_k, check_query, mis
 from PersonalWAB.engines.search.jvm import anserini, on_jvm
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import PACKAGE_DIR
+from PersonalWAB.schema_types import Product
 
 
-def _write_json_collection(products: dict[str, dict[str, Any]], folder: Path, files: int, render: Render) -> None:
+def _write_json_collection(products: dict[str, Product], folder: Path, files: int, render: Render) -> None:
     """Write `{"id", "contents"}` lines, split into `files` parts so Anserini's threads share the work."""
     asins = list(products)
     per_file = -(-len(asins) // files)
@@ -82,7 +83,7 @@ def _index_in_child(collection: Path, index: Path, threads: int) -> dict[str, in
     return json.loads(counts_file.read_text(encoding="utf-8"))
 
 
-def build_lucene_index(products: dict[str, dict[str, Any]], index_dir: Path, render: Render,
+def build_lucene_index(products: dict[str, Product], index_dir: Path, render: Render,
                        fingerprint: str, threads: int = 2, products_fingerprint: str = "") -> dict[str, Any]:
     """Index every product's text `render(product)` (id = parent_asin) with Anserini, replacing
     `index_dir` when done; `fingerprint` names the texts that rendered it and

@@ -1,0 +1,177 @@
+"""The shapes of the JSON that crosses module boundaries and is written to disk: the data
+files' product, behaviour, user profile and task, and the result file's header and records.
+
+The checks' key lists (`PersonalWAB.data.schema`, `PersonalWAB.results`) are read from these
+types, so each shape is written once. The types describe; they check nothing at run time
+(`data.schema` does, on loading).
+
+No `from __future__ import annotations` here: it would hide `NotRequired` from the
+`__required_keys__` the key lists are read from.
+"""
+
+from typing import Any, Literal, NotRequired, TypedDict, get_args
+
+TaskType = Literal["search", "recommend", "review"]
+BehaviourSplit = Literal["history", "train", "test"]
+TASK_TYPES: tuple[TaskType, ...] = get_args(TaskType)
+BEHAVIOUR_SPLITS: tuple[BehaviourSplit, ...] = get_args(BehaviourSplit)
+
+
+class Product(TypedDict):
+    """A catalogue entry (Amazon Reviews 2023 metadata, as the release keeps it). Several fields
+    are null in the official files; `price` is a number, null or the text "None"."""
+
+    main_category: str | None
+    title: str
+    average_rating: float | None
+    rating_number: int | None
+    features: list[str] | None
+    description: list[str] | None
+    price: float | str | None
+    store: str | None
+    categories: list[str] | None
+    details: dict[str, Any]
+    parent_asin: str
+
+
+class Review(TypedDict):
+    """What a user wrote about a product, and when (seconds or milliseconds since the epoch, as
+    the files have it)."""
+
+    rating: float
+    title: str
+    text: str
+    parent_asin: str
+    timestamp: int
+
+
+class Target(TypedDict):
+    """A task's answer: the product and the user's own review of it."""
+
+    product_info: Product
+    review: Review
+
+
+class Behaviour(Target):
+    """One purchase with its review in a user's history, and which part of the history it is."""
+
+    split: BehaviourSplit
+
+
+# A user's profile: the eleven fields the instructions were written from (names with spaces, as in the files).
+UserProfile = TypedDict("UserProfile", {
+    "Gender": str,
+    "Age": str,
+    "Occupation": str,
+    "Price Sensitivity": str,
+    "Shopping Interest": str,
+    "Brand Preference": str,
+    "Diversity Preference": str,
+    "Interaction Complexity": str,
+    "Tone and Style": str,
+    "Item Reference": str,
+    "Focus Aspect": str,
+})
+
+
+class Task(TypedDict):
+    """One instruction of `user_instructions.json`: who asks, what, when, and the answer."""
+
+    user_id: str
+    task: str
+    type: TaskType
+    timestamp: int
+    target: Target
+
+
+class TaskSummary(TypedDict):
+    """A record's `info.task`: enough of its task to recognise it in the split."""
+
+    user_id: str
+    task: str
+    type: TaskType
+    timestamp: int
+    target: str  # the target product's parent_asin
+
+
+class EpisodeNotes(TypedDict, total=False):
+    """What went wrong on the agent model's side of a task run, kept in the record's `info`."""
+
+    format_error: str  # replies that were not usable, 10 times in a row
+    interec_update: str  # InteRecAgent's memory update was not a JSON object
+    puma_function: str  # PUMA's model named no web function
+
+
+class RecordInfo(EpisodeNotes):
+    """A record's `info`: the task, the web function calls, and what the run cost."""
+
+    task: TaskSummary
+    actions: list[dict[str, Any]]
+    user_cost: float
+    usage: dict[str, Any]  # `PersonalWAB.types.Usage.to_dict()`
+    leak_guard: NotRequired[list[dict[str, Any]]]  # user messages the leak guard masked
+    error: NotRequired[str]  # the task ended in an error: resume runs it again
+
+
+class Record(TypedDict):
+    """One task run of a result file: the score of each attempt (action/result accuracy),
+    what happened (`info`, `traj`), and which trial it was."""
+
+    task_id: int
+    action_acc: list[float]
+    res_acc: list[float]
+    info: RecordInfo
+    traj: list[dict[str, Any]]
+    trial: int
+
+
+class ProtocolRecord(TypedDict):
+    """`run_args.protocol`: the texts a run used and its departures from the release."""
+
+    texts: str
+    departures: list[str]
+    standard: bool
+
+
+class RunArgs(TypedDict, total=False):
+    """A result file's `run_args`: the run's resolved settings (every field of `RunConfig`) and
+    what the run records beside them. Only the keys read outside the runner are named here;
+    files of older versions lack some, hence no key is required."""
+
+    task_split: str
+    start_index: int
+    end_index: int
+    model: str
+    agent_strategy: str
+    max_steps: int
+    num_trials: int
+    search_backend: str
+    data_dir: str
+    data_source: str
+    data_fingerprint: str
+    project_version: str
+    protocol: ProtocolRecord
+    protocol_texts_digest: str
+    embedding_backend: str
+    user_simulator_note: str
+    cost_note: str
+    agent_settings: dict[str, Any]
+
+
+# Per task type and "overall": total_count, avg_interaction_times, avg_action_acc, avg_res_acc.
+Statistics = dict[str, dict[str, float]]
+
+# The first element of a finished result file (names with spaces, as the release writes them).
+Header = TypedDict("Header", {
+    "run_args": RunArgs,
+    "total cost": float,
+    "results": Statistics,
+    "total user cost": NotRequired[float],
+    "trials": NotRequired[dict[str, Any]],  # the spread across trials (`PersonalWAB.metrics.trial_statistics`)
+})
+
+
+def required_keys(shape: type) -> tuple[str, ...]:
+    """The keys a TypedDict requires, in the order it declares them."""
+    required = shape.__required_keys__  # type: ignore[attr-defined]
+    return tuple(key for key in shape.__annotations__ if key in required)
