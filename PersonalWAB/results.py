@@ -31,7 +31,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Final, cast
 
 import orjson
 
@@ -39,13 +40,14 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.gc_pause import gc_paused
 from PersonalWAB.metrics import compute_statistics, is_errored, record_cost, record_user_cost, trial_statistics
 from PersonalWAB.protocol.spec import RELEASE_SHORT
+from PersonalWAB.schema_types import Header, ProtocolRecord, Record, RunArgs, Task, TaskSummary, required_keys
 from PersonalWAB.scratch import RunLock, atomic_write_text
 
-HEADER_KEYS = ("run_args", "total cost", "results")
-RECORD_KEYS = ("task_id", "action_acc", "res_acc", "info", "traj", "trial")
-TASK_INFO_KEYS = ("user_id", "task", "type", "timestamp", "target")
+HEADER_KEYS = required_keys(Header)
+RECORD_KEYS = required_keys(Record)
+TASK_INFO_KEYS = required_keys(TaskSummary)
 UNFINISHED_KEY = "unfinished"
-TRIALS_KEY = "trials"  # the header's spread across trials (`PersonalWAB.metrics.trial_statistics`)
+TRIALS_KEY: Final = "trials"  # the header's spread across trials (`PersonalWAB.metrics.trial_statistics`)
 # run_args that must be equal for `--resume_from` to keep a file's records: what the
 # tasks are (split, data, range) and everything that changes how a task is solved or
 # scored. A key is compared when both runs recorded it (older files lack the newer keys).
@@ -59,7 +61,7 @@ RESUME_KEYS = (
 TEXTS_KEYS = ("protocol", "protocol_texts_digest")  # compared together: one message names both runs' texts
 
 
-def task_summary(task: dict[str, Any]) -> dict[str, Any]:
+def task_summary(task: Task) -> TaskSummary:
     """What a record says about its task (`info.task`): enough to recognise it in the split."""
     return {
         "user_id": task["user_id"],
@@ -70,16 +72,16 @@ def task_summary(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def custom_reasons(record: dict[str, Any]) -> list[str]:
+def custom_reasons(record: ProtocolRecord) -> list[str]:
     """Why a run's `protocol` record (`run_args.protocol`) makes it custom ([] for a standard run)."""
     texts = [] if record.get("texts") == f"release@{RELEASE_SHORT}" else [f"{record.get('texts')} texts"]
     return texts + list(record.get("departures") or [])
 
 
-def build_header(run_args: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+def build_header(run_args: RunArgs, records: list[Record]) -> Header:
     """The leaderboard header; with `num_trials` >= 2 it adds the spread across trials
     (`trials`, see PersonalWAB.metrics) beside the original fields, which stay as they are."""
-    header = {
+    header: Header = {
         "run_args": run_args,
         "total cost": sum(record_cost(r) for r in records),
         "results": compute_statistics(records),
@@ -109,9 +111,9 @@ class RunFile:
     release hold records alone (both None)."""
 
     path: Path
-    header: dict[str, Any] | None
+    header: Header | None
     checkpoint: dict[str, Any] | None
-    records: list[Any]
+    records: list[Record]
 
     @property
     def first_element(self) -> int:
@@ -119,12 +121,12 @@ class RunFile:
         return 0 if self.header is None and self.checkpoint is None else 1
 
     @property
-    def run_args(self) -> dict[str, Any]:
+    def run_args(self) -> RunArgs:
         """The run's settings; {} when the file records none (or not as an object, which
         `read_run_file` refuses and the leaderboard's validator reports)."""
         first = self.header if self.header is not None else self.checkpoint
         run_args = None if first is None else first.get("run_args")
-        return run_args if isinstance(run_args, dict) else {}
+        return cast(RunArgs, run_args) if isinstance(run_args, dict) else {}
 
 
 def decode_result_file(raw: bytes) -> Any:
@@ -149,7 +151,7 @@ def split_result_file(path: Path, content: list[Any]) -> RunFile:
     if isinstance(first, dict) and "run_args" in first:
         if first.get(UNFINISHED_KEY) is True:
             return RunFile(path, None, first, content[1:])
-        return RunFile(path, first, None, content[1:])
+        return RunFile(path, cast(Header, first), None, content[1:])  # as written: read_run_file checks it
     return RunFile(path, None, None, content)
 
 
@@ -180,7 +182,7 @@ def read_run_file(path: Path | str) -> RunFile:
     return parsed
 
 
-def load_result_file(path: Path | str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+def load_result_file(path: Path | str) -> tuple[Header | None, list[Record]]:
     """Header (None for an unfinished run) and task records of a result file."""
     parsed = read_run_file(path)
     return parsed.header, parsed.records
@@ -191,14 +193,14 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:20] + "..."
 
 
-def _texts_of(run_args: dict[str, Any]) -> tuple[Any, Any]:
+def _texts_of(run_args: Mapping[str, Any]) -> tuple[Any, Any]:
     """The texts a run used: the protocol record's name and the digest of every text (None where
     the file records none: files written before the digest was recorded lack it)."""
     record = run_args.get("protocol")
     return (record.get("texts") if isinstance(record, dict) else record), run_args.get("protocol_texts_digest")
 
 
-def _texts_mismatch(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+def _texts_mismatch(previous: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """`protocol: <texts> in the file, <texts> now` when the runs used other texts, by name or by
     digest (each compared when both runs recorded it)."""
     (old_name, old_digest), (new_name, new_digest) = _texts_of(previous), _texts_of(current)
@@ -213,7 +215,7 @@ def _texts_mismatch(previous: dict[str, Any], current: dict[str, Any]) -> list[s
     return [f"protocol: {label(old_name, old_digest)} in the file, {label(new_name, new_digest)} now"]
 
 
-def resume_mismatches(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+def resume_mismatches(previous: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """`key: file value in the file, this run's value now` for every RESUME_KEYS setting that differs
     (the texts, when they differ, in one entry naming both)."""
     texts = _texts_mismatch(previous, current)
@@ -228,7 +230,7 @@ def _is_score(value: Any) -> bool:
         and 0 <= value <= 1
 
 
-def record_problem(record: dict[str, Any]) -> str | None:
+def record_problem(record: Record) -> str | None:
     """What makes a task record's numbers unusable (None when they are fine): scores that are
     not one finite value in [0, 1] per attempt in both lists, or a cost that is no finite number."""
     action_acc, res_acc = record["action_acc"], record["res_acc"]
@@ -247,9 +249,9 @@ def record_problem(record: dict[str, Any]) -> str | None:
     return None if all(math.isfinite(cost) for cost in costs) else "its cost is not a finite number"
 
 
-def resumable_records(path: Path | str, run_args: dict[str, Any], tasks: list[dict[str, Any]],
+def resumable_records(path: Path | str, run_args: RunArgs, tasks: list[Task],
                       task_ids: set[int], num_trials: int,
-                      allow_headerless: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+                      allow_headerless: bool = False) -> tuple[list[Record], list[str]]:
     """The finished records of `path` that this run keeps, and notes for the log.
 
     Raises DataError (naming the differing settings or the first foreign record) when the
@@ -271,7 +273,7 @@ def resumable_records(path: Path | str, run_args: dict[str, Any], tasks: list[di
         if differing:
             raise DataError(f"{path} belongs to another run ({'; '.join(differing)}): resume it with the "
                             "file's settings, or start a new run without --resume_from")
-    kept: dict[tuple[int, int], dict[str, Any]] = {}
+    kept: dict[tuple[int, int], Record] = {}
     duplicates = 0
     for record in parsed.records:
         task_id, trial = record["task_id"], record["trial"]
@@ -339,11 +341,11 @@ class ResultWriter:
     the records the file on disk holds (None before the first write).
     """
 
-    def __init__(self, path: Path, run_args: dict[str, Any], records: list[dict[str, Any]] | None = None,
+    def __init__(self, path: Path, run_args: RunArgs, records: list[Record] | None = None,
                  flush_interval_s: float = 1.0):
         self.path = Path(path)
         self.run_args = run_args
-        self.records: list[dict[str, Any]] = list(records or [])
+        self.records: list[Record] = list(records or [])
         self.flush_interval_s = flush_interval_s
         self.saved: int | None = None
         self.write_error: CheckpointWriteError | None = None  # the failed write of `save_before_stop`
@@ -423,7 +425,7 @@ class ResultWriter:
             raise CheckpointWriteError(path, exc, self.saved) from exc
         self.saved = len(content) - 1
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: Record) -> None:
         with self._lock:
             self.records.append(record)
             if time.monotonic() - self._last_flush >= self._pause:
@@ -442,7 +444,7 @@ class ResultWriter:
         except CheckpointWriteError as exc:
             self.write_error = exc
 
-    def _checkpoint(self) -> list[dict[str, Any]]:
+    def _checkpoint(self) -> list[Any]:
         return [{"run_args": self.run_args, UNFINISHED_KEY: True}, *self.records]
 
     def _flush_locked(self) -> None:
@@ -455,7 +457,7 @@ class ResultWriter:
         if self.flush_interval_s > 0:
             self._pause = max(self.flush_interval_s, 10 * (self._last_flush - start))
 
-    def finalize(self) -> dict[str, Any]:
+    def finalize(self) -> Header:
         """Write header + records (sorted by trial, task id); return the header."""
         with self._lock:
             self.records.sort(key=lambda r: (r["trial"], r["task_id"]))
