@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal, cast
 
 from PersonalWAB import __version__
 from PersonalWAB.agents.registry import agent_settings
@@ -24,6 +24,14 @@ from PersonalWAB.runner.labels import UNPRICED_NOTE, protocol_record
 from PersonalWAB.runner.pool import finished_records
 from PersonalWAB.runner.records import default_output_path, make_record
 from PersonalWAB.runner.resume import kept_and_left, resumes_in_place
+from PersonalWAB.schema_types import Header, Record, RunArgs, Task
+
+if TYPE_CHECKING:
+    from PersonalWAB.data.loader import BenchmarkData
+    from PersonalWAB.protocol import Protocol
+
+# how the result file is claimed: a derived name made unique, a named file that must not exist, or replaced
+Claim = Literal["unique", "new", "replace"]
 
 
 @dataclass
@@ -34,14 +42,14 @@ class RunPlan:
     claimed the result file, so whoever stops a run knows what was saved and where."""
 
     config: RunConfig
-    data: Any
-    tasks: list[dict[str, Any]]
+    data: BenchmarkData
+    tasks: list[Task]
     jobs: list[tuple[int, int]]
-    kept: list[dict[str, Any]]
-    run_args: dict[str, Any]
+    kept: list[Record]
+    run_args: RunArgs
     output: Path
-    claim: str  # "unique" (a derived name), "new" (--output, must not exist) or "replace"
-    protocol: Any  # the texts the run shows models (`PersonalWAB.protocol.Protocol`)
+    claim: Claim
+    protocol: Protocol  # the texts the run shows models
     end: int  # the task index the run stops before
     writer: ResultWriter | None = None
 
@@ -50,10 +58,10 @@ class RunPlan:
 class RunOutcome:
     """A finished run: its header, where the file is, the wall time of its tasks and all records."""
 
-    header: dict[str, Any]
+    header: Header
     output: Path
     wall_s: float
-    records: list[dict[str, Any]]
+    records: list[Record]
 
 
 class BudgetReached(RuntimeError):
@@ -98,10 +106,11 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     task_ids = list(range(config.start_index, end))
     if config.shuffle:
         random.Random(config.seed).shuffle(task_ids)
-    run_args = {**asdict(config), "data_dir": str(data.data_dir), "data_source": data.source,
+    # RunArgs names only the settings read outside the runner: the rest are RunConfig's fields
+    run_args = cast(RunArgs, {**asdict(config), "data_dir": str(data.data_dir), "data_source": data.source,
                 "data_fingerprint": data.fingerprint, "project_version": __version__,
                 "protocol": protocol_record(protocol, config), "protocol_texts_digest": protocol.texts_digest,
-                "embedding_backend": embedding_backend}
+                "embedding_backend": embedding_backend})
     if config.user_mode == "offline":
         run_args["user_simulator_note"] = OFFLINE_USER_NOTE
     settings = agent_settings(config)
@@ -173,7 +182,7 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
             warm_up()
     first_errors = FirstErrors(log)
 
-    def run_one(trial: int, task_id: int) -> dict[str, Any]:
+    def run_one(trial: int, task_id: int) -> Record:
         user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries)
         env = PWABEnv(engines, config.task_split, user, config.max_steps, protocol=protocol,
                       leak_guard=config.leak_guard, trial=trial)
@@ -221,7 +230,7 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
     return RunOutcome(header, plan.output, time.perf_counter() - start, writer.records)
 
 
-def run(config: RunConfig, log: Callable[[str], None] = log_line) -> tuple[dict[str, Any], Path, float]:
+def run(config: RunConfig, log: Callable[[str], None] = log_line) -> tuple[Header, Path, float]:
     """Run the configured evaluation; return the result header, the file path and wall seconds."""
     outcome = execute(prepare(config, log), log)
     return outcome.header, outcome.output, outcome.wall_s
