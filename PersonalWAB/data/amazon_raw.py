@@ -77,7 +77,7 @@ def locate(raw_dir: Path | str, relative: str) -> Path:
         if candidate.is_file():
             return candidate
     raise DataError(f"{plain}: not found (nor {plain.name}.gz); fetch it with "
-                    f"`python -m PersonalWAB.construct fetch --raw_dir {raw_dir} --categories ...`")
+                    f"`python -m PersonalWAB.construct fetch --out {raw_dir} --categories ...`")
 
 
 @dataclass

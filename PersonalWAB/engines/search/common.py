@@ -58,7 +58,7 @@ def _build_command(index_dir: Path, backend: str) -> str:
             return f"bash scripts/tools/build_search_index.sh --data_dir {data_dir} --backend {backend}"
     return (
         f"bash scripts/tools/build_search_index.sh --data_dir DATA_DIR --backend {backend} "
-        f"--index_dir {index_dir}"
+        f"--out {index_dir}"
     )
 
 
