@@ -27,6 +27,7 @@ from typing import Any, Iterable, Sequence
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR
 from PersonalWAB.protocol.spec import RELEASE_SHORT, TEXTS, Constant, Field, Inline, Joined
+from PersonalWAB.schema_types import Behaviour, Product, Task, UserProfile
 
 # Where a placed pack is found; $PERSONALWAB_PROTOCOL_PACK moves it (the test suite points it
 # at an empty folder so that its subprocesses, too, see the project's texts).
@@ -147,7 +148,7 @@ class Protocol:
         return [self.tool(name) for name in names]
 
     # --- products and observations ---------------------------------------------------------------------------
-    def _product(self, template: str, product: dict[str, Any], num: Any = None) -> str:
+    def _product(self, template: str, product: Product, num: Any = None) -> str:
         values: list[tuple[str, Any]] = [("<CATEGORY>", str(product.get("main_category")))]
         if num is not None:
             values.append(("<Num>", str(num)))
@@ -158,21 +159,21 @@ class Protocol:
                    ("<DETAILS>", json.dumps(product.get("details"))), ("<PARENT_ASIN>", product.get("parent_asin"))]
         return fill_placeholders(self.texts[template], values)
 
-    def product_block(self, product: dict[str, Any]) -> str:
+    def product_block(self, product: Product) -> str:
         """A product as the user simulator and the first observation of a review task show it;
         also the `contents` stored for each product by the search indexes this project builds."""
         return self._product("product", product)
 
-    def recommendation_block(self, product: dict[str, Any], num: int) -> str:
+    def recommendation_block(self, product: Product, num: int) -> str:
         return self._product("recommend.product", product, num)
 
-    def details_block(self, product: dict[str, Any]) -> str:
+    def details_block(self, product: Product) -> str:
         return self._product("details.product", product)
 
     def search_result(self, rank: int, contents: str) -> str:
         return self.fill("search.result", rank=rank, contents=contents)
 
-    def first_observation(self, task: dict[str, Any]) -> str:
+    def first_observation(self, task: Task) -> str:
         """What the agent reads first: the user's request, and for a review the product."""
         text = self.fill("first_observation.request", user_id=task["user_id"], task=task["task"])
         if task["type"] == "review":
@@ -186,7 +187,7 @@ class Protocol:
         return self.fill("env.unknown_action", name=name)
 
     # --- memory ---------------------------------------------------------------------------------------------
-    def behaviour_block(self, behaviour: dict[str, Any], num: int, template: str = "memory.behaviour") -> str:
+    def behaviour_block(self, behaviour: Behaviour, num: int, template: str = "memory.behaviour") -> str:
         """A past purchase with its review, numbered (`relevant` memory ranks these texts)."""
         product, review = behaviour["product_info"], behaviour["review"]
         return fill_placeholders(self.texts[template], [
@@ -199,7 +200,7 @@ class Protocol:
             ("<TEXT>", review.get("text")), ("<TIMESTAMP>", str(review.get("timestamp"))), ("<NUM>", str(num)),
         ])
 
-    def recmind_block(self, behaviour: dict[str, Any], num: int) -> str:
+    def recmind_block(self, behaviour: Behaviour, num: int) -> str:
         product, review = behaviour["product_info"], behaviour["review"]
         return fill_placeholders(self.texts["memory.recmind.behaviour"], [
             ("<TITLE>", product.get("title")), ("<PARENT_ASIN>", product.get("parent_asin")),
@@ -207,7 +208,7 @@ class Protocol:
             ("<TEXT>", review.get("text")), ("<TIMESTAMP>", str(review.get("timestamp"))), ("<NUM>", str(num)),
         ])
 
-    def interecagent_block(self, behaviour: dict[str, Any]) -> str:
+    def interecagent_block(self, behaviour: Behaviour) -> str:
         product, review = behaviour["product_info"], behaviour["review"]
         return fill_placeholders(self.texts["memory.interecagent.behaviour"], [
             ("<TITLE>", product.get("title")), ("<PARENT_ASIN>", product.get("parent_asin")),
@@ -215,7 +216,7 @@ class Protocol:
             ("<TEXT>", review.get("text")),
         ])
 
-    def taskspe_entry(self, behaviour: dict[str, Any], task_type: str, prefix: str = "memory.taskspe") -> str:
+    def taskspe_entry(self, behaviour: Behaviour, task_type: str, prefix: str = "memory.taskspe") -> str:
         """One entry of PUMA's task-specific memory: only the fields the task's function needs."""
         product, review = behaviour["product_info"], behaviour["review"]
         template = self.texts[f"{prefix}.{task_type}"]
@@ -273,7 +274,7 @@ class Protocol:
     def interecagent_update_prompt(self, conversation: str) -> str:
         return self.texts["interecagent.update"].replace("{conversation}", conversation)
 
-    def interecagent_init_prompt(self, behaviours: list[dict[str, Any]]) -> str:
+    def interecagent_init_prompt(self, behaviours: list[Behaviour]) -> str:
         blocks = []
         for behaviour in behaviours:
             product = behaviour["product_info"]
@@ -285,7 +286,7 @@ class Protocol:
         return self.texts["interecagent.init.prompt"].replace("{History}", "".join(blocks))
 
     # --- the LLM user simulator ----------------------------------------------------------------------------------
-    def profile_block(self, profile: dict[str, str]) -> str:
+    def profile_block(self, profile: UserProfile) -> str:
         """The persona: profile fields, with the three levels spelled out as behaviour."""
         def level(kind: str, key: str) -> str:
             descriptions = self.texts[f"user.{kind}"]
@@ -306,7 +307,7 @@ class Protocol:
             ("<FOCUS>", profile.get("Focus Aspect")),
         ])
 
-    def user_prompt(self, task: dict[str, Any], profile: dict[str, str]) -> str:
+    def user_prompt(self, task: Task, profile: UserProfile) -> str:
         profile_text = self.profile_block(profile)
         product = self.product_block(task["target"]["product_info"])
         if task["type"] == "review":
@@ -316,7 +317,7 @@ class Protocol:
         return fill_placeholders(self.texts["user.prompt"], [("<PROFILE>", profile_text), ("<PRODUCT>", product)])
 
     # --- PUMA ------------------------------------------------------------------------------------------------------
-    def puma_product(self, product: dict[str, Any], template: str = "puma.product") -> str:
+    def puma_product(self, product: Product, template: str = "puma.product") -> str:
         return fill_placeholders(self.texts[template], [
             ("<Title>", product.get("title")), ("<Price>", str(product.get("price"))),
             ("<Store>", str(product.get("store"))), ("<Main Category>", str(product.get("main_category")))])
@@ -324,12 +325,12 @@ class Protocol:
     def puma_function_prompt(self, instruction: str) -> str:
         return self.texts["puma.function_prompt"].replace("<Instruction>", instruction)
 
-    def puma_memory(self, behaviours: list[dict[str, Any]], task_type: str) -> str:
+    def puma_memory(self, behaviours: list[Behaviour], task_type: str) -> str:
         """PUMA's task-specific memory text: the entries joined by a bare `|`."""
         return "|".join(self.taskspe_entry(b, task_type, prefix="puma.taskspe") for b in behaviours)
 
     def puma_param_prompt(self, instruction: str, tool: str, memory: str,
-                          product: dict[str, Any] | None = None, *, agent: bool = False) -> str:
+                          product: Product | None = None, *, agent: bool = False) -> str:
         """The parameter prompt: the instruction (with the product under review appended for
         a review task), the memory, the tool name. The release trains with one prompt and its
         agent evaluates with another (`agent=True`: its own template, placeholder and product
