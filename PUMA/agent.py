@@ -32,6 +32,7 @@ from PersonalWAB.types import RESPOND, STOP, Action, Episode
 from PUMA.prompting import (FUNCTION_NEW_TOKENS, MEMORY_TEMPLATE, PARAM_NEW_TOKENS, PUMA_TEMPLATE,
                             OutputRules, cut_to_tokens, parameter_prompt, parse_parameters, prompt_cue,
                             puma_memory_text)
+from PersonalWAB.schema_types import Task
 
 SYSTEM_PROMPT = "PUMA agent: function and parameters from a fine-tuned model (or its generated files)."
 NEEDS_MODEL_PATH = "--puma_generate needs --puma_model_path (a merged model or a LoRA adapter folder)"
@@ -107,7 +108,7 @@ class PumaAgent(Agent):
         self.mem_token_length = mem_token_length
         self.recipe = get_recipe(recipe)
 
-    def choose_function(self, protocol: Protocol, task: dict[str, Any]) -> tuple[str | None, str]:
+    def choose_function(self, protocol: Protocol, task: Task) -> tuple[str | None, str]:
         """(the task function named, the raw output); None when the output names none.
 
         Release recipe: the output must be a function's name exactly, as the release compares
@@ -124,7 +125,7 @@ class PumaAgent(Agent):
             return (raw if raw in TASK_FUNCTIONS else None), raw
         return normalise_function_name(raw), raw
 
-    def live_prompt(self, protocol: Protocol, task: dict[str, Any], function_name: str) -> str:
+    def live_prompt(self, protocol: Protocol, task: Task, function_name: str) -> str:
         """The parameter prompt the live model reads. Release: the agent's own prompt, memory
         formatted for the true task type (the function only names the tool), the word the
         release writes for a user without history. Improved: the training prompt throughout."""
@@ -140,7 +141,7 @@ class PumaAgent(Agent):
         return parameter_prompt(protocol, task["task"], function_name, memory, task["target"]["product_info"],
                                 agent=not training)
 
-    def parameter_output(self, protocol: Protocol, task: dict[str, Any], function_name: str) -> str:
+    def parameter_output(self, protocol: Protocol, task: Task, function_name: str) -> str:
         instruction = task["task"]
         if instruction in self.params:
             return self.params[instruction]
@@ -150,10 +151,10 @@ class PumaAgent(Agent):
         return self.generator.generate(self.live_prompt(protocol, task, function_name),
                                        cue=prompt_cue(protocol.text(template)))
 
-    def decide(self, protocol: Protocol, task: dict[str, Any]) -> Action:
+    def decide(self, protocol: Protocol, task: Task) -> Action:
         return self.decision(protocol, task)[0]
 
-    def decision(self, protocol: Protocol, task: dict[str, Any]) -> tuple[Action, str | None]:
+    def decision(self, protocol: Protocol, task: Task) -> tuple[Action, str | None]:
         """(the action, None) or, for a function output naming no task function, (a message
         carrying that output, scored (0, 0), then the task stops; a note saying why).
 

@@ -43,6 +43,7 @@ from PersonalWAB.settings import setting
 from PUMA.cli import nonempty_split, parse_step
 from PUMA.modeling import write_json
 from PUMA.recipe import RECIPES, Recipe, get_recipe, write_record
+from PersonalWAB.schema_types import Behaviour, Task
 
 RECOMMEND_LIMIT = 30
 
@@ -77,16 +78,16 @@ class DataConfig:
                                         default_text="the release pack when placed, else the project's")
 
 
-def gold_function(task: dict[str, Any]) -> str:
+def gold_function(task: Task) -> str:
     return FUNCTION_FOR_TASK_TYPE[task["type"]]
 
 
-def function_examples(protocol: Protocol, tasks: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
+def function_examples(protocol: Protocol, tasks: list[Task], split: str) -> list[dict[str, Any]]:
     return [{"instruction": t["task"], "type": t["type"], "split": split, "function": gold_function(t),
              "prompt": protocol.puma_function_prompt(t["task"]), "label": gold_function(t)} for t in tasks]
 
 
-def recommend_label(data: BenchmarkData, task: dict[str, Any], distinct: bool = False,
+def recommend_label(data: BenchmarkData, task: Task, distinct: bool = False,
                     limit: int = RECOMMEND_LIMIT) -> str:
     """The user's earlier purchases in the target's main category, oldest first, the last
     `limit` (with `distinct`, the last `limit` distinct ASINs); the target ASIN if none."""
@@ -116,7 +117,7 @@ def llm_query(protocol: Protocol, client: Any, instruction: str, memory: str,
     return text or fallback()
 
 
-def param_label(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], behaviours: list[dict[str, Any]],
+def param_label(protocol: Protocol, data: BenchmarkData, task: Task, behaviours: list[Behaviour],
                 memory: str, split: str, recipe: Recipe, client: Any = None) -> str:
     function = gold_function(task)
     if function == SEARCH:
@@ -131,7 +132,7 @@ def param_label(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], b
     return task["target"]["review"]["text"]
 
 
-def param_examples(protocol: Protocol, data: BenchmarkData, tasks: list[dict[str, Any]], split: str,
+def param_examples(protocol: Protocol, data: BenchmarkData, tasks: list[Task], split: str,
                    tokenizer: Any, mem_token_length: int, memory_length: int, recipe: Recipe | None = None,
                    client: Any = None) -> list[dict[str, Any]]:
     recipe = recipe or get_recipe("release")
@@ -149,7 +150,7 @@ def param_examples(protocol: Protocol, data: BenchmarkData, tasks: list[dict[str
     return examples
 
 
-def latest_purchase_kept(data: BenchmarkData, tasks: list[dict[str, Any]],
+def latest_purchase_kept(data: BenchmarkData, tasks: list[Task],
                          examples: list[dict[str, Any]]) -> tuple[int, int]:
     """(kept, of): of the recommend examples whose user bought something before the task,
     how many still show that user's most recent earlier purchase (its ASIN) in the prompt's
@@ -195,7 +196,7 @@ def prepare_function_data(config: DataConfig, log: Callable[[str], None] = print
     return written
 
 
-def label_requests(config: DataConfig, client: Any, tasks: list[dict[str, Any]],
+def label_requests(config: DataConfig, client: Any, tasks: list[Task],
                    log: Callable[[str], None]) -> Any:
     """The split's search-label requests through `client` (one per search task), said before they start."""
     from PUMA.labels import LabelRequests

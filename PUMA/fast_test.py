@@ -42,6 +42,7 @@ from typing import Any
 from PersonalWAB.engines.search import BACKENDS as SEARCH_BACKENDS
 from PersonalWAB.settings import setting
 from PUMA.recipe import RECIPES
+from PersonalWAB.schema_types import Task
 
 TASK_TYPES = ("search", "recommend", "review")
 _ROW_NAMES = {"search": "Search", "recommend": "Recommend", "review": "Review", "overall": "Overall"}
@@ -95,7 +96,7 @@ def task_result(task_type: str, candidate_scores: list[float]) -> float:
     return score
 
 
-def evaluate(engines: Any, tasks: list[dict[str, Any]], function_outputs: dict[str, Any],
+def evaluate(engines: Any, tasks: list[Task], function_outputs: dict[str, Any],
              param_outputs: dict[str, Any], recipe: str = "release") -> list[dict[str, Any]]:
     """Every task's row: instruction, type, function (the output read), function_acc,
     result_acc and candidate_scores (empty for a wrong function)."""

@@ -31,6 +31,7 @@ from typing import Any, Callable
 from PersonalWAB.engines.search import BACKENDS as SEARCH_BACKENDS
 from PersonalWAB.settings import setting
 from PUMA.lora import LoRATrainingConfig
+from PersonalWAB.schema_types import Task
 
 TASK_TYPES = ("search", "recommend", "review")
 VLLM_MODES = ("colocate", "server")
@@ -112,7 +113,7 @@ class ResultAccReward:
 
     __name__ = "result_acc"  # TRL logs the reward as rewards/result_acc/{mean,std}
 
-    def __init__(self, engines: Any, tasks: list[dict[str, Any]], functions: dict[str, str] | None = None):
+    def __init__(self, engines: Any, tasks: list[Task], functions: dict[str, str] | None = None):
         self.engines = engines
         self.tasks = tasks
         self.functions = functions

@@ -13,6 +13,7 @@ from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS
 from PersonalWAB.memory import most_relevant, newest_first, past_behaviours
 from PersonalWAB.memory.embeddings import MEMORY_TEMPLATE, PUMA_TEMPLATE
 from PersonalWAB.protocol import Protocol
+from PersonalWAB.schema_types import Product, Task
 from PersonalWAB.types import RESPOND, STOP, Action
 
 FUNCTION_NEW_TOKENS = 32  # function predictions (the release's generate_function.sh)
@@ -39,7 +40,7 @@ def cut_to_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> str:
     return tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def puma_behaviours(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], task_type: str, k: int,
+def puma_behaviours(protocol: Protocol, data: BenchmarkData, task: Task, task_type: str, k: int,
                     relevance_text: str = PUMA_TEMPLATE) -> list[dict[str, Any]]:
     """PUMA's task-specific memory before rendering: the `k` past behaviours whose
     `relevance_text` is closest to the instruction, best first; for a recommendation newest
@@ -48,7 +49,7 @@ def puma_behaviours(protocol: Protocol, data: BenchmarkData, task: dict[str, Any
     return newest_first(chosen) if task_type == "recommend" else chosen
 
 
-def puma_memory_text(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], task_type: str, k: int,
+def puma_memory_text(protocol: Protocol, data: BenchmarkData, task: Task, task_type: str, k: int,
                      tokenizer: Any = None, mem_token_length: int | None = None,
                      relevance_text: str = PUMA_TEMPLATE) -> str:
     """The task-specific memory of a prompt: entries joined by `|`, cut to `mem_token_length` tokens."""
@@ -57,7 +58,7 @@ def puma_memory_text(protocol: Protocol, data: BenchmarkData, task: dict[str, An
 
 
 def parameter_prompt(protocol: Protocol, instruction: str, function_name: str, memory_text: str,
-                     product: dict[str, Any] | None = None, *, agent: bool = False) -> str:
+                     product: Product | None = None, *, agent: bool = False) -> str:
     """The parameter prompt for `function_name` (the product is shown for a review only);
     `agent=True`: the release agent's evaluation prompt instead of the training prompt."""
     if function_name not in TASK_FUNCTIONS:

@@ -38,6 +38,7 @@ from typing import Any
 from PersonalWAB.engines.search import BACKENDS as SEARCH_BACKENDS
 from PersonalWAB.settings import setting
 from PUMA.recipe import RECIPES, Recipe
+from PersonalWAB.schema_types import Task
 
 
 @dataclass
@@ -108,7 +109,7 @@ def score_jobs(engines: Any, jobs: list[tuple[dict[str, Any], str, str]],
     return scores
 
 
-def tasks_by_instruction(tasks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def tasks_by_instruction(tasks: list[Task]) -> dict[str, dict[str, Any]]:
     """instruction -> the LAST task with it, in the order of each instruction's first task
     (what the release's `all_res[instruction] = cur_res` leaves after its loop over tasks)."""
     by_instruction: dict[str, dict[str, Any]] = {}
@@ -117,7 +118,7 @@ def tasks_by_instruction(tasks: list[dict[str, Any]]) -> dict[str, dict[str, Any
     return by_instruction
 
 
-def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict[str, list[str]],
+def score_candidates(engines: Any, tasks: list[Task], candidates: dict[str, list[str]],
                      functions: dict[str, str] | None = None, recipe: Recipe | str | None = None
                      ) -> dict[str, dict[str, float]]:
     """instruction -> {candidate: score} for the instructions of `tasks` in `candidates`, in
@@ -137,7 +138,7 @@ def score_candidates(engines: Any, tasks: list[dict[str, Any]], candidates: dict
     return scores
 
 
-def scoring_facts(recipe: Recipe | str, tasks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def scoring_facts(recipe: Recipe | str, tasks: list[Task] | None = None) -> dict[str, Any]:
     """How this recipe (or the recipe of this name) scored, for the step's record."""
     from PUMA.recipe import get_recipe
 

@@ -17,6 +17,7 @@ from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply, memory_setting
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.schema import TASK_FUNCTIONS
 from PersonalWAB.envs.pwab.env import PWABEnv
+from PersonalWAB.schema_types import Task
 from PersonalWAB.types import RESPOND, STOP, Action, Episode, kept_on_failure
 
 SINGLE_TURN_CALL_LIMIT = 10
@@ -52,7 +53,7 @@ class FunctionCallingAgent(LLMAgent):
             self._loop(env, task, episode)
         return episode
 
-    def _loop(self, env: PWABEnv, task: dict[str, Any], episode: Episode) -> None:
+    def _loop(self, env: PWABEnv, task: Task, episode: Episode) -> None:
         tools = env.tools_info(self.tool_names)
         for _ in range(env.max_steps if env.max_steps > 0 else SINGLE_TURN_CALL_LIMIT):
             try:

@@ -29,6 +29,7 @@ from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.memory import retrieve_memory, run_random_memory
+from PersonalWAB.schema_types import Behaviour, Product, Task
 from PersonalWAB.types import RESPOND, STOP, Action, Episode
 
 SYSTEM_PROMPT = "Offline heuristic agent: one function call chosen by rules, no language model."
@@ -73,13 +74,13 @@ def choose_function(instruction: str) -> str:
     return SEARCH
 
 
-def usual_store(instruction: str, memory: list[dict[str, Any]]) -> str | None:
+def usual_store(instruction: str, memory: list[Behaviour]) -> str | None:
     """The store the user buys most in the product line closest to the request."""
     words = content_words(instruction)
     if not words or not memory:
         return None
 
-    def overlap(behaviour: dict[str, Any]) -> int:
+    def overlap(behaviour: Behaviour) -> int:
         product = behaviour["product_info"]
         return len(words & content_words(f"{product['title']} {' '.join(product['categories'] or [])}"))
 
@@ -96,20 +97,20 @@ def usual_store(instruction: str, memory: list[dict[str, Any]]) -> str | None:
     return stores.most_common(1)[0][0] if stores else None
 
 
-def search_query(instruction: str, memory: list[dict[str, Any]]) -> str:
+def search_query(instruction: str, memory: list[Behaviour]) -> str:
     store = usual_store(instruction, memory)
     if store and store.lower() not in instruction.lower():
         return f"{instruction} {store}"
     return instruction
 
 
-def recommendation_sequence(memory: list[dict[str, Any]], limit: int = 30) -> list[str]:
+def recommendation_sequence(memory: list[Behaviour], limit: int = 30) -> list[str]:
     ordered = sorted(memory, key=lambda b: b["review"]["timestamp"])
     asins = list(dict.fromkeys(b["product_info"]["parent_asin"] for b in ordered))
     return asins[-limit:]
 
 
-def write_review(product: dict[str, Any], memory: list[dict[str, Any]]) -> str:
+def write_review(product: Product, memory: list[Behaviour]) -> str:
     """A short review of the product, in the user's habitual phrasing when known."""
     feature = (product.get("features") or [""])[0].rstrip(".")
     opening = f"I bought the {product['title']}."
@@ -126,7 +127,7 @@ def write_review(product: dict[str, Any], memory: list[dict[str, Any]]) -> str:
     return " ".join([opening, body, *habitual]).replace("  ", " ").strip()
 
 
-def result_asins(observation: str, products: dict[str, Any]) -> list[str]:
+def result_asins(observation: str, products: dict[str, Product]) -> list[str]:
     """The product of each result in a search/recommend observation (Python's text of a list
     of result texts), as the first catalogue ASIN each result names; [] when it is not a list."""
     try:
@@ -143,7 +144,7 @@ def result_asins(observation: str, products: dict[str, Any]) -> list[str]:
     return found
 
 
-def report(action: Action, observation: str, products: dict[str, Any]) -> str:
+def report(action: Action, observation: str, products: dict[str, Product]) -> str:
     """What the agent tells the user after an attempt, so the user can judge it."""
     if action.name == REVIEW:
         return f'I wrote and posted this review for you: "{action.arguments.get("review", "")}". Is that how you would put it?'
@@ -208,7 +209,7 @@ class HeuristicAgent(Agent):
         self.use_feedback = use_feedback
         self.max_attempts = max_attempts
 
-    def decide(self, env: PWABEnv, task: dict[str, Any]) -> Action:
+    def decide(self, env: PWABEnv, task: Task) -> Action:
         draw = self.random_memory.draw(env.trial, env.task_index) if self.random_memory is not None else None
         memory = retrieve_memory(self.data, task, self.memory_mode, self.memory_length, protocol=env.protocol,
                                  random_draw=draw, seed=self.seed)

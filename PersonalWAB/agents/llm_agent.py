@@ -12,6 +12,7 @@ from PersonalWAB.agents.heuristic import choose_function
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.memory import memory_text
+from PersonalWAB.schema_types import Task
 from PersonalWAB.types import Episode
 
 if TYPE_CHECKING:
@@ -87,12 +88,12 @@ class LLMAgent(Agent):
         self.data = data
         self.memory = memory
 
-    def suggested_function(self, task: dict[str, Any]) -> str:
+    def suggested_function(self, task: Task) -> str:
         """PUMA's function-file choice for the instruction (cue words when absent)."""
         chosen = (self.memory.function_file or {}).get(task["task"])
         return chosen or choose_function(task["task"])
 
-    def memory_for(self, env: PWABEnv, task: dict[str, Any], react: bool = False) -> str | None:
+    def memory_for(self, env: PWABEnv, task: Task, react: bool = False) -> str | None:
         """The memory appended to the system prompt (None: nothing appended)."""
         settings = self.memory
         draw = None
@@ -129,7 +130,7 @@ class LLMAgent(Agent):
         record_extra_call(episode, reply)
         return reply.message.get("content") or ""
 
-    def after_task(self, env: PWABEnv, task: dict[str, Any], episode: Episode) -> None:
+    def after_task(self, env: PWABEnv, task: Task, episode: Episode) -> None:
         """InteRecAgent memory: the model reads the conversation and the user's lists are updated."""
         store = self.memory.interec_store
         if self.memory.mode != "interecagent" or store is None:

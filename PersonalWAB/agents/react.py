@@ -21,6 +21,7 @@ from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.schema import TASK_FUNCTIONS
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.protocol import Protocol
+from PersonalWAB.schema_types import Task
 from PersonalWAB.types import RESPOND, STOP, Action, Episode, kept_on_failure
 
 SINGLE_TURN_CALL_LIMIT = 3
@@ -59,7 +60,7 @@ class ReActAgent(LLMAgent):
             self._loop(env, task, episode)
         return episode
 
-    def _loop(self, env: PWABEnv, task: dict[str, Any], episode: Episode) -> None:
+    def _loop(self, env: PWABEnv, task: Task, episode: Episode) -> None:
         protocol = env.protocol
         for _ in range(env.max_steps if env.max_steps > 0 else SINGLE_TURN_CALL_LIMIT):
             try:
@@ -79,7 +80,7 @@ class ReActAgent(LLMAgent):
             if done:
                 break
 
-    def _reflection(self, protocol: Protocol, task: dict[str, Any], episode: Episode) -> str:
+    def _reflection(self, protocol: Protocol, task: Task, episode: Episode) -> str:
         actions = "".join(f"{m['role']}:{m['content']}\n" for m in episode.traj[1:-1])
         return self.side_call(episode, protocol.reflection_prompt(task["task"], actions, episode.traj[-1]["content"]))
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPE_OF_FUNCTION, TASK_TYPES
 from PersonalWAB.metrics import task_score
+from PersonalWAB.schema_types import Record
 from PersonalWAB.types import RESPOND, STOP
 
 # Short labels for the functions an agent can call (plus the respond pseudo-action).
@@ -28,7 +29,7 @@ def action_label(name: Any) -> str:
     return ACTION_LABELS.get(str(name), OTHER)
 
 
-def action_sequence(record: dict[str, Any]) -> list[str]:
+def action_sequence(record: Record) -> list[str]:
     """The labels of the actions an episode took, in order, respond included.
 
     `info.actions` is authoritative but omits `respond`; the trajectory shows the
@@ -65,7 +66,7 @@ class TransitionMatrix:
         return [[c / sum(row) if sum(row) else 0.0 for c in row] for row in self.counts]
 
 
-def transition_matrices(records: list[dict[str, Any]]) -> dict[str, TransitionMatrix]:
+def transition_matrices(records: list[Record]) -> dict[str, TransitionMatrix]:
     """One matrix per task type, over start -> actions -> end of every episode."""
     pairs: dict[str, dict[tuple[str, str], int]] = {kind: {} for kind in TASK_TYPES}
     for record in records:
@@ -93,7 +94,7 @@ class AttemptRow:
     solved: int  # tasks whose final score was first reached at this attempt (and is above 0)
 
 
-def attempt_profile(records: list[dict[str, Any]]) -> dict[str, list[AttemptRow]]:
+def attempt_profile(records: list[Record]) -> dict[str, list[AttemptRow]]:
     """Per task type: result acc and tasks solved by attempt number (1-based)."""
     profile: dict[str, list[AttemptRow]] = {}
     for kind in TASK_TYPES:
@@ -111,14 +112,14 @@ def attempt_profile(records: list[dict[str, Any]]) -> dict[str, list[AttemptRow]
     return profile
 
 
-def _first_best_attempt(record: dict[str, Any]) -> int | None:
+def _first_best_attempt(record: Record) -> int | None:
     if not is_solved(record):
         return None
     scores = [res if act == 1 else 0.0 for act, res in zip(record["action_acc"], record["res_acc"])]
     return scores.index(max(scores))
 
 
-def is_solved(record: dict[str, Any]) -> bool:
+def is_solved(record: Record) -> bool:
     """Solved: the right function was called and its best result scored above 0."""
     function_acc, res_acc = task_score(record["action_acc"], record["res_acc"])
     return function_acc == 1 and res_acc > 0

@@ -25,6 +25,7 @@ from PersonalWAB.leaderboard.validate import protocol_label
 from PersonalWAB.metrics import (EXACT_SIGN_FLIPS, is_errored, paired_bootstrap_interval, paired_test, record_steps,
                                  task_score)
 from PersonalWAB.results import read_run_file
+from PersonalWAB.schema_types import RunArgs
 
 Key = tuple[Any, Any]  # (task_id, trial)
 METRICS: tuple[tuple[str, Callable[[dict[str, Any]], float]], ...] = (
@@ -51,7 +52,7 @@ class Run:
 
     path: Path
     name: str
-    run_args: dict[str, Any]
+    run_args: RunArgs
     state: str
     records: dict[Key, dict[str, Any]]
     total: int

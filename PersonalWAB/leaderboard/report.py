@@ -29,6 +29,7 @@ from PersonalWAB.leaderboard.summarize import (CUSTOM_NOTE, MULTI_TURN, SYNTHETI
                                                render_html_tables)
 from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport
 from PersonalWAB.metrics import record_steps, task_score
+from PersonalWAB.schema_types import Record, RunArgs
 
 MAX_TEXT = 3000  # characters kept of each message in the task list
 MAX_PROBLEMS = 200  # problems listed on the page (the rest are counted)
@@ -177,7 +178,7 @@ def _message(message: Any) -> list[str]:
     return [role, "\n".join(parts)]
 
 
-def task_entry(record: dict[str, Any], element: int) -> dict[str, Any]:
+def task_entry(record: Record, element: int) -> dict[str, Any]:
     """What the page shows of one record (long texts clipped)."""
     info = record["info"]
     task = info["task"]
@@ -221,7 +222,7 @@ def _validation_section(report: ValidationReport) -> str:
     return f"<h2>Validation</h2>\n<p>{verdict}{flags}</p>\n<ul>{items}{more_item}</ul>"
 
 
-def _run_args_section(run_args: dict[str, Any]) -> str:
+def _run_args_section(run_args: RunArgs) -> str:
     if not run_args:
         return "<p>No run arguments: the file has no header (interrupted run).</p>"
     rows = "".join(f"<tr><td>{html.escape(str(key))}</td><td>{html.escape(json.dumps(value, ensure_ascii=False))}"

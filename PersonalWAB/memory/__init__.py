@@ -33,18 +33,19 @@ from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.schema import TASK_FUNCTIONS, TASK_TYPE_OF_FUNCTION
 from PersonalWAB.protocol import Protocol
+from PersonalWAB.schema_types import Behaviour, Task
 
 MEMORY_MODES = ("none", "last", "random", "relevant", "recmind", "interecagent", "taskspe")
 RELEASE_MEMORY_LENGTH = 10
 REACT_MEMORY_MODES = ("last", "relevant", "random")  # the modes the release's ReAct agent renders
 
 
-def past_behaviours(data: BenchmarkData, task: dict[str, Any]) -> list[dict[str, Any]]:
+def past_behaviours(data: BenchmarkData, task: Task) -> list[dict[str, Any]]:
     """The user's behaviours strictly before the task, oldest first."""
     return data.behaviours_before(task["user_id"], task["timestamp"])
 
 
-def newest_first(behaviours: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def newest_first(behaviours: list[Behaviour]) -> list[dict[str, Any]]:
     """Most recent first; equal timestamps keep their order (a stable sort, as the release's)."""
     return sorted(behaviours, key=lambda b: b["review"]["timestamp"], reverse=True)
 
@@ -55,7 +56,7 @@ class ReleaseRandomMemory:
     order (trials in turn, tasks in index order). Precomputed, so concurrency cannot
     change which task gets which draw."""
 
-    def __init__(self, data: BenchmarkData, tasks: list[dict[str, Any]], jobs: Iterable[tuple[int, int]],
+    def __init__(self, data: BenchmarkData, tasks: list[Task], jobs: Iterable[tuple[int, int]],
                  length: int, seed: int):
         rng = random.Random(seed)
         self._draws: dict[tuple[int, int], list[dict[str, Any]]] = {}
@@ -79,7 +80,7 @@ def run_random_memory(data: BenchmarkData, config: Any) -> ReleaseRandomMemory |
     return ReleaseRandomMemory(data, tasks, order, config.memory_length, config.seed)
 
 
-def most_relevant(data: BenchmarkData, task: dict[str, Any], past: list[dict[str, Any]], length: int,
+def most_relevant(data: BenchmarkData, task: Task, past: list[Behaviour], length: int,
                   protocol: Protocol, template: str = "memory.behaviour") -> list[dict[str, Any]]:
     """The `length` behaviours of `past` (a prefix of the user's history) whose `template`
     text is closest to the instruction, best first; equal scores keep the older behaviour first."""
@@ -92,7 +93,7 @@ def most_relevant(data: BenchmarkData, task: dict[str, Any], past: list[dict[str
     return [past[i] for i in order]
 
 
-def retrieve_memory(data: BenchmarkData, task: dict[str, Any], mode: str, length: int, *,
+def retrieve_memory(data: BenchmarkData, task: Task, mode: str, length: int, *,
                     protocol: Protocol | None = None, random_draw: list[dict[str, Any]] | None = None,
                     seed: int = 0, task_type: str | None = None) -> list[dict[str, Any]]:
     """Up to `length` of the user's behaviours before the task, in the mode's order.
@@ -121,7 +122,7 @@ def retrieve_memory(data: BenchmarkData, task: dict[str, Any], mode: str, length
     return chosen
 
 
-def memory_text(protocol: Protocol, data: BenchmarkData, task: dict[str, Any], mode: str, length: int, *,
+def memory_text(protocol: Protocol, data: BenchmarkData, task: Task, mode: str, length: int, *,
                 react: bool = False, random_draw: list[dict[str, Any]] | None = None, seed: int = 0,
                 preferences: dict[str, list[str]] | None = None, tool_name: str | None = None) -> str | None:
     """The memory appended to an agent's system prompt, or None when nothing is appended.

@@ -55,6 +55,7 @@ from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.engines.text_embedding import DIMENSION, read_vector_cache
 from PersonalWAB.paths import UNREADABLE_CACHE, warn_unusable_cache
 from PersonalWAB.protocol import Protocol
+from PersonalWAB.schema_types import Behaviour, Task
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 CHUNK = 256  # texts per encode call: several batches, with a progress update between them
@@ -131,7 +132,7 @@ class TextStore:
         return keys, vectors
 
 
-def behaviour_texts(protocol: Protocol, behaviours: list[dict[str, Any]],
+def behaviour_texts(protocol: Protocol, behaviours: list[Behaviour],
                     template: str = MEMORY_TEMPLATE) -> list[str]:
     """The texts `relevant` memory ranks: each behaviour's memory block, numbered by position."""
     return [protocol.behaviour_block(b, i, template) for i, b in enumerate(behaviours)]
@@ -412,7 +413,7 @@ def build_behaviour_embeddings(data: BenchmarkData, protocol: Protocol, *, force
     return shared_behaviour_embeddings(data, protocol, template).ensure(force=force, log=log)
 
 
-def reference_agreement(data: BenchmarkData, protocol: Protocol, tasks: list[dict[str, Any]], length: int,
+def reference_agreement(data: BenchmarkData, protocol: Protocol, tasks: list[Task], length: int,
                         reference: Encoder) -> dict[str, Any]:
     """How the cached path's `relevant` memory compares, task by task, with a reference
     encoding of each text on its own (no batch, no padding, no store): whether the top

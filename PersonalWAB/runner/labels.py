@@ -9,6 +9,7 @@ from PersonalWAB.agents.registry import builtin
 from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
 from PersonalWAB.results import custom_reasons
 from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.schema_types import RunArgs
 
 SYNTHETIC_NOTE = "synthetic data: these numbers are not comparable to the paper's"
 OTHER_DATA_NOTE = ("{source} data, not the official benchmark: these numbers compare only with runs on the same "
@@ -47,7 +48,7 @@ def protocol_record(protocol: Any, config: RunConfig) -> dict[str, Any]:
             "standard": protocol.is_pinned_release and not departures}
 
 
-def result_notes(run_args: dict[str, Any]) -> list[str]:
+def result_notes(run_args: RunArgs) -> list[str]:
     """What a reader of a finished run's numbers must know: data other than the official
     benchmark, and a custom run's reasons."""
     source = run_args["data_source"]

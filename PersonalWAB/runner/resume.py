@@ -11,6 +11,7 @@ from typing import Any
 
 from PersonalWAB.results import resumable_records
 from PersonalWAB.runner.config import RunConfig, is_switch
+from PersonalWAB.schema_types import Record, RunArgs, Task
 
 # settings the resume command replaces (the file it resumes has the run's settings by then)
 NOT_REPEATED = ("resume_from", "output", "overwrite", "resume_headerless")
@@ -21,11 +22,11 @@ def resumes_in_place(config: RunConfig, target: Path) -> bool:
     return bool(config.resume_from) and target.resolve() == Path(config.resume_from).resolve()
 
 
-def kept_and_left(config: RunConfig, run_args: dict[str, Any], tasks: list[dict[str, Any]], task_ids: list[int],
+def kept_and_left(config: RunConfig, run_args: RunArgs, tasks: list[Task], task_ids: list[int],
                   log: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
     """The records kept from `--resume_from` (none without it) and the (trial, task id) jobs
     left to run, in the run's order."""
-    kept: list[dict[str, Any]] = []
+    kept: list[Record] = []
     if config.resume_from:
         kept, notes = resumable_records(config.resume_from, run_args, tasks, set(task_ids), config.num_trials,
                                         allow_headerless=config.resume_headerless)

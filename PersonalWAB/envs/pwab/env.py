@@ -28,6 +28,7 @@ from PersonalWAB.envs.pwab.scoring import score_attempt
 from PersonalWAB.envs.users.base import UserSimulator
 from PersonalWAB.errors import EngineError
 from PersonalWAB.protocol import Protocol, load_protocol
+from PersonalWAB.schema_types import Task
 from PersonalWAB.types import RESPOND, STOP, Action, Attempt
 
 
@@ -64,7 +65,7 @@ class PWABEnv:
         self.leak_guard = leak_guard
         self.trial = trial
         self.functions_info = self.protocol.tools(WEB_FUNCTIONS)
-        self.task: dict[str, Any] | None = None
+        self.task: Task | None = None
         self.task_index: int | None = None
         self.attempts: list[Attempt] = []
         self.steps = 0

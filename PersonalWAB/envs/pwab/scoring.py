@@ -17,6 +17,7 @@ from typing import Any
 
 from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 from PersonalWAB.engines.text_embedding import TextEmbedder
+from PersonalWAB.schema_types import Task
 from PersonalWAB.types import Attempt
 
 
@@ -39,7 +40,7 @@ def review_score(embedder: TextEmbedder, review: str, target_review: str) -> flo
     return min(1.0, max(0.0, review_similarity(embedder, review, target_review)))
 
 
-def score_attempt(task: dict[str, Any], function_name: str, value: Any, failed: bool,
+def score_attempt(task: Task, function_name: str, value: Any, failed: bool,
                   embedder: TextEmbedder) -> Attempt:
     """Score what an action function returned; a failed call scores (0, 0)."""
     if failed:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
+from PersonalWAB.schema_types import Task, UserProfile
 
 if TYPE_CHECKING:
     from PersonalWAB.protocol import Protocol
@@ -16,7 +17,7 @@ class UserSimulator(ABC):
     cost: float = 0.0
 
     @abstractmethod
-    def reset(self, task: dict[str, Any], profile: dict[str, str], protocol: Protocol) -> str | None:
+    def reset(self, task: Task, profile: UserProfile, protocol: Protocol) -> str | None:
         """Start a new episode. Return None to open with the task's request as the protocol
         writes it, or the user's own opening line (a person at the terminal)."""
 

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 from PersonalWAB.envs.users.base import UserSimulator
 from PersonalWAB.errors import FatalError
 from PersonalWAB.protocol import Protocol
+from PersonalWAB.schema_types import Task, UserProfile
 
 PROMPT = "YOU> "
 RULE = "-" * 72
@@ -32,7 +33,7 @@ class HumanUser(UserSimulator):
     def _print(self, text: str = "") -> None:
         print(text, file=self.out, flush=True)
 
-    def reset(self, task: dict[str, Any], profile: dict[str, str], protocol: Protocol) -> None:
+    def reset(self, task: Task, profile: UserProfile, protocol: Protocol) -> None:
         self._print(RULE)
         self._print(f"You play user {task['user_id']} ({task['type']} task).")
         self._print("Your profile: " + "; ".join(f"{k}: {v}" for k, v in profile.items()))

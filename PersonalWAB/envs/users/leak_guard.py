@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from PersonalWAB.schema_types import Task
 
 MASK = "[masked]"
 MIN_SPAN = 8
@@ -58,7 +59,7 @@ def copied_spans(message: str, review: str, min_span: int = MIN_SPAN) -> list[tu
     return spans
 
 
-def guard_message(message: str, task: dict[str, Any]) -> GuardResult:
+def guard_message(message: str, task: Task) -> GuardResult:
     """Mask the target ASIN and copied review spans in a user message."""
     target = task.get("target") or {}
     asin = str((target.get("product_info") or {}).get("parent_asin") or "")

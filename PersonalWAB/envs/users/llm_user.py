@@ -12,6 +12,7 @@ from typing import Any
 
 from PersonalWAB.envs.users.base import UserSimulator
 from PersonalWAB.protocol import Protocol
+from PersonalWAB.schema_types import Task, UserProfile
 
 TEMPERATURE = 1.0
 MAX_TOKENS = 150
@@ -25,7 +26,7 @@ class LLMUser(UserSimulator):
         self.messages: list[dict[str, Any]] = []
         self.cost = 0.0
 
-    def reset(self, task: dict[str, Any], profile: dict[str, str], protocol: Protocol) -> None:
+    def reset(self, task: Task, profile: UserProfile, protocol: Protocol) -> None:
         self.messages = [
             {"role": "system", "content": protocol.user_prompt(task, profile)},
             {"role": "user", "content": protocol.text("user.greeting")},

@@ -26,6 +26,7 @@ from typing import Any
 from PersonalWAB.data.product_text import price_value
 from PersonalWAB.envs.users.base import UserSimulator
 from PersonalWAB.protocol import Protocol
+from PersonalWAB.schema_types import Product, Task, UserProfile
 
 NOTE = ("offline rule-based user simulator (no model): results are not comparable to runs with the "
         "LLM user simulator (--user_mode naive)")
@@ -62,7 +63,7 @@ def price_band(price: Any) -> str | None:
     return "over $200"
 
 
-def key_features(product: dict[str, Any], limit: int = 3) -> list[str]:
+def key_features(product: Product, limit: int = 3) -> list[str]:
     """Short feature phrases: the lead-in of each feature line ("MEMORY RECALL — ..." -> "memory recall")."""
     phrases = []
     for feature in product.get("features") or []:
@@ -74,7 +75,7 @@ def key_features(product: dict[str, Any], limit: int = 3) -> list[str]:
     return phrases
 
 
-def product_kind(product: dict[str, Any]) -> str:
+def product_kind(product: Product) -> str:
     categories = product.get("categories") or []
     return str(categories[-1] if categories else product.get("main_category") or "product")
 
@@ -84,7 +85,7 @@ class OfflineUser(UserSimulator):
         self.seed = seed
         self.cost = 0.0
 
-    def reset(self, task: dict[str, Any], profile: dict[str, str], protocol: Protocol) -> None:
+    def reset(self, task: Task, profile: UserProfile, protocol: Protocol) -> None:
         self.task = task
         self.profile = profile
         self.product = task["target"]["product_info"]
