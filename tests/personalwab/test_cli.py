@@ -51,3 +51,29 @@ def test_pwab_run_help_is_run_py_help():
     assert own.stdout.split("options:")[1] == script.stdout.split("options:")[1]
     flags = [entry for entry in own.stdout.split("options:")[1].split("\n  --")[1:]]
     assert len(flags) > 30 and all("(default:" in " ".join(entry.split()) for entry in flags)
+
+
+def commands_with_settings() -> list[list[str]]:
+    """`pwab` command lines that end in a command of their own (each subcommand of data,
+    construct and leaderboard, and build)."""
+    import importlib
+
+    lines = [["build"]]
+    for name in ("data", "construct", "leaderboard"):
+        table = importlib.import_module(COMMANDS[name][0].partition(":")[0]).COMMANDS
+        lines += [[name, sub] for sub in table]
+    return lines
+
+
+@pytest.mark.parametrize("argv", commands_with_settings(), ids=" ".join)
+def test_every_flag_of_the_data_build_construct_and_leaderboard_commands_has_help(argv, monkeypatch, capsys):
+    import PersonalWAB.settings as settings
+
+    parsers = []
+    build_parser = settings.build_parser
+    monkeypatch.setattr(settings, "build_parser", lambda *a, **k: parsers.append(build_parser(*a, **k)) or parsers[-1])
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    with pytest.raises(SystemExit):
+        pwab([*argv, "--help"])
+    assert len(parsers) == 1 and settings.help_problems(parsers[0]) == []
+    assert "--config FILE.yaml" in capsys.readouterr().out
