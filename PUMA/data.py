@@ -32,7 +32,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PersonalWAB.agents.heuristic import search_query
 from PUMA.prompting import cut_to_tokens, parameter_prompt, puma_behaviours

@@ -43,7 +43,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PersonalWAB.settings import setting
 from PUMA.modeling import DTYPES

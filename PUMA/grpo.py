@@ -26,7 +26,8 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PersonalWAB.engines.search import BACKENDS as SEARCH_BACKENDS
 from PersonalWAB.settings import setting

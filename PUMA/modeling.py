@@ -11,7 +11,8 @@ import urllib.request
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 # One request to the hub, answered or not within this time, says whether a hub id can be loaded
 # (the hub's client retries an unreachable host for about 50 s before it says anything).

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import math
 from statistics import fmean, stdev
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.schema_types import Record, Statistics

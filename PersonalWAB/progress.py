@@ -59,7 +59,7 @@ class RunProgress:
     def close(self) -> None:
         self._bar.close()
 
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         return self
 
     def __exit__(self, *exc: Any) -> None:

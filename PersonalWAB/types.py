@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from PersonalWAB.schema_types import EpisodeNotes
 

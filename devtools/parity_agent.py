@@ -29,7 +29,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from devtools.parity_compare import Tally, canonical, first_difference, score_verdict
 from devtools.parity_requests import USER_REPLY

@@ -36,7 +36,8 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from devtools import parity_tokenizer
 from devtools.parity_compare import Tally, first_difference, score_verdict
@@ -327,7 +328,7 @@ class GenerateRecorder:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
 
-    def __enter__(self) -> "GenerateRecorder":
+    def __enter__(self) -> GenerateRecorder:
         import transformers
 
         mixin = transformers.GenerationMixin

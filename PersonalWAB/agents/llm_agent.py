@@ -5,7 +5,8 @@ InteRecAgent memory update after a task."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from PersonalWAB.agents.base import Agent
 from PersonalWAB.agents.heuristic import choose_function
@@ -36,8 +37,8 @@ class MemorySettings:
     length: int = 10
     seed: int = 2024
     function_file: dict[str, str] | None = None
-    interec_store: "InterecMemoryStore | None" = None
-    random_memory: "ReleaseRandomMemory | None" = None
+    interec_store: InterecMemoryStore | None = None
+    random_memory: ReleaseRandomMemory | None = None
 
 
 def memory_settings(data: BenchmarkData, config: Any) -> MemorySettings:
@@ -57,7 +58,7 @@ def memory_settings(data: BenchmarkData, config: Any) -> MemorySettings:
                           interec_store=store, random_memory=run_random_memory(data, config))
 
 
-def model_client(config: Any) -> "LLMClient":
+def model_client(config: Any) -> LLMClient:
     """The run's model (`--model`, `--api_base`, `--temperature`, `--max_retries`)."""
     from PersonalWAB.llm import LLMClient
 
@@ -65,14 +66,14 @@ def model_client(config: Any) -> "LLMClient":
                      max_retries=config.max_retries)
 
 
-def record_call(episode: Episode, reply: "LLMReply") -> None:
+def record_call(episode: Episode, reply: LLMReply) -> None:
     """A model call that made an agent step: it counts in Avg Steps."""
     episode.usage.add_call(reply.prompt_tokens, reply.completion_tokens, reply.prompt_price, reply.completion_price)
     if not reply.price_known:
         episode.usage.price_unknown = True
 
 
-def record_extra_call(episode: Episode, reply: "LLMReply") -> None:
+def record_extra_call(episode: Episode, reply: LLMReply) -> None:
     """A model call that is not a step (a reply asked again, a reflection, a memory
     update): its cost counts, Avg Steps does not (as in the release)."""
     episode.usage.add_extra(reply.prompt_price + reply.completion_price)
@@ -83,7 +84,7 @@ def record_extra_call(episode: Episode, reply: "LLMReply") -> None:
 class LLMAgent(Agent):
     """Base of the agents that call a language model through `LLMClient`."""
 
-    def __init__(self, client: "LLMClient", data: BenchmarkData, memory: MemorySettings):
+    def __init__(self, client: LLMClient, data: BenchmarkData, memory: MemorySettings):
         self.client = client
         self.data = data
         self.memory = memory
@@ -107,7 +108,7 @@ class LLMAgent(Agent):
                            tool_name=self.suggested_function(task) if settings.mode == "taskspe" else None)
 
     def ask(self, episode: Episode, messages: list[dict[str, Any]], parse: Callable[[dict[str, Any]], Any],
-            **kwargs: Any) -> tuple["LLMReply", Any]:
+            **kwargs: Any) -> tuple[LLMReply, Any]:
         """One agent step's model call: the same request is sent again while `parse`
         rejects the reply, up to ASK_LIMIT tries; raises UnusableReply after that."""
         problem = ""

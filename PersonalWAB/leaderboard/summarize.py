@@ -16,7 +16,8 @@ import html
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, run_track, validate_file

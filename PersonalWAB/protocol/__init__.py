@@ -22,7 +22,8 @@ import re
 import string
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR

@@ -20,7 +20,6 @@ import hashlib
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.summarize import TABLE_CSS, md_cell

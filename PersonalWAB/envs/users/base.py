@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from PersonalWAB.schema_types import Task, UserProfile
 
 if TYPE_CHECKING:

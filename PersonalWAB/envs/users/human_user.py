@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 from PersonalWAB.envs.users.base import UserSimulator
 from PersonalWAB.errors import FatalError

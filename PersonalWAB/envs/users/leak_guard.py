@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 from PersonalWAB.schema_types import Task
 
 MASK = "[masked]"

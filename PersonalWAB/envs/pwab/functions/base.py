@@ -11,7 +11,8 @@ the agent `str()` of that value.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from PersonalWAB.engines.shared import Engines
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
 class ToolContext:
     """What a web function may use: the engines (and through them the data) and the texts."""
 
-    engines: "Engines"
-    protocol: "Protocol"
+    engines: Engines
+    protocol: Protocol
 
     @property
     def products(self) -> dict[str, dict[str, Any]]:
