@@ -35,8 +35,6 @@ CARRIED: tuple[Carried, ...] = (
     Carried("generate_param", "--data_file", "mem_token_length", True,
             "the release recipe cuts each example's memory again at this length, so the prompts would differ from "
             "the ones the model was trained on", lambda recipe, config: recipe.release_generation),
-    Carried("generate_param", "--data_file", "model_path", False,
-            "the data's memory was cut counting that model's tokens", lambda recipe, config: recipe.release_generation),
     Carried("sft", "--param_data", "model_path", False,
             "the data's memory was cut counting that model's tokens, not the trained model's"),
     Carried("dpo", "--data_file", "max_length", True,

@@ -67,10 +67,16 @@ class Recipe:
     repeat_action: bool  # step 7 multi-turn: the decided action every step (the release's agent)
     from_release: tuple[Departure, ...] = field(repr=False)  # the release's bug fixes, then the recipe's own
     steps: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # step -> its settings
+    bug_fixes: int = 0  # how many of `from_release` are release.yaml's bug fixes (the first ones)
 
     def departures(self, step: str | None = None) -> list[str]:
         """This recipe's departures from the release (one step's, or all), as lines."""
         return [d.line() for d in self.from_release if step is None or d.step == step]
+
+    def own_departures(self, step: str | None = None) -> list[str]:
+        """The departures this recipe chose, without the bug fixes every recipe keeps (none for
+        `release`): what makes a run of it differ from the release's."""
+        return [d.line() for d in self.from_release[self.bug_fixes:] if step is None or d.step == step]
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,7 @@ class RecipeBook:
 
 
 CONFIGS = Path(__file__).with_name("configs")
-_SWITCHES = tuple(f.name for f in fields(Recipe) if f.name not in ("name", "from_release", "steps"))
+_SWITCHES = tuple(f.name for f in fields(Recipe) if f.name not in ("name", "from_release", "steps", "bug_fixes"))
 # The top-level keys of each recipe file (<name>.yaml): release.yaml also holds what every recipe shares
 # with the release and the release's bugs every recipe keeps fixed.
 _FILE_KEYS = {"release": {"switches": dict, "steps": dict, "shared_with_release": str, "readings": list,
@@ -174,7 +180,7 @@ def load_recipes(configs: Path = CONFIGS) -> RecipeBook:
     files = {name: _read(configs / f"{name}.yaml", name) for name in RECIPES}
     fixes = files["release"]["bug_fixes"]
     recipes = {name: Recipe(name, **data["switches"], from_release=fixes + data.get("departures", ()),
-                            steps=data["steps"]) for name, data in files.items()}
+                            steps=data["steps"], bug_fixes=len(fixes)) for name, data in files.items()}
     return RecipeBook(recipes, files["release"]["shared_with_release"], files["release"]["readings"])
 
 
