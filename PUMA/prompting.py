@@ -13,7 +13,7 @@ from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS
 from PersonalWAB.memory import most_relevant, newest_first, past_behaviours
 from PersonalWAB.memory.embeddings import MEMORY_TEMPLATE, PUMA_TEMPLATE
 from PersonalWAB.protocol import Protocol
-from PersonalWAB.schema_types import Product, Task
+from PersonalWAB.schema_types import Behaviour, Product, Task
 from PersonalWAB.types import RESPOND, STOP, Action
 
 FUNCTION_NEW_TOKENS = 32  # function predictions (the release's generate_function.sh)
@@ -41,7 +41,7 @@ def cut_to_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> str:
 
 
 def puma_behaviours(protocol: Protocol, data: BenchmarkData, task: Task, task_type: str, k: int,
-                    relevance_text: str = PUMA_TEMPLATE) -> list[dict[str, Any]]:
+                    relevance_text: str = PUMA_TEMPLATE) -> list[Behaviour]:
     """PUMA's task-specific memory before rendering: the `k` past behaviours whose
     `relevance_text` is closest to the instruction, best first; for a recommendation newest
     first, so the latest purchases survive the token cut (as the release's PUMA orders it)."""

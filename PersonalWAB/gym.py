@@ -32,6 +32,7 @@ from typing import Any
 
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.metrics import task_score
+from PersonalWAB.schema_types import Task
 from PersonalWAB.types import RESPOND, STOP, Action
 
 SINGLE_TURN_STEP_LIMIT = 10  # the release's function-calling agent gives up after 10 calls
@@ -81,7 +82,7 @@ class PWABGymEnv:
         self.active = False
 
     @property
-    def task(self) -> dict[str, Any] | None:
+    def task(self) -> Task | None:
         return self.env.task
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

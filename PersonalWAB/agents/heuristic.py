@@ -88,7 +88,8 @@ def usual_store(instruction: str, memory: list[Behaviour]) -> str | None:
     if overlap(closest) == 0:
         return None
     # categories, main_category and store may be null in the official data (None == None, as in the release)
-    line = (closest["product_info"]["categories"] or [])[-1:] or [closest["product_info"]["main_category"]]
+    closest_product = closest["product_info"]
+    line: list[str | None] = (closest_product["categories"] or [])[-1:] or [closest_product["main_category"]]
     same_line = [b for b in memory if (b["product_info"]["categories"] or [])[-1:] == line]
     peers = same_line if len(same_line) > 1 else [
         b for b in memory if b["product_info"]["main_category"] == closest["product_info"]["main_category"]
@@ -161,7 +162,7 @@ def satisfied(reply: str) -> bool:
 
 def feedback_words(replies: list[str]) -> list[str]:
     """What the user asked for, as content words, in the order they were said."""
-    found = []
+    found: list[str] = []
     for reply in replies:
         plain = CONTRACTION.sub(" ", reply.lower().replace("\u2019", "'"))
         found.extend(w for w in WORD.findall(plain)
@@ -174,8 +175,10 @@ def refine_sequence(sequence: list[str], data: BenchmarkData, wanted: list[str])
     wanted_set = set(wanted)
 
     def matches(asin: str) -> int:
-        product = data.products.get(asin) or {}
-        text = f"{product.get('title', '')} {product.get('store') or ''} {' '.join(product.get('categories') or [])}"
+        product = data.products.get(asin)
+        if product is None:
+            return 0
+        text = f"{product['title']} {product['store'] or ''} {' '.join(product['categories'] or [])}"
         return len(wanted_set & content_words(text))
 
     scores = {asin: matches(asin) for asin in sequence}

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.errors import DataError
+from PersonalWAB.schema_types import Behaviour
 
 NEEDS_STORE = ("--agent_memory interecagent needs --interec_memory_file (create one with "
                "scripts/tools/init_interecagent_memory.py)")
@@ -143,7 +144,7 @@ def _merged(current: list[str], new: Iterable[str]) -> list[str]:
     return merged
 
 
-def history_split(data: BenchmarkData, user_id: str) -> list[dict[str, Any]]:
+def history_split(data: BenchmarkData, user_id: str) -> list[Behaviour]:
     """The user's history-split behaviours an initial profile is written from (the newest 200)."""
     return [b for b in data.histories.get(user_id, []) if b.get("split") == "history"][-INIT_HISTORY_LIMIT:]
 

@@ -7,7 +7,6 @@ import shlex
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
 from PersonalWAB.results import resumable_records
 from PersonalWAB.runner.config import RunConfig, is_switch
@@ -23,7 +22,7 @@ def resumes_in_place(config: RunConfig, target: Path) -> bool:
 
 
 def kept_and_left(config: RunConfig, run_args: RunArgs, tasks: list[Task], task_ids: list[int],
-                  log: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+                  log: Callable[[str], None]) -> tuple[list[Record], list[tuple[int, int]]]:
     """The records kept from `--resume_from` (none without it) and the (trial, task id) jobs
     left to run, in the run's order."""
     kept: list[Record] = []

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from PersonalWAB.schema_types import Product
+
 if TYPE_CHECKING:
     from PersonalWAB.engines.shared import Engines
     from PersonalWAB.protocol import Protocol
@@ -27,7 +29,7 @@ class ToolContext:
     protocol: Protocol
 
     @property
-    def products(self) -> dict[str, dict[str, Any]]:
+    def products(self) -> dict[str, Product]:
         return self.engines.data.products
 
 
