@@ -100,7 +100,11 @@ def output_setting(cls: type) -> str:
 
 
 def run_step(main: Callable[[list[str] | None], int | None]) -> int:
-    """`python -m PUMA.<step>`: the step's exit status, bad input in one line (exit 2)."""
+    """`python -m PUMA.<step>`: the step's exit status, bad input in one line (exit 2), the
+    libraries' warnings kept out of its console (`PUMA.quiet`)."""
+    from PUMA.quiet import quiet_libraries
+
+    quiet_libraries()
     return run_command(main, None, STEP_BAD_INPUT)
 
 

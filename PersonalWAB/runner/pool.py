@@ -5,11 +5,12 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+
+from PersonalWAB.schema_types import Record
 
 
-def finished_records(jobs: list[tuple[int, int]], run_one: Callable[[int, int], dict[str, Any]],
-                     workers: int) -> Iterator[dict[str, Any]]:
+def finished_records(jobs: list[tuple[int, int]], run_one: Callable[[int, int], Record],
+                     workers: int) -> Iterator[Record]:
     """Run the jobs on `workers` threads and yield each record as it finishes.
 
     The threads are daemons and the caller only ever waits on a queue, so Ctrl-C (or a
@@ -20,7 +21,7 @@ def finished_records(jobs: list[tuple[int, int]], run_one: Callable[[int, int], 
     pending: queue.Queue[tuple[int, int]] = queue.Queue()
     for job in jobs:
         pending.put(job)
-    done: queue.Queue[tuple[dict[str, Any] | None, BaseException | None]] = queue.Queue()
+    done: queue.Queue[Record | BaseException] = queue.Queue()  # a record, or what a task let through
     stop = threading.Event()
 
     def work() -> None:
@@ -30,18 +31,18 @@ def finished_records(jobs: list[tuple[int, int]], run_one: Callable[[int, int], 
             except queue.Empty:
                 return
             try:
-                done.put((run_one(trial, task_id), None))
+                done.put(run_one(trial, task_id))
             except BaseException as exc:  # handed to the caller, which stops the run
-                done.put((None, exc))
+                done.put(exc)
                 return
 
     for number in range(min(workers, len(jobs))):
         threading.Thread(target=work, name=f"task-worker-{number}", daemon=True).start()
     try:
         for _ in jobs:
-            record, failure = done.get()
-            if failure is not None:
-                raise failure
-            yield record
+            outcome = done.get()
+            if isinstance(outcome, BaseException):
+                raise outcome
+            yield outcome
     finally:
         stop.set()
