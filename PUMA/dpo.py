@@ -156,19 +156,23 @@ def train_dpo(config: DPOStepConfig) -> Path:
     """Train and save the DPO LoRA adapter (and tokenizer) in `output_dir`; returns it."""
     from PUMA.lineage import check_carried
     from PUMA.lora import run_facts, save_adapter
+    from PUMA.modeling import local_files_only
     from PUMA.recipe import check_inputs, get_recipe, write_record
+    from PUMA.train_progress import TrainingProgress
 
     config.check()
     recipe = get_recipe(config.recipe)
     inputs = {"--data_file": config.data_file, "--model_path": config.model_path}
     check_inputs(recipe, inputs)
     notes = check_carried("dpo", recipe, config, inputs)
+    local_files_only(config.model_path, "--model_path")  # a model it cannot load ends here, before the libraries load
     trainer, tokenizer = build_dpo_trainer(config)
+    progress = TrainingProgress.attach(trainer, "dpo")
     result = trainer.train()
     out = save_adapter(trainer, tokenizer, config.output_dir)
     write_record(out, "dpo", recipe, config, inputs, train_loss=result.training_loss,
                  optimizer_steps=trainer.state.global_step, pairs=len(trainer.train_dataset), input_notes=notes,
-                 **run_facts(trainer, config, "dpo"))
+                 loss_history=progress.history, **run_facts(trainer, config, "dpo"))
     return out
 
 

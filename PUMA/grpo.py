@@ -231,6 +231,7 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
 
     from PUMA.modeling import load_causal_lm, load_tokenizer, torch_dtype
     from PUMA.lora import lora_config
+    from PUMA.train_progress import TrainingProgress
 
     backend = check_config(config)
     tokenizer = load_tokenizer(config.model_path, padding_side="left")
@@ -254,6 +255,7 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=Dataset.from_list(examples),
                           processing_class=tokenizer, peft_config=lora_config(config),
                           callbacks=[RewardLog(log_path, log).callback])
+    TrainingProgress.attach(trainer, "grpo", log)
     log(f"GRPO on {len(examples)} parameter prompts ({config.task_types}), {config.num_generations} samples each, "
         f"generation on {backend}")
     return trainer, tokenizer
@@ -276,7 +278,9 @@ def decoding_left_to_the_model() -> dict[str, Any]:
 def train_grpo(config: GRPOStepConfig, log: Callable[[str], None] = print) -> Path:
     """Train and save the GRPO LoRA adapter (and tokenizer) in `output_dir`; returns it."""
     from PUMA.lora import save_adapter
+    from PUMA.modeling import local_files_only
 
+    local_files_only(config.model_path, "--model_path")  # a model it cannot load ends here, before the libraries load
     trainer, tokenizer = build_grpo_trainer(config, log=log)
     trainer.train()
     return save_adapter(trainer, tokenizer, config.output_dir)

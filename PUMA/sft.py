@@ -287,19 +287,23 @@ def train_sft(config: SFTConfig) -> Path:
     """Fine-tune and save the LoRA adapter (and tokenizer) in `output_dir`; returns it."""
     from PUMA.lineage import check_carried
     from PUMA.lora import run_facts, save_adapter
+    from PUMA.modeling import local_files_only
     from PUMA.recipe import check_inputs, get_recipe, write_record
+    from PUMA.train_progress import TrainingProgress
 
     config.check()
     recipe = get_recipe(config.recipe)
     check_inputs(recipe, data_files(config))
     notes = check_carried("sft", recipe, config, data_files(config))
+    local_files_only(config.model_path, "--model_path")  # a model it cannot load ends here, before the libraries load
     trainer, tokenizer = build_sft_trainer(config)
+    progress = TrainingProgress.attach(trainer, "sft")
     result = trainer.train()
     out = save_adapter(trainer, tokenizer, config.output_dir)
     write_record(out, "sft", recipe, config, {**data_files(config), "--model_path": config.model_path},
                  train_loss=result.training_loss, optimizer_steps=trainer.state.global_step,
                  trainable_parameters=sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
-                 input_notes=notes,
+                 input_notes=notes, loss_history=progress.history,
                  **run_facts(trainer, config, "sft"))
     return out
 

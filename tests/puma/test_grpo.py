@@ -4,6 +4,7 @@ checked up front, and a short run on the tiny random Llama logs its mean reward 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -119,4 +120,7 @@ def test_short_grpo_run_logs_the_mean_reward_each_step(tiny_data, tiny_engines, 
     assert [entry["step"] for entry in logged] == [1, 2]
     assert all(0.0 <= entry["rewards/result_acc/mean"] <= 1.0 for entry in logged)
     assert [line.split(":")[0] for line in lines if line.startswith("GRPO step")] == ["GRPO step 1", "GRPO step 2"]
+    loss_lines = [line for line in lines if line.startswith("grpo step")]  # PUMA.train_progress, not a log dict
+    assert [line.split(" (")[0] for line in loss_lines] == ["grpo step 1/2", "grpo step 2/2"]
+    assert all(re.search(r": loss -?\d+\.\d{4}, lr \d\.\d\de[-+]\d\d", line) for line in loss_lines)
     assert reward.requests == 2 * 4  # two steps of 4 completions (2 prompts x 2 samples), all scored by the reward
