@@ -256,6 +256,10 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_step(DataConfig, argv, "python -m PUMA.data", __doc__, "data")
+    if config.kind in ("param", "all"):
+        from PUMA.modeling import local_files_only
+
+        local_files_only(config.model_path, "--model_path")  # a tokenizer it cannot load ends here, before any work
     if config.kind in ("function", "all"):
         prepare_function_data(config)
     if config.kind in ("param", "all"):

@@ -241,7 +241,7 @@ def generate_outputs(config: GenerateConfig, prompts: list[str], log: Callable[[
 
 
 def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) -> Path:
-    from PUMA.modeling import read_json, write_json
+    from PUMA.modeling import local_files_only, read_json, write_json
     from PUMA.lineage import check_carried
     from PUMA.recipe import check_inputs, get_recipe, write_record
 
@@ -256,6 +256,7 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
               "--function_file": config.function_file if release and config.mode == "param" else None}
     check_inputs(recipe, inputs)
     notes = check_carried(f"generate_{config.mode}", recipe, config, inputs, log)
+    local_files_only(config.model_path, "--model_path")  # a model it cannot load ends here, before the data loads
     examples = read_json(config.data_file)
     if config.max_examples > 0:
         examples = examples[:config.max_examples]

@@ -160,13 +160,14 @@ def resolve_dtype(name: str, device: str, gpu_default: str = "bfloat16") -> Any:
 def load_tokenizer(path: str | Path, padding_side: str = "right") -> Any:
     """The tokenizer of a model or adapter folder (an adapter without one uses its base's),
     with a pad token (the EOS token when the model has none, as for Llama-2)."""
-    from transformers import AutoTokenizer
-
     path = str(path)
     source = path
     if is_adapter_dir(path) and not (Path(path) / "tokenizer_config.json").exists():
         source = adapter_base_path(path)
-    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_files_only(source))
+    local_only = local_files_only(source)  # before transformers loads (seconds): a path it cannot use ends now
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = padding_side
@@ -192,10 +193,10 @@ def load_causal_lm(path: str | Path, for_generation: bool = False, dtype: Any = 
     (its base is loaded and the adapter merged in; `merge=False` keeps it beside the base,
     as the release generated, which rounds the same way as the release in half precision).
     For generation the tokenizer pads on the left and the model is in eval mode."""
-    from transformers import AutoModelForCausalLM
-
     path = str(path)
     tokenizer = load_tokenizer(path, padding_side="left" if for_generation else "right")
+    from transformers import AutoModelForCausalLM
+
     if is_adapter_dir(path):
         from peft import PeftModel
 
