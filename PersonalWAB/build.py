@@ -24,6 +24,7 @@ from PersonalWAB.protocol import Protocol, load_protocol
 from PersonalWAB.scratch import atomic_write_text, remove_stale
 from PersonalWAB.settings import parse, resolved, setting
 from PersonalWAB.engines.search import BACKENDS
+from PersonalWAB.schema_types import Task
 
 
 def _index_exists(path: Path) -> bool:
@@ -35,7 +36,7 @@ def review_cache_file(data: BenchmarkData) -> Path:
     return data.artifacts.cache_dir / "review_targets.npz"
 
 
-def cache_review_embeddings(data: BenchmarkData, tasks: list[dict]) -> int:
+def cache_review_embeddings(data: BenchmarkData, tasks: list[Task]) -> int:
     """Embed the real reviews of these review tasks (from the cache when possible);
     returns how many had to be encoded."""
     from PersonalWAB.engines.text_embedding import shared_embedder

@@ -25,10 +25,10 @@ from PersonalWAB.leaderboard.validate import protocol_label
 from PersonalWAB.metrics import (EXACT_SIGN_FLIPS, is_errored, paired_bootstrap_interval, paired_test, record_steps,
                                  task_score)
 from PersonalWAB.results import read_run_file
-from PersonalWAB.schema_types import RunArgs
+from PersonalWAB.schema_types import Record, RunArgs
 
 Key = tuple[Any, Any]  # (task_id, trial)
-METRICS: tuple[tuple[str, Callable[[dict[str, Any]], float]], ...] = (
+METRICS: tuple[tuple[str, Callable[[Record], float]], ...] = (
     ("Function Acc", lambda r: task_score(r["action_acc"], r["res_acc"])[0]),
     ("Result Acc", lambda r: task_score(r["action_acc"], r["res_acc"])[1]),
     ("Avg Steps", lambda r: float(record_steps(r))),
@@ -54,7 +54,7 @@ class Run:
     name: str
     run_args: RunArgs
     state: str
-    records: dict[Key, dict[str, Any]]
+    records: dict[Key, Record]
     total: int
     errored: int
     duplicates: int
@@ -70,7 +70,7 @@ def load_run(path: Path | str) -> Run:
     parsed = read_run_file(path)
     state = ("finished" if parsed.header is not None else
              "unfinished run (checkpoint)" if parsed.checkpoint is not None else "no header")
-    records: dict[Key, dict[str, Any]] = {}
+    records: dict[Key, Record] = {}
     errored = duplicates = 0
     for record in parsed.records:
         key = (record["task_id"], record["trial"])
@@ -139,7 +139,7 @@ class Comparison:
     forced: list[str] = field(default_factory=list)  # incompatibilities compared anyway
 
 
-def _group(name: str, pairs: list[tuple[Key, dict[str, Any], dict[str, Any]]]) -> Group:
+def _group(name: str, pairs: list[tuple[Key, Record, Record]]) -> Group:
     metrics = []
     for label, score in METRICS:
         a = [score(base) for _, base, _ in pairs]
@@ -165,7 +165,7 @@ def compare_runs(baseline: Run, other: Run, force: bool = False) -> Comparison:
                            "(pass --force to compare anyway)")
     keys = sorted(baseline.records.keys() & other.records.keys(), key=_order)
     pairs = [(key, baseline.records[key], other.records[key]) for key in keys]
-    by_type: dict[str, list[tuple[Key, dict[str, Any], dict[str, Any]]]] = {}
+    by_type: dict[str, list[tuple[Key, Record, Record]]] = {}
     for pair in pairs:
         by_type.setdefault(str(pair[1]["info"]["task"]["type"]), []).append(pair)
     names = [*TASK_TYPES, *sorted(set(by_type) - set(TASK_TYPES))]

@@ -206,7 +206,7 @@ def _plots(report: ValidationReport, row: Any) -> str:
     from PersonalWAB.leaderboard.plots import attempts_png, transitions_png, type_bars_png
 
     images = [_img(type_bars_png([row]), "Function and Result Acc per task type")]
-    if row.track == MULTI_TURN:
+    if row.track == MULTI_TURN and report.result is not None:
         records = report.result.records
         images.append(_img(transitions_png(transition_matrices(records), row.name), "action transition matrices"))
         images.append(_img(attempts_png(attempt_profile(records), row.name), "result by attempt number"))
@@ -264,7 +264,7 @@ def render_report(report: ValidationReport, name: str | None = None, comparison:
     parts.append(_validation_section(report))
     if report.result is not None:
         parts.append(_run_args_section(report.result.run_args))
-    if row is not None:
+    if row is not None and report.result is not None:
         first = report.result.first_element
         entries = [task_entry(r, first + i) for i, r in enumerate(report.result.records)]
         parts += ["<h2>Summary</h2>", render_html_tables([row])]
