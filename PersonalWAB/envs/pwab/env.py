@@ -84,18 +84,19 @@ class PWABEnv:
         if not 0 <= task_index < len(self.tasks):
             raise IndexError(f"task index {task_index} out of range for the {self.task_split!r} split "
                              f"({len(self.tasks)} tasks)")
-        self.task = self.tasks[task_index]
+        task = self.tasks[task_index]
+        self.task = task
         self.task_index = task_index
         self.attempts = []
         self.steps = 0
         self.done = False
         self.leak_flags = []
-        observation = self.protocol.first_observation(self.task)
+        observation = self.protocol.first_observation(task)
         if self.user is not None:
-            opening = self.user.reset(self.task, self.data.profile(self.task["user_id"]), self.protocol)
+            opening = self.user.reset(task, self.data.profile(task["user_id"]), self.protocol)
             if opening is not None:
-                observation = self._guard(opening)
-        return observation, {"task": self.task, "task_index": task_index}
+                observation = self._guard(opening, task)
+        return observation, {"task": task, "task_index": task_index}
 
     def step(self, action: Action | dict[str, Any]) -> tuple[str, list[float], bool, dict[str, Any]]:
         if self.task is None or self.done:
@@ -103,21 +104,22 @@ class PWABEnv:
         if isinstance(action, dict):
             action = Action(action.get("name", ""), action.get("arguments", {}))
         self.steps += 1
-        observation, attempt, done = self._dispatch(action)
+        observation, attempt, done = self._dispatch(action, self.task)
         if self.max_steps > 0 and self.steps >= self.max_steps:
             done = True
         self.done = done
         res = [attempt.function_acc, attempt.result_acc] if attempt else [0.0, 0.0]
         return observation, res, done, {"attempt": attempt, "steps": self.steps}
 
-    def _dispatch(self, action: Action) -> tuple[str, Attempt | None, bool]:
+    def _dispatch(self, action: Action, task: Task) -> tuple[str, Attempt | None, bool]:
         if action.name == RESPOND:
             content = action.arguments.get("content", "") if isinstance(action.arguments, dict) else ""
             if self.single_turn:
                 attempt = Attempt(RESPOND, 0.0, 0.0)
                 self.attempts.append(attempt)
                 return self.protocol.text("env.no_user_reply"), attempt, True
-            return self._guard(self.user.reply("" if content is None else str(content))), None, False
+            assert self.user is not None, "a multi-turn episode has a user simulator"
+            return self._guard(self.user.reply("" if content is None else str(content)), task), None, False
         function = WEB_FUNCTIONS.get(action.name)
         if function is None:
             return self.protocol.unknown_action(action.name), None, False
@@ -135,17 +137,17 @@ class PWABEnv:
                 failed, observation = True, self.protocol.error(exc)
         if not function.ends_task:
             return observation, None, action.name == STOP
-        attempt = score_attempt(self.task, action.name, value, failed, self.engines.embedder)
+        attempt = score_attempt(task, action.name, value, failed, self.engines.embedder)
         self.attempts.append(attempt)
         return observation, attempt, self.single_turn
 
-    def _guard(self, message: str) -> str:
+    def _guard(self, message: str, task: Task) -> str:
         """With the leak guard on, mask the target ASIN and copied review spans in a user message."""
         if not self.leak_guard:
             return message
         from PersonalWAB.envs.users.leak_guard import guard_message
 
-        guarded = guard_message(message, self.task)
+        guarded = guard_message(message, task)
         if guarded.flagged:
             self.leak_flags.append({"step": self.steps, "masked": guarded.masked, "message": guarded.text})
         return guarded.text
