@@ -7,7 +7,7 @@ generated output, or a list whose first entry counts) or is generated live with
 the PUMA parameter prompt over the task-specific memory.
 
 The task-specific memory, the parameter prompts and the reading of generated
-parameters are `PUMA.prompting`'s, shared with training and scoring. `--puma_recipe` (`PUMA.recipe`) decides what differs: the release's
+parameters are `PUMA.prompting`'s, shared with training and scoring. `--recipe` (`PUMA.recipe`) decides what differs: the release's
 agent evaluates with its own prompt, formats the memory for the true task type and reads
 outputs with its prefix rules and exact function names, and repeats its action every step
 of a multi-turn episode; the improved recipe evaluates with the training prompt, reads a
@@ -29,6 +29,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.memory import normalise_function_name, past_behaviours
 from PersonalWAB.protocol import Protocol
 from PersonalWAB.types import RESPOND, STOP, Action, Episode
+from PUMA.agent_settings import puma_settings
 from PUMA.prompting import (FUNCTION_NEW_TOKENS, MEMORY_TEMPLATE, PARAM_NEW_TOKENS, PUMA_TEMPLATE,
                             OutputRules, cut_to_tokens, parameter_prompt, parse_parameters, prompt_cue,
                             puma_memory_text)
@@ -205,23 +206,24 @@ class PumaAgent(Agent):
 def build(data: BenchmarkData, config: Any) -> PumaAgent:
     """The `puma` strategy for a run (the registry's factory): outputs read from files, or
     generated live by `--puma_model_path`, whose memory ranking needs its embeddings first."""
+    puma = puma_settings(config)
     generator = None
-    if config.puma_generate:
-        if not config.puma_model_path:
+    if puma.puma_generate:
+        if not puma.puma_model_path:
             raise ValueError(NEEDS_MODEL_PATH)
         from PersonalWAB.memory.embeddings import build_behaviour_embeddings
         from PersonalWAB.protocol import load_protocol
         from PUMA.recipe import get_recipe
 
-        recipe = get_recipe(config.puma_recipe)
+        recipe = get_recipe(puma.recipe)
         # the task-specific memory ranks behaviours by relevance (the improved recipe by training's text)
         template = PUMA_TEMPLATE if recipe.training_prompt_at_eval else MEMORY_TEMPLATE
         build_behaviour_embeddings(data, load_protocol(config.protocol_file), log=None, template=template)
-        generator = LiveGenerator(config.puma_model_path, config.puma_dtype, recipe.gpu_eval_dtype,
+        generator = LiveGenerator(puma.puma_model_path, puma.puma_dtype, recipe.gpu_eval_dtype,
                                   release=recipe.name == "release")
-    return PumaAgent(data, config.puma_function_file, config.puma_param_file, generator,
-                     memory_length=config.memory_length, mem_token_length=config.mem_token_length,
-                     recipe=config.puma_recipe)
+    return PumaAgent(data, puma.puma_function_file, puma.puma_param_file, generator,
+                     memory_length=config.memory_length, mem_token_length=puma.mem_token_length,
+                     recipe=puma.recipe)
 
 
 def check_settings(config: Any) -> str | None:
@@ -230,19 +232,22 @@ def check_settings(config: Any) -> str | None:
     from PUMA.modeling import DTYPES
     from PUMA.recipe import check_inputs, get_recipe
 
-    if config.puma_generate and not config.puma_model_path:
+    puma = puma_settings(config)
+    if puma.puma_generate and not puma.puma_model_path:
         return NEEDS_MODEL_PATH
-    if not config.puma_generate and not (config.puma_function_file and config.puma_param_file):
+    if not puma.puma_generate and not (puma.puma_function_file and puma.puma_param_file):
         return NEEDS_INPUTS
-    if config.puma_dtype not in DTYPES:
-        return f"--puma_dtype {config.puma_dtype}: expected one of {', '.join(DTYPES)}"
+    if puma.mem_token_length < 1:
+        return f"--mem_token_length {puma.mem_token_length}: must be at least 1"
+    if puma.puma_dtype not in DTYPES:
+        return f"--puma_dtype {puma.puma_dtype}: expected one of {', '.join(DTYPES)}"
     try:
-        check_inputs(get_recipe(config.puma_recipe),
-                     {"--puma_function_file": config.puma_function_file,
-                      "--puma_param_file": config.puma_param_file,
-                      "--puma_model_path": config.puma_model_path if config.puma_generate else None})
+        check_inputs(get_recipe(puma.recipe),
+                     {"--puma_function_file": puma.puma_function_file,
+                      "--puma_param_file": puma.puma_param_file,
+                      "--puma_model_path": puma.puma_model_path if puma.puma_generate else None})
     except ValueError as error:
-        return str(error).replace("--recipe", "--puma_recipe").replace("this step runs", "this run uses")
+        return str(error).replace("this step runs", "this run uses")
     return None
 
 
@@ -250,12 +255,13 @@ def recorded_settings(config: Any) -> dict[str, Any]:
     """`run_args.agent_settings`: where the outputs come from and, when generated live, every
     decoding field of the function and parameter generations (greedy, the model folder's
     generation defaults ignored)."""
-    if not config.puma_generate:
+    puma = puma_settings(config)
+    if not puma.puma_generate:
         return {"outputs": "files"}
     from PUMA.modeling import decoding_config, effective_decoding
     from PUMA.recipe import get_recipe
 
-    release = get_recipe(config.puma_recipe).name == "release"
+    release = get_recipe(puma.recipe).name == "release"
     return {"outputs": "generated", "decoding": {
         part: effective_decoding(decoding_config(None, max_new_tokens=tokens, release=release))
         for part, tokens in (("function", FUNCTION_NEW_TOKENS), ("param", PARAM_NEW_TOKENS))}}
@@ -263,8 +269,9 @@ def recorded_settings(config: Any) -> dict[str, Any]:
 
 def departures(config: Any) -> list[str]:
     """How a run's PUMA agent departs from the release's (none under the release recipe)."""
-    if config.puma_recipe == "release":
+    puma = puma_settings(config)
+    if puma.recipe == "release":
         return []
     from PUMA.recipe import get_recipe
 
-    return [f"puma_recipe {config.puma_recipe}: {line}" for line in get_recipe(config.puma_recipe).departures("agent")]
+    return [f"recipe {puma.recipe}: {line}" for line in get_recipe(puma.recipe).departures("agent")]

@@ -104,7 +104,7 @@ def evaluate(engines: Any, tasks: list[Task], function_outputs: dict[str, Any],
     from PUMA.score import score_jobs
 
     rows: list[dict[str, Any]] = []
-    jobs: list[tuple[dict[str, Any], str, str]] = []
+    jobs: list[tuple[Task, str, str]] = []
     where: dict[tuple[int, str], int] = {}  # (task index, candidate) -> job
     for index, task in enumerate(tasks):
         listed = _as_list(_entry(function_outputs, task["task"], "function"))

@@ -64,7 +64,7 @@ def carried_mismatches(step: str, recipe: Recipe, config: Any,
     return found
 
 
-def check_carried(step: str, recipe: Recipe, config: Any, inputs: dict[str, str | None],
+def check_carried(step: str, recipe: Recipe, config: Any, inputs: Mapping[str, str | None],
                   log: Callable[[str], None] = print) -> list[str]:
     """Refuse (ValueError) a difference that changes results; say (through `log`) one that
     only informs. Returns the lines said (for the step's record)."""

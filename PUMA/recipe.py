@@ -218,7 +218,7 @@ def read_record(output: str | Path) -> dict[str, Any] | None:
         return None
 
 
-def check_inputs(recipe: Recipe, inputs: dict[str, str | None]) -> None:
+def check_inputs(recipe: Recipe, inputs: Mapping[str, str | None]) -> None:
     """Refuse an input that a step of the other recipe wrote (inputs without a record, e.g.
     files made by hand or by the release's scripts, are taken as they are)."""
     for flag, path in inputs.items():
@@ -246,7 +246,7 @@ def _plain(settings: Any) -> dict[str, Any]:
 
 
 def write_record(output: str | Path, step: str, recipe: Recipe, settings: Any,
-                 inputs: dict[str, str | None] | None = None, **facts: Any) -> Path:
+                 inputs: Mapping[str, str | None] | None = None, **facts: Any) -> Path:
     """Write the step's record next to `output` (on the main process only under accelerate)."""
     if int(os.environ.get("RANK", "0")) != 0:
         return record_path(output)

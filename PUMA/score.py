@@ -64,7 +64,7 @@ class ScoreConfig:
                                         default_text="the release pack when placed, else the project's")
 
 
-def score_jobs(engines: Any, jobs: list[tuple[dict[str, Any], str, str]],
+def score_jobs(engines: Any, jobs: list[tuple[Task, str, str]],
                recipe: Recipe | str | None = None) -> list[float]:
     """The score of each (task, function, candidate), searches, recommendations and reviews
     each in one batch; the recipe decides how a candidate is read and a review scored (module
@@ -109,10 +109,10 @@ def score_jobs(engines: Any, jobs: list[tuple[dict[str, Any], str, str]],
     return scores
 
 
-def tasks_by_instruction(tasks: list[Task]) -> dict[str, dict[str, Any]]:
+def tasks_by_instruction(tasks: list[Task]) -> dict[str, Task]:
     """instruction -> the LAST task with it, in the order of each instruction's first task
     (what the release's `all_res[instruction] = cur_res` leaves after its loop over tasks)."""
-    by_instruction: dict[str, dict[str, Any]] = {}
+    by_instruction: dict[str, Task] = {}
     for task in tasks:
         by_instruction[task["task"]] = task
     return by_instruction
@@ -162,7 +162,7 @@ def scoring_facts(recipe: Recipe | str, tasks: list[Task] | None = None) -> dict
 
 
 def load_engines(data_dir: str | None, search_backend: str, protocol_file: str | None, task_split: str,
-                 log: Callable[[str], None] = print) -> tuple[Any, Any, list[dict[str, Any]]]:
+                 log: Callable[[str], None] = print) -> tuple[Any, Any, list[Task]]:
     """The benchmark data, its engines (search index and recommender built if missing) and the
     tasks of `task_split`, which is checked to hold tasks before anything is built."""
     from PersonalWAB.build import build_artifacts

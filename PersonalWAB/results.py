@@ -10,7 +10,7 @@ belongs to. Files of older versions (and of the original release) hold the recor
 they still load and resume, with only their tasks checked.
 
 `--resume_from` keeps a file's finished records only when the file belongs to
-the run being resumed: the settings in `RESUME_KEYS` must be equal (the protocol's
+the run being resumed: the settings the runner marks as resume keys must be equal (the protocol's
 texts by their digest) and every record must be the task it claims to be. A record
 whose scores are not lists of equal length of finite numbers in [0, 1], or whose cost
 is not a finite number, is left out with a note (its task runs again). A file of
@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
 import orjson
@@ -48,16 +48,6 @@ RECORD_KEYS = required_keys(Record)
 TASK_INFO_KEYS = required_keys(TaskSummary)
 UNFINISHED_KEY = "unfinished"
 TRIALS_KEY: Final = "trials"  # the header's spread across trials (`PersonalWAB.metrics.trial_statistics`)
-# run_args that must be equal for `--resume_from` to keep a file's records: what the
-# tasks are (split, data, range) and everything that changes how a task is solved or
-# scored. A key is compared when both runs recorded it (older files lack the newer keys).
-RESUME_KEYS = (
-    "task_split", "data_fingerprint", "start_index", "end_index",
-    "agent_strategy", "model", "temperature", "agent_memory", "memory_length", "seed",
-    "max_steps", "user_mode", "user_model", "search_backend",
-    "puma_function_file", "puma_param_file", "puma_generate", "puma_model_path", "mem_token_length",
-    "puma_recipe", "puma_dtype", "protocol", "protocol_texts_digest",
-)
 TEXTS_KEYS = ("protocol", "protocol_texts_digest")  # compared together: one message names both runs' texts
 
 
@@ -215,11 +205,12 @@ def _texts_mismatch(previous: Mapping[str, Any], current: Mapping[str, Any]) -> 
     return [f"protocol: {label(old_name, old_digest)} in the file, {label(new_name, new_digest)} now"]
 
 
-def resume_mismatches(previous: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """`key: file value in the file, this run's value now` for every RESUME_KEYS setting that differs
-    (the texts, when they differ, in one entry naming both)."""
+def resume_mismatches(previous: Mapping[str, Any], current: Mapping[str, Any], keys: Sequence[str]) -> list[str]:
+    """`key: file value in the file, this run's value now` for every setting of `keys` (a run's
+    resume keys) that differs, compared where both runs recorded it (older files lack newer keys);
+    the texts, when they differ, in one entry naming both."""
     texts = _texts_mismatch(previous, current)
-    found = [f"{key}: {_shown(previous[key])} in the file, {_shown(current[key])} now" for key in RESUME_KEYS
+    found = [f"{key}: {_shown(previous[key])} in the file, {_shown(current[key])} now" for key in keys
              if key in previous and key in current and previous[key] != current[key]
              and not (texts and key in TEXTS_KEYS)]
     return texts + found
@@ -250,9 +241,10 @@ def record_problem(record: Record) -> str | None:
 
 
 def resumable_records(path: Path | str, run_args: RunArgs, tasks: list[Task],
-                      task_ids: set[int], num_trials: int,
+                      task_ids: set[int], num_trials: int, keys: Sequence[str],
                       allow_headerless: bool = False) -> tuple[list[Record], list[str]]:
-    """The finished records of `path` that this run keeps, and notes for the log.
+    """The finished records of `path` that this run keeps, and notes for the log (`keys`: the
+    settings the two runs must share).
 
     Raises DataError (naming the differing settings or the first foreign record) when the
     file belongs to another run, or records no run settings and `allow_headerless` is
@@ -269,7 +261,7 @@ def resumable_records(path: Path | str, run_args: RunArgs, tasks: list[Task],
                             "--resume_headerless to keep its records anyway (each is still checked against its task)")
         notes.append(f"{path} records no run settings (an older format): only its tasks were checked")
     else:
-        differing = resume_mismatches(parsed.run_args, run_args)
+        differing = resume_mismatches(parsed.run_args, run_args, keys)
         if differing:
             raise DataError(f"{path} belongs to another run ({'; '.join(differing)}): resume it with the "
                             "file's settings, or start a new run without --resume_from")

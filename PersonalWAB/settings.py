@@ -100,6 +100,11 @@ def spec_of(item: Field[Any]) -> Spec:
     return spec
 
 
+def is_setting(item: Field[Any]) -> bool:
+    """Whether a dataclass field is a flag (a field made otherwise holds what the command fills in)."""
+    return SPEC_KEY in item.metadata
+
+
 def default_of(item: Field[Any]) -> Any:
     if item.default is not MISSING:
         return item.default
@@ -238,11 +243,11 @@ def _add(parser: argparse.ArgumentParser, item: Field[Any]) -> None:
 
 
 def settings_fields(*classes: type) -> list[Field[Any]]:
-    """The fields of `classes`, in order; a name given twice is an error in the code."""
+    """The settings fields of `classes`, in order; a name given twice is an error in the code."""
     seen: dict[str, type] = {}
     items: list[Field[Any]] = []
     for cls in classes:
-        for item in fields(cls):
+        for item in filter(is_setting, fields(cls)):
             if item.name in seen:
                 raise TypeError(f"setting {item.name!r} is in both {seen[item.name].__name__} and {cls.__name__}")
             seen[item.name] = cls
@@ -355,14 +360,14 @@ def parse_namespace(parser: argparse.ArgumentParser, items: list[Field[Any]],
 
 def make(classes: Sequence[type], namespace: argparse.Namespace) -> list[Any]:
     """One instance per class from a parsed namespace."""
-    return [cls(**{item.name: getattr(namespace, item.name) for item in fields(cls)}) for cls in classes]
+    return [cls(**{item.name: getattr(namespace, item.name) for item in settings_fields(cls)}) for cls in classes]
 
 
 def parse(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
           description: str | None = None, epilog: str | None = None) -> T:
     """The settings `cls` of a command line: flags over `--config FILE.yaml` over defaults."""
     parser = build_parser(cls, prog=prog, description=description, epilog=epilog)
-    namespace = parse_namespace(parser, fields(cls), argv)
+    namespace = parse_namespace(parser, settings_fields(cls), argv)
     return make([cls], namespace)[0]
 
 

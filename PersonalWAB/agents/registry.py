@@ -26,6 +26,8 @@ class Strategy:
     check: str | None = None  # "module:function"(config) -> an error message or None, before any file
     departures: str | None = None  # "module:function"(config) -> lines recorded in the run's protocol
     settings: str | None = None  # "module:function"(config) -> what the agent runs with (run_args.agent_settings)
+    options: str | None = None  # "module:Class": the strategy's own settings dataclass (its run.py flags)
+    inputs: str | None = None  # "module:Class": the part of `options` naming the agent's input files
 
     def load(self, what: str) -> Callable[..., Any]:
         """The function `what` (factory, check, departures or settings) names."""
@@ -42,8 +44,15 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("recmind", "PersonalWAB.agents.function_calling:build_recmind", needs_model=True, in_release=True),
     Strategy("puma", "PUMA.agent:build", needs_model=False, in_release=True,
              check="PUMA.agent:check_settings", departures="PUMA.agent:departures",
-             settings="PUMA.agent:recorded_settings"),
+             settings="PUMA.agent:recorded_settings", options="PUMA.agent_settings:PumaAgentSettings",
+             inputs="PUMA.agent_settings:PumaInputs"),
 )}
+
+
+def option_classes(part: str = "options") -> dict[str, type]:
+    """strategy -> its own settings dataclass (`part="inputs"`: the input files among them), for
+    every built-in strategy that has one; their flags are accepted whichever strategy runs."""
+    return {s.name: s.load(part) for s in STRATEGIES.values() if getattr(s, part)}
 
 
 def builtin(strategy: str) -> Strategy | None:

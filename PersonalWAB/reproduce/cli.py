@@ -16,7 +16,6 @@ them); 4 stopped at `--max_usd`; 130 interrupted. Each stop prints the command t
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import shlex
@@ -26,76 +25,31 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from PersonalWAB.cli import DefaultsOnceFormatter
-from PersonalWAB.engines.search import BACKENDS
-from PersonalWAB.errors import DataError, FatalError
+from PersonalWAB.agents.registry import option_classes
 from PersonalWAB.cli import check_output
+from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import record_cost, record_user_cost
-from PersonalWAB.reproduce.cost import (DEFAULT_SAMPLE, RowEstimate, estimate_row, format_estimates, total_usd,
+from PersonalWAB.reproduce.cost import (RowEstimate, estimate_row, format_estimates, total_usd,
                                         usd_text)
 from PersonalWAB.reproduce.paper import compared_row, track_note, track_table
-from PersonalWAB.reproduce.rows import (MULTI, RELEASE_USER_MODEL, ROWS, SINGLE, ReproduceSettings, RowSpec,
+from PersonalWAB.reproduce.rows import (ReproduceSettings, RowSpec,
                                         row_config, select_rows)
 from PersonalWAB.reproduce.table import Comparison, compare_row, comparison_notes, render_text, write_tables
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.execute import BudgetReached, RunPlan, execute, prepare
+from PersonalWAB.settings import parse_many
 
 EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_BUDGET, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+DESCRIPTION = ("Run the baseline rows of one of the paper's tables for a model and compare them with the paper's "
+               "figures (docs/reproducing.md).")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="pwab reproduce",
-        description="Run the baseline rows of one of the paper's tables for a model and compare them with the "
-                    "paper's figures (docs/reproducing.md).",
-        formatter_class=DefaultsOnceFormatter)
-    parser.add_argument("--model", required=True, help="the agents' model, any litellm model string")
-    parser.add_argument("--track", choices=[SINGLE, MULTI], default=SINGLE,
-                        help="single: Table 3 (single-turn); multi: Table 4 (multi-turn, with the LLM user)")
-    parser.add_argument("--rows", default=None,
-                        help=f"comma-separated rows to run, of {','.join(ROWS)} (default: every row of the track "
-                             "whose inputs are given)")
-    parser.add_argument("--out", default=None,
-                        help="folder of the result files (one per row, resumable) and the comparison "
-                             "(default: results/reproduce/<model>)")
-    parser.add_argument("--data_dir", default=None, help="data directory (default: the official data if placed, "
-                                                         "else data/synthetic/small)")
-    parser.add_argument("--api_base", default=None, help="OpenAI-compatible server of --model")
-    parser.add_argument("--user_model", default=RELEASE_USER_MODEL, help="the LLM user's model (--track multi)")
-    parser.add_argument("--user_api_base", default=None, help="OpenAI-compatible server of --user_model")
-    parser.add_argument("--protocol_file", default=None,
-                        help="release protocol pack (default: the placed one; without one the project's texts, "
-                             "and the rows are custom)")
-    parser.add_argument("--puma_model_path", default=None, help="fine-tuned PUMA model: adds the puma row")
-    parser.add_argument("--puma_function_file", default=None, help="PUMA function outputs (with --puma_param_file: "
-                                                                   "adds the puma row)")
-    parser.add_argument("--puma_param_file", default=None, help="PUMA parameter outputs")
-    parser.add_argument("--interec_memory_file", default=None,
-                        help="InteRecAgent memory to start from (copied under --out): adds the interecagent row")
-    parser.add_argument("--start_index", type=int, default=0, help="first task of the test split")
-    parser.add_argument("--end_index", type=int, default=-1, help="task to stop before; -1: the whole split")
-    parser.add_argument("--max_concurrency", type=int, default=8, help="tasks run at once per row")
-    parser.add_argument("--max_retries", type=int, default=5, help="retries of a model call")
-    parser.add_argument("--search_backend", choices=BACKENDS, default="lucene",
-                        help="search engine (lucene is the release's; another makes the rows custom)")
-    parser.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
-                        help="tasks per row whose requests are rendered for the cost estimate")
-    parser.add_argument("--dry_run", action="store_true", help="print the cost estimate and stop (no request)")
-    parser.add_argument("--max_usd", type=float, default=None,
-                        help="refuse to start above this estimate; stop (resumable) when the calls cost this much")
-    return parser
-
-
-def settings_of(args: argparse.Namespace) -> ReproduceSettings:
-    out = Path(args.out) if args.out else Path("results") / "reproduce" / args.model.replace("/", "_")
-    rows = tuple(name.strip() for name in args.rows.split(",") if name.strip()) if args.rows else None
-    return ReproduceSettings(
-        model=args.model, out=out, track=args.track, rows=rows, data_dir=args.data_dir, api_base=args.api_base,
-        user_model=args.user_model, user_api_base=args.user_api_base, protocol_file=args.protocol_file,
-        puma_model_path=args.puma_model_path, puma_function_file=args.puma_function_file,
-        puma_param_file=args.puma_param_file, interec_memory_file=args.interec_memory_file,
-        start_index=args.start_index, end_index=args.end_index, max_concurrency=args.max_concurrency,
-        max_retries=args.max_retries, search_backend=args.search_backend)
+def parse_settings(argv: list[str]) -> ReproduceSettings:
+    """The command line's settings, the puma row's inputs (the strategy's own flags) included."""
+    inputs = option_classes("inputs")["puma"]
+    settings, puma = parse_many([ReproduceSettings, inputs], argv, description=DESCRIPTION)
+    settings.puma = puma
+    return settings
 
 
 def error(message: str) -> None:
@@ -105,36 +59,35 @@ def error(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Reproduce the table `argv` (default: the command line) asks for; the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
-    settings = settings_of(args)
+    settings = parse_settings(argv)
     again = shlex.join(["pwab", "reproduce", *argv])
-    if args.sample < 1 or (args.max_usd is not None and args.max_usd <= 0):
+    if settings.sample < 1 or (settings.max_usd is not None and settings.max_usd <= 0):
         error("--sample must be at least 1 and --max_usd above 0")
         return EXIT_SETTINGS
     try:
-        check_output(settings.out, "--out", folder=True)
+        check_output(settings.out_dir, "--out", folder=True)
         specs, skipped = select_rows(settings)
         for note in skipped:
             print(f"note: {note}", file=sys.stderr)
         if not specs:
             raise ValueError("no row to run")
-        plans = _prepare(specs, settings, check_keys=not args.dry_run)
-        estimates = [estimate_row(spec, plan, settings, args.sample) for spec, plan in zip(specs, plans)]
+        plans = _prepare(specs, settings, check_keys=not settings.dry_run)
+        estimates = [estimate_row(spec, plan, settings, settings.sample) for spec, plan in zip(specs, plans)]
     except KeyboardInterrupt:
         print("interrupted before any model was called; no result file was written", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (DataError, ValueError) as exc:
         error(str(exc))
         return EXIT_SETTINGS
-    print(format_estimates(estimates, settings.model, args.sample))
-    if args.dry_run:
+    print(format_estimates(estimates, settings.model, settings.sample))
+    if settings.dry_run:
         print("dry run: no request was sent")
         return 0
-    refusal = _over_budget(estimates, args.max_usd)
+    refusal = _over_budget(estimates, settings.max_usd)
     if refusal:
         error(refusal)
         return EXIT_SETTINGS
-    code = _run_rows(specs, plans, args.max_usd, again)
+    code = _run_rows(specs, plans, settings.max_usd, again)
     if code not in (0, EXIT_TASK_ERRORS):
         return code
     _compare(specs, settings)

@@ -37,11 +37,10 @@ from tqdm import tqdm
 from PersonalWAB.llm import LLMReply, load_litellm, price_listed, route_model
 from PersonalWAB.progress import log_line
 from PersonalWAB.reproduce.paper import paper_row
-from PersonalWAB.reproduce.rows import MULTI, RowSpec, ReproduceSettings
+from PersonalWAB.reproduce.rows import DEFAULT_SAMPLE, MULTI, ReproduceSettings, RowSpec
 from PersonalWAB.runner.execute import RunPlan
 from PersonalWAB.types import RESPOND, STOP, Action
 
-DEFAULT_SAMPLE = 12  # tasks per row whose requests are rendered
 PRICE_UNKNOWN = "price unknown"
 
 
@@ -225,7 +224,9 @@ def _prepare_resources(plan: RunPlan, task_ids: list[int], log: Callable[[str], 
     kinds = {task["type"] for task in tasks} if config.max_steps > 0 else set()
     build_artifacts(data, (config.search_backend,) if "search" in kinds else (), recommender="recommend" in kinds,
                     log=log, protocol=protocol)
-    if config.agent_memory in ("relevant", "taskspe"):
+    from PersonalWAB.memory import memory_mode
+
+    if memory_mode(config.agent_memory).embeddings:
         from PersonalWAB.memory.embeddings import shared_behaviour_embeddings
 
         shared_behaviour_embeddings(data, protocol).prepare_users({t["user_id"] for t in tasks},

@@ -11,11 +11,14 @@ take the track script's memory (single-turn `last`, multi-turn `relevant`); PUMA
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from PersonalWAB.agents.registry import option_classes
 from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
-from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.config import DataChoice, Endpoints, RunConfig, TaskRange
+from PersonalWAB.settings import setting
 
 SINGLE, MULTI = "single", "multi"
 TRACK_DIRS = {SINGLE: "singleturn", MULTI: "multiturn"}
@@ -23,6 +26,7 @@ TRACK_MEMORY = {SINGLE: "last", MULTI: "relevant"}  # the track scripts' memory
 MULTI_TURN_STEPS = 10  # scripts/run_multiturn.sh
 RELEASE_USER_MODEL = "gpt-4o-mini"  # the release's LLM user
 PUMA_MEMORY_TOKENS = 768
+DEFAULT_SAMPLE = 12  # tasks per row whose requests are rendered for the cost estimate
 
 
 @dataclass(frozen=True)
@@ -53,31 +57,43 @@ ROWS: dict[str, RowSpec] = {spec.name: spec for spec in (
 
 
 @dataclass
-class ReproduceSettings:
-    """What one `pwab reproduce` was asked for (its flags)."""
+class ReproduceSettings(TaskRange, DataChoice, Endpoints):
+    """What one `pwab reproduce` is asked for (its flags; those it shares with `run.py` are
+    declared once, in `PersonalWAB.runner.config`)."""
 
-    model: str
-    out: Path
-    track: str = SINGLE
-    rows: tuple[str, ...] | None = None  # None: every row the given inputs allow
-    data_dir: str | None = None
-    api_base: str | None = None
-    user_model: str = RELEASE_USER_MODEL
-    user_api_base: str | None = None
-    protocol_file: str | None = None
-    puma_model_path: str | None = None
-    puma_function_file: str | None = None
-    puma_param_file: str | None = None
-    interec_memory_file: str | None = None
-    start_index: int = 0
-    end_index: int = -1
-    max_concurrency: int = 8
-    max_retries: int = 5
-    search_backend: str = "lucene"
+    model: str = setting(None, "the agents' model, any litellm model string", required=True)
+    track: str = setting(SINGLE, "single: Table 3 (single-turn); multi: Table 4 (multi-turn, with the LLM user)",
+                         choices=[SINGLE, MULTI])
+    rows: str | None = setting(None, f"comma-separated rows to run, of {','.join(ROWS)}",
+                               default_text="every row of the track whose inputs are given")
+    out: str | None = setting(None, "folder of the result files (one per row, resumable) and the comparison",
+                              default_text="results/reproduce/<model>")
+    user_model: str = setting(RELEASE_USER_MODEL, "the LLM user's model (--track multi)")
+    sample: int = setting(DEFAULT_SAMPLE, "tasks per row whose requests are rendered for the cost estimate")
+    dry_run: bool = setting(False, "print the cost estimate and stop (no request)")
+    max_usd: float | None = setting(
+        None, "refuse to start above this estimate; stop (resumable) when the calls cost this much", kind=float)
+    # the puma strategy's input settings (its --puma_* flags), filled from the same command line
+    puma: Any = field(default=None)
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out) if self.out else Path("results") / "reproduce" / self.model.replace("/", "_")
+
+    @property
+    def row_names(self) -> tuple[str, ...] | None:
+        """The rows named by `--rows` (None: every row the given inputs allow)."""
+        if not self.rows:
+            return None
+        return tuple(name.strip() for name in self.rows.split(",") if name.strip())
+
+    def puma_input(self, name: str) -> str | None:
+        """One of the puma row's input settings (`puma_model_path`, ...); None when not given."""
+        return getattr(self.puma, name, None)
 
     @property
     def track_dir(self) -> Path:
-        return self.out / TRACK_DIRS[self.track]
+        return self.out_dir / TRACK_DIRS[self.track]
 
     def result_path(self, row: str) -> Path:
         """The row's result file: one per row and track under `--out`."""
@@ -91,8 +107,9 @@ class ReproduceSettings:
 
 def missing_input(spec: RowSpec, settings: ReproduceSettings) -> str | None:
     """What a row needs that was not given (None: it can run)."""
-    if spec.strategy == "puma" and not (settings.puma_model_path
-                                        or (settings.puma_function_file and settings.puma_param_file)):
+    if spec.strategy == "puma" and not (settings.puma_input("puma_model_path")
+                                        or (settings.puma_input("puma_function_file")
+                                            and settings.puma_input("puma_param_file"))):
         return "--puma_model_path (or --puma_function_file and --puma_param_file)"
     if spec.memory == "interecagent" and not settings.interec_memory_file:
         return ("--interec_memory_file (create one with python scripts/tools/init_interecagent_memory.py "
@@ -105,18 +122,18 @@ def select_rows(settings: ReproduceSettings) -> tuple[list[RowSpec], list[str]]:
     input. Raises ValueError for an unknown row, a row of the other track or a named row
     whose input is missing."""
     of_track = [spec for spec in ROWS.values() if settings.track in spec.tracks]
-    if settings.rows is None:
+    if settings.row_names is None:
         chosen = [spec for spec in of_track if missing_input(spec, settings) is None]
         skipped = [f"row {spec.name} left out: it needs {missing_input(spec, settings)}"
                    for spec in of_track if spec not in chosen]
         return chosen, skipped
     names = [spec.name for spec in of_track]
-    for name in settings.rows:
+    for name in settings.row_names:
         if name not in names:
             other = f" (a row of --track {MULTI} only)" if name in ROWS else ""
             raise ValueError(f"--rows {name}: not a row of the {settings.track}-turn table{other}; "
                              f"expected some of {','.join(names)}")
-    chosen = [spec for spec in of_track if spec.name in settings.rows]
+    chosen = [spec for spec in of_track if spec.name in settings.row_names]
     for spec in chosen:
         needed = missing_input(spec, settings)
         if needed:
@@ -149,13 +166,13 @@ def row_config(spec: RowSpec, settings: ReproduceSettings) -> RunConfig:
         protocol_file=settings.protocol_file,
         max_concurrency=settings.max_concurrency,
         max_retries=settings.max_retries,
-        output=str(output),
+        out=str(output),
         resume_from=str(output) if output.exists() else None,
         interec_memory_file=str(settings.interec_copy) if spec.memory == "interecagent" else None,
-        puma_generate=puma and bool(settings.puma_model_path),
-        puma_model_path=settings.puma_model_path if puma else None,
-        puma_function_file=settings.puma_function_file if puma else None,
-        puma_param_file=settings.puma_param_file if puma else None,
-        puma_recipe="release",
-        mem_token_length=PUMA_MEMORY_TOKENS,
+        agent_options={"puma": option_classes()["puma"](
+            puma_generate=puma and bool(settings.puma_input("puma_model_path")),
+            puma_model_path=settings.puma_input("puma_model_path") if puma else None,
+            puma_function_file=settings.puma_input("puma_function_file") if puma else None,
+            puma_param_file=settings.puma_input("puma_param_file") if puma else None,
+            recipe="release", mem_token_length=PUMA_MEMORY_TOKENS)},
     )

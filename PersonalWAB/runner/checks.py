@@ -39,8 +39,7 @@ def _check_numbers(c: RunConfig) -> str | None:
     if not math.isfinite(c.temperature) or c.temperature < 0:
         return f"--temperature {c.temperature}: must be a finite number >= 0"
     at_least = {"--max_concurrency": (c.max_concurrency, 1), "--num_trials": (c.num_trials, 1),
-                "--max_retries": (c.max_retries, 0), "--mem_token_length": (c.mem_token_length, 1),
-                "--start_index": (c.start_index, 0)}
+                "--max_retries": (c.max_retries, 0), "--start_index": (c.start_index, 0)}
     for flag, (value, low) in at_least.items():
         if value < low:
             return f"{flag} {value}: must be at least {low}"
@@ -93,7 +92,10 @@ def _check_agent(c: RunConfig) -> str | None:
         problem = entry.load("check")(c)
         if problem:
             return problem
-    if c.agent_memory == "interecagent" and not c.interec_memory_file:
+    from PersonalWAB.memory import MEMORY_MODES
+
+    mode = MEMORY_MODES.get(c.agent_memory)
+    if mode is not None and mode.interec_store and not c.interec_memory_file:
         from PersonalWAB.memory.interec import NEEDS_STORE
 
         return NEEDS_STORE
@@ -120,8 +122,9 @@ def is_http_url(value: str) -> bool:
 
 
 def _check_inputs(c: RunConfig) -> str | None:
-    files = {"--resume_from": c.resume_from, "--puma_function_file": c.puma_function_file,
-             "--puma_param_file": c.puma_param_file, "--interec_memory_file": c.interec_memory_file}
+    puma = c.options("puma")  # its function file is also task-specific memory's input for any agent
+    files = {"--resume_from": c.resume_from, "--puma_function_file": puma.puma_function_file,
+             "--puma_param_file": puma.puma_param_file, "--interec_memory_file": c.interec_memory_file}
     for flag, value in files.items():
         if not value:
             continue
@@ -135,8 +138,8 @@ def _check_inputs(c: RunConfig) -> str | None:
 
 def output_target(c: RunConfig) -> Path | None:
     """The result file the settings name, or None when run.py derives one under --log_dir."""
-    if c.output:
-        return Path(c.output)
+    if c.out:
+        return Path(c.out)
     return Path(c.resume_from) if c.resume_from else None
 
 
@@ -144,7 +147,7 @@ def _check_output(c: RunConfig) -> str | None:
     target = output_target(c)
     if target is None:
         return output_problem(c.log_dir, "--log_dir", folder=True)
-    flag = "--output" if c.output else "--resume_from"
+    flag = "--out" if c.out else "--resume_from"
     problem = not_a_regular_file(target)
     if problem:  # a device, FIFO or kernel file would be read, replaced or written into (as root: /dev/null)
         return f"{flag} {target}: {problem}; name a regular result file or a new path"
@@ -152,7 +155,7 @@ def _check_output(c: RunConfig) -> str | None:
     if resuming_in_place and c.overwrite:
         return "--overwrite would discard the finished tasks --resume_from keeps; drop one of them"
     if target.exists() and not (resuming_in_place or c.overwrite):
-        return (f"--output {target}: already exists; pass --overwrite to replace it, --resume_from it to "
+        return (f"--out {target}: already exists; pass --overwrite to replace it, --resume_from it to "
                 "finish it, or choose another path")
     return output_problem(target, flag)
 

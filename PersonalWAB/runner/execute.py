@@ -8,7 +8,7 @@ import random
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -107,7 +107,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     if config.shuffle:
         random.Random(config.seed).shuffle(task_ids)
     # RunArgs names only the settings read outside the runner: the rest are RunConfig's fields
-    run_args = cast(RunArgs, {**asdict(config), "data_dir": str(data.data_dir), "data_source": data.source,
+    run_args = cast(RunArgs, {**config.settings(), "data_dir": str(data.data_dir), "data_source": data.source,
                 "data_fingerprint": data.fingerprint, "project_version": __version__,
                 "protocol": protocol_record(protocol, config), "protocol_texts_digest": protocol.texts_digest,
                 "embedding_backend": embedding_backend})
@@ -160,7 +160,9 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
     for path in remove_stale(plan.output.parent):
         log(f"removed {path}, left by a run that was killed")
     kinds = {tasks[tid]["type"] for _, tid in plan.jobs}
-    ranked_memory = config.agent_memory in ("relevant", "taskspe")
+    from PersonalWAB.memory import memory_mode
+
+    ranked_memory = memory_mode(config.agent_memory).embeddings  # its row ranks behaviours by MiniLM
     users = {tasks[tid]["user_id"] for _, tid in plan.jobs}
     some_users = ranked_memory and len(users) < len(data.histories)  # encode theirs only, unless built
     build_artifacts(data, (config.search_backend,) if "search" in kinds else (),

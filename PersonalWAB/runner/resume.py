@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
 
 from PersonalWAB.results import resumable_records
-from PersonalWAB.runner.config import RunConfig, is_switch
+from PersonalWAB.runner.config import RunConfig, run_resume_keys, run_settings_fields
 from PersonalWAB.schema_types import Record, RunArgs, Task
+from PersonalWAB.settings import flag_name, is_boolean
 
 # settings the resume command replaces (the file it resumes has the run's settings by then)
-NOT_REPEATED = ("resume_from", "output", "overwrite", "resume_headerless")
+NOT_REPEATED = ("resume_from", "out", "overwrite", "resume_headerless")
 
 
 def resumes_in_place(config: RunConfig, target: Path) -> bool:
@@ -28,7 +28,7 @@ def kept_and_left(config: RunConfig, run_args: RunArgs, tasks: list[Task], task_
     kept: list[Record] = []
     if config.resume_from:
         kept, notes = resumable_records(config.resume_from, run_args, tasks, set(task_ids), config.num_trials,
-                                        allow_headerless=config.resume_headerless)
+                                        run_resume_keys(), allow_headerless=config.resume_headerless)
         for note in notes:
             log(f"note: {note}")
     done_keys = {(r["trial"], r["task_id"]) for r in kept}
@@ -38,14 +38,14 @@ def kept_and_left(config: RunConfig, run_args: RunArgs, tasks: list[Task], task_
 
 def resume_command(config: RunConfig, output: Path) -> str:
     """The run.py command line that finishes this run: its non-default settings and --resume_from."""
-    defaults = RunConfig()
     words = ["python", "run.py"]
-    for item in fields(RunConfig):
-        value = getattr(config, item.name)
-        if item.name in NOT_REPEATED or value == getattr(defaults, item.name):
+    values = config.settings()
+    for item in run_settings_fields():
+        value = values[item.name]
+        if item.name in NOT_REPEATED or value == item.default:
             continue
-        if is_switch(item):
-            words.append(f"--{item.name}")
+        if is_boolean(item):
+            words += [f"--{flag_name(item)}", str(int(value))]
         else:
-            words += [f"--{item.name}", str(int(value) if isinstance(value, bool) else value)]
+            words += [f"--{flag_name(item)}", str(value)]
     return shlex.join(words + ["--resume_from", str(output)])

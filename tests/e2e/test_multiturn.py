@@ -40,7 +40,7 @@ def call(name, arguments):
 
 
 def run_multiturn(agent_server, user_server, data_dir, tmp_path, name, **overrides):
-    values = {"data_dir": str(data_dir), "output": str(tmp_path / name), "model": "openai/scripted-agent",
+    values = {"data_dir": str(data_dir), "out": str(tmp_path / name), "model": "openai/scripted-agent",
               "api_base": agent_server.url, "user_mode": "naive", "user_model": "openai/gpt-4o-mini",
               "user_api_base": user_server.url, "agent_strategy": "function_calling", "agent_memory": "none",
               "max_steps": 10, "max_retries": 1, "end_index": 3}
@@ -198,7 +198,7 @@ def offline_run(data_dir, tmp_path, name, use_feedback, monkeypatch, **overrides
         self.use_feedback = use_feedback
 
     monkeypatch.setattr(HeuristicAgent, "__init__", init)
-    values = {"data_dir": str(data_dir), "output": str(tmp_path / name), "user_mode": "offline",
+    values = {"data_dir": str(data_dir), "out": str(tmp_path / name), "user_mode": "offline",
               "max_steps": 10, "agent_memory": "last", "memory_length": 20, "search_backend": "bm25s"}
     values.update(overrides)
     header, path, _ = run(RunConfig(**values), log=lambda _: None)
@@ -207,7 +207,7 @@ def offline_run(data_dir, tmp_path, name, use_feedback, monkeypatch, **overrides
 
 def comparable(path):
     content = json.loads(path.read_text())
-    content[0]["run_args"].pop("output")
+    content[0]["run_args"].pop("out")
     return content
 
 
@@ -249,6 +249,7 @@ def test_get_user_modes():
         get_user("robot")
 
 
+@pytest.mark.slow
 def test_offline_simulator_over_the_small_test_split(tmp_path_factory, monkeypatch):
     """The whole test split of small synthetic data (generation, bm25s index, SASRec, three runs)."""
     from PersonalWAB.data.synthetic import generate_synthetic

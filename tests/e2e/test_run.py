@@ -17,7 +17,7 @@ from tests.conftest import REPO_ROOT
 
 
 def config(data_dir, tmp_path, **overrides):
-    values = {"data_dir": str(data_dir), "output": str(tmp_path / "result.json"), "agent_memory": "last"}
+    values = {"data_dir": str(data_dir), "out": str(tmp_path / "result.json"), "agent_memory": "last"}
     values.update(overrides)
     return RunConfig(**values)
 
@@ -62,8 +62,8 @@ def test_departures_are_recorded(tiny_data_dir, tiny_engines, tmp_path):
 
 
 def test_concurrency_gives_the_same_results(tiny_data_dir, tiny_engines, tmp_path):
-    _, one, _ = run(config(tiny_data_dir, tmp_path, output=str(tmp_path / "one.json")), log=lambda _: None)
-    _, four, _ = run(config(tiny_data_dir, tmp_path, output=str(tmp_path / "four.json"), max_concurrency=4),
+    _, one, _ = run(config(tiny_data_dir, tmp_path, out=str(tmp_path / "one.json")), log=lambda _: None)
+    _, four, _ = run(config(tiny_data_dir, tmp_path, out=str(tmp_path / "four.json"), max_concurrency=4),
                      log=lambda _: None)
     assert scores(load_result_file(one)[1]) == scores(load_result_file(four)[1])
 
@@ -116,7 +116,7 @@ def test_errored_tasks_are_recorded_and_retried(tiny_data_dir, tiny_engines, tmp
 def test_killed_process_resumes_each_task_exactly_once(tiny_data_dir, tiny_engines, tmp_path):
     output = tmp_path / "killed.json"
     command = [sys.executable, "run.py", "--data_dir", str(tiny_data_dir), "--task_split", "train",
-               "--output", str(output), "--agent_memory", "last"]
+               "--out", str(output), "--agent_memory", "last"]
     process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600  # a hang guard, not a timing check
     while (process.poll() is None and time.monotonic() < deadline
@@ -135,12 +135,12 @@ def test_killed_process_resumes_each_task_exactly_once(tiny_data_dir, tiny_engin
 
 
 def test_cli_prints_the_table_and_the_synthetic_note(tiny_data_dir, tiny_engines, tmp_path, capsys):
-    assert main(["--data_dir", str(tiny_data_dir), "--output", str(tmp_path / "cli.json"), "--end_index", "8"]) == 0
+    assert main(["--data_dir", str(tiny_data_dir), "--out", str(tmp_path / "cli.json"), "--end_index", "8"]) == 0
     printed = capsys.readouterr().out
     assert "Function Acc" in printed and "overall" in printed
     assert "not comparable to the paper" in printed
 
 
 def test_cli_reports_bad_data_dir(tmp_path, capsys):
-    assert main(["--data_dir", str(tmp_path / "none"), "--output", str(tmp_path / "x.json")]) == 2
+    assert main(["--data_dir", str(tmp_path / "none"), "--out", str(tmp_path / "x.json")]) == 2
     assert "data directory not found" in capsys.readouterr().err

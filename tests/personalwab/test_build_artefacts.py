@@ -86,7 +86,7 @@ def test_validate_sees_an_instruction_edited_with_the_same_size_and_mtime(tiny_e
     from PersonalWAB.runner.execute import run
 
     data_dir = _copy(tiny_data_dir, tmp_path / "data", artefacts=True)
-    config = RunConfig(data_dir=str(data_dir), output=str(tmp_path / "result.json"), end_index=2,
+    config = RunConfig(data_dir=str(data_dir), out=str(tmp_path / "result.json"), end_index=2,
                        search_backend="bm25s")
     _, result, _ = run(config, log=lambda _: None)
 
@@ -118,6 +118,7 @@ def test_a_garbage_parsed_data_cache_is_named_and_rebuilt(tiny_data_dir, tmp_pat
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.slow
 def test_a_reader_keeps_its_results_while_other_builds_happen(backend, tiny_engines, tiny_data_dir, tmp_path):
     data_dir = _copy(tiny_data_dir, tmp_path / "data", artefacts=True)  # the fixture's indexes come along
     protocol = load_protocol()

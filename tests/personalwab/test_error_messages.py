@@ -267,6 +267,7 @@ def test_a_puma_input_that_is_not_json_is_named(tmp_path, capsys):
 # ---------------------------------------------------------------- human user, CSV, report, nesting
 
 
+@pytest.mark.slow
 def test_human_mode_stops_at_end_of_input_and_keeps_what_finished(tiny_data_dir, tiny_engines, tmp_path):
     output = tmp_path / "human.json"
     argv = [sys.executable, str(REPO_ROOT / "run.py"), "--user_mode", "human", "--max_steps", "3",

@@ -21,6 +21,7 @@ from PersonalWAB.paths import SYNTHETIC_MANIFEST
 from PersonalWAB.protocol import protocol_from_pack
 from PersonalWAB.protocol.pack import build_pack, read_pack, write_pack
 from PersonalWAB.results import read_run_file, resume_mismatches
+from PersonalWAB.runner.config import run_resume_keys
 from PersonalWAB.runner.cli import main
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
@@ -50,7 +51,7 @@ def append_to_first_text(content: dict) -> None:
 def finished(tiny_data_dir, tmp_path_factory) -> Path:
     """A finished run of four tasks with the project's texts."""
     output = tmp_path_factory.mktemp("labels") / "r.json"
-    run(RunConfig(data_dir=str(tiny_data_dir), output=str(output), end_index=4), log=quiet)
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=4), log=quiet)
     return output
 
 
@@ -65,7 +66,7 @@ def test_a_pack_with_one_text_edited_is_refused_naming_the_text(fake_pack, tmp_p
 def test_run_with_an_edited_pack_stops_before_writing(fake_pack, tiny_data_dir, tmp_path, capsys):
     edited = edited_copy(fake_pack, tmp_path / "edited.json", append_to_first_text)
     output = tmp_path / "r.json"
-    code = main(["--data_dir", str(tiny_data_dir), "--output", str(output), "--protocol_file", str(edited),
+    code = main(["--data_dir", str(tiny_data_dir), "--out", str(output), "--protocol_file", str(edited),
                  "--end_index", "2"])
     assert code == 2 and "an edited pack is refused" in capsys.readouterr().err
     assert not output.exists()
@@ -104,7 +105,7 @@ def test_resume_with_other_texts_is_refused_naming_both(finished, fake_pack, tin
     before = finished.read_bytes()
     output = tmp_path / "other.json"
     code = main(["--data_dir", str(tiny_data_dir), "--end_index", "4", "--resume_from", str(finished),
-                 "--output", str(output), "--protocol_file", str(fake_pack)])
+                 "--out", str(output), "--protocol_file", str(fake_pack)])
     error = capsys.readouterr().err
     assert code == 2 and "protocol: 'project' (texts digest" in error and "'release@unpinned' (texts digest" in error
     assert finished.read_bytes() == before and not output.exists()
@@ -113,10 +114,10 @@ def test_resume_with_other_texts_is_refused_naming_both(finished, fake_pack, tin
 def test_texts_of_the_same_name_but_another_digest_differ():
     previous = {"protocol": {"texts": "release@unpinned"}, "protocol_texts_digest": "aaaa"}
     current = {"protocol": {"texts": "release@unpinned"}, "protocol_texts_digest": "bbbb"}
-    assert resume_mismatches(previous, current) == [
+    assert resume_mismatches(previous, current, run_resume_keys()) == [
         "protocol: 'release@unpinned' (texts digest aaaa) in the file, 'release@unpinned' (texts digest bbbb) now"]
     older = {"protocol": {"texts": "release@unpinned"}}  # written before the digest was recorded
-    assert resume_mismatches(older, current) == []
+    assert resume_mismatches(older, current, run_resume_keys()) == []
 
 
 # -- official data --------------------------------------------------------------------------------
@@ -143,7 +144,7 @@ def test_data_without_a_manifest_is_custom_unless_it_has_the_published_counts(un
 
 def test_a_run_on_custom_data_is_labelled_custom(unmarked_copy, tmp_path, capsys):
     output = tmp_path / "r.json"
-    assert main(["--data_dir", str(unmarked_copy), "--output", str(output), "--end_index", "2",
+    assert main(["--data_dir", str(unmarked_copy), "--out", str(output), "--end_index", "2",
                  "--search_backend", "bm25s"]) == 0
     assert read_run_file(output).run_args["data_source"] == "custom"
     assert "custom data, not the official benchmark" in capsys.readouterr().out

@@ -27,7 +27,7 @@ from tests.personalwab.test_results import record
 
 
 def cli(data_dir, output, *extra: str) -> list[str]:
-    return ["--data_dir", str(data_dir), "--output", str(output), *extra]
+    return ["--data_dir", str(data_dir), "--out", str(output), *extra]
 
 
 def printed_command(text: str) -> list[str]:
@@ -46,7 +46,7 @@ def fifo(tmp_path) -> Path:
 
 # -- where a result may be written -----------------------------------------------------------------
 
-@pytest.mark.parametrize("flag", ["--output", "--resume_from"])
+@pytest.mark.parametrize("flag", ["--out", "--resume_from"])
 @pytest.mark.parametrize("kind", ["device", "fifo", "folder", "proc"])
 def test_a_target_that_is_not_a_regular_file_is_refused(flag, kind, tiny_data_dir, fifo, tmp_path, capsys):
     target, reason = {"device": ("/dev/null", "is a device"), "fifo": (fifo, "is a FIFO"),
@@ -103,7 +103,7 @@ def test_a_run_sharing_a_file_with_a_live_run_is_refused(in_place, tiny_data_dir
     live = RunLock(checkpoint)  # as the live run holds it
     live.acquire()
     try:
-        extra = [] if in_place else ["--output", str(other)]
+        extra = [] if in_place else ["--out", str(other)]
         code = main(["--data_dir", str(tiny_data_dir), "--end_index", "3", "--resume_from", str(checkpoint), *extra])
     finally:
         live.release()

@@ -5,7 +5,6 @@ import pytest
 from PersonalWAB.errors import DataError
 from PersonalWAB.metrics import compute_statistics, format_statistics_table, task_score
 from PersonalWAB.results import (
-    RESUME_KEYS,
     ResultWriter,
     load_result_file,
     read_run_file,
@@ -86,11 +85,15 @@ def test_load_result_file_errors_name_the_problem(tmp_path):
 
 
 def test_resume_keys_are_compared_when_both_runs_record_them():
+    from PersonalWAB.runner.config import run_resume_keys
+
+    keys = run_resume_keys()  # marked on the settings (and PUMA's own), plus what the runner derives
     assert {"task_split", "data_fingerprint", "agent_strategy", "model", "agent_memory", "max_steps",
-            "start_index", "end_index", "protocol"} <= set(RESUME_KEYS)
-    assert resume_mismatches({"protocol": "release@23ff65c", "seed": 1}, {"protocol": "project", "seed": 1}) == [
-        "protocol: 'release@23ff65c' in the file, 'project' now"]
-    assert resume_mismatches({"seed": 1}, {"seed": 1, "protocol": "project"}) == []  # older files lack newer keys
+            "start_index", "end_index", "protocol", "puma_param_file", "recipe", "mem_token_length"} <= set(keys)
+    assert not {"verbose", "out", "max_concurrency", "log_dir", "resume_from"} & set(keys)
+    assert resume_mismatches({"protocol": "release@23ff65c", "seed": 1}, {"protocol": "project", "seed": 1},
+                             keys) == ["protocol: 'release@23ff65c' in the file, 'project' now"]
+    assert resume_mismatches({"seed": 1}, {"seed": 1, "protocol": "project"}, keys) == []  # older files lack newer keys
 
 
 def test_a_checkpoint_holds_its_run_args_and_a_claimed_name_is_never_reused(tmp_path):

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from PersonalWAB.runner.config import RunConfig
+from PUMA.agent_settings import PumaAgentSettings
+
 # Llama-2-7b-chat-hf's generation_config.json, with Qwen2.5-Instruct's penalty and top-k added
 FOLDER_DEFAULTS = {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "top_k": 20, "repetition_penalty": 1.3,
                    "max_length": 4096}
@@ -79,19 +82,21 @@ def test_the_folders_defaults_would_change_the_outputs(two_folders):
     assert outputs[0] != outputs[1]
 
 
-def test_live_agent_records_its_effective_decoding():
-    from types import SimpleNamespace
+def run_config(**puma: object) -> RunConfig:
+    return RunConfig(agent_strategy="puma", agent_options={"puma": PumaAgentSettings(**puma)})
 
+
+def test_live_agent_records_its_effective_decoding():
     from PUMA.agent import recorded_settings
 
-    release = recorded_settings(SimpleNamespace(puma_generate=True, puma_recipe="release"))
-    improved = recorded_settings(SimpleNamespace(puma_generate=True, puma_recipe="improved"))
+    release = recorded_settings(run_config(puma_generate=True, recipe="release"))
+    improved = recorded_settings(run_config(puma_generate=True, recipe="improved"))
     assert release["decoding"]["function"]["max_new_tokens"] == 32
     assert release["decoding"]["param"]["max_new_tokens"] == 256
     assert all(not part["do_sample"] and part["repetition_penalty"] == 1.0 and part["top_k"] == 50
                for settings in (release, improved) for part in settings["decoding"].values())
     assert release["decoding"]["param"]["temperature"] == 0  # the release's greedy config sets 0
-    assert recorded_settings(SimpleNamespace(puma_generate=False, puma_recipe="release")) == {"outputs": "files"}
+    assert recorded_settings(run_config(puma_generate=False, recipe="release")) == {"outputs": "files"}
 
 
 def test_live_generation_ignores_the_folders_defaults(two_folders):

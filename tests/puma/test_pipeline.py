@@ -11,6 +11,7 @@ import pytest
 from PUMA.prompting import OutputRules, parse_asins, parse_parameters
 from PersonalWAB.protocol import project_protocol
 from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH
+from PUMA.agent_settings import PumaAgentSettings
 
 
 def test_parameter_parsing_rules():
@@ -75,8 +76,9 @@ def test_gold_files_round_trip_through_the_puma_agent(tiny_data, tiny_engines, t
     (tmp_path / "f.json").write_text(json.dumps(functions))
     (tmp_path / "p.json").write_text(json.dumps(params))
     config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test",
-                       puma_function_file=str(tmp_path / "f.json"), puma_param_file=str(tmp_path / "p.json"),
-                       output=str(tmp_path / "result.json"), agent_memory="none")
+                       agent_options={"puma": PumaAgentSettings(puma_function_file=str(tmp_path / "f.json"),
+                                                                puma_param_file=str(tmp_path / "p.json"))},
+                       out=str(tmp_path / "result.json"), agent_memory="none")
     header, _, _ = run(config, log=lambda _: None)
     from PersonalWAB.results import load_result_file
 
@@ -103,6 +105,7 @@ def test_missing_instruction_and_bad_function_output(tiny_data, tmp_path: Path):
         agent.decide(protocol, tiny_data.split("test")[1])
 
 
+@pytest.mark.slow
 def test_short_sft_generate_dpo_pass(tiny_data, tiny_model_dir: Path, tmp_path: Path):
     from PUMA.data import function_examples
     from PUMA.dpo import DPOStepConfig, train_dpo
@@ -160,14 +163,16 @@ def test_search_labels_written_by_an_llm(tiny_data):
         assert server.requests[0]["temperature"] == 0.0
 
 
+@pytest.mark.slow
 def test_live_generation_with_the_puma_agent(tiny_data, tiny_engines, tiny_model_dir: Path, tmp_path: Path):
     from PersonalWAB.results import load_result_file
     from PersonalWAB.runner.config import RunConfig
     from PersonalWAB.runner.execute import run
 
     config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test",
-                       puma_generate=True, puma_model_path=str(tiny_model_dir), end_index=3,
-                       output=str(tmp_path / "live.json"), agent_memory="none")
+                       agent_options={"puma": PumaAgentSettings(puma_generate=True,
+                                                                puma_model_path=str(tiny_model_dir))}, end_index=3,
+                       out=str(tmp_path / "live.json"), agent_memory="none")
     header, path, _ = run(config, log=lambda _: None)
     _, records = load_result_file(path)
     assert len(records) == 3 and not any("error" in r["info"] for r in records)
@@ -243,8 +248,8 @@ def test_a_function_output_naming_no_tool_scores_zero_and_the_run_goes_on(tiny_d
     functions[tasks[1]["task"]] = "Search_Product_By_Query" if recipe == "release" else "no idea"
     f, p = _puma_files(tmp_path, tasks, functions, params)
     config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test", end_index=4,
-                       puma_function_file=f, puma_param_file=p, puma_recipe=recipe,
-                       output=str(tmp_path / "r.json"), agent_memory="none")
+                       agent_options={"puma": PumaAgentSettings(puma_function_file=f, puma_param_file=p, recipe=recipe)},
+                       out=str(tmp_path / "r.json"), agent_memory="none")
     header, path, _ = run(config, log=lambda _: None)
     records = sorted(load_result_file(path)[1], key=lambda r: r["task_id"])
     assert len(records) == 4 and not any("error" in r["info"] for r in records)
@@ -269,8 +274,9 @@ def test_multi_turn_steps_release_repeats_its_action_improved_stops(tiny_data, t
     results = {}
     for recipe in ("release", "improved"):
         config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test", end_index=3,
-                           puma_function_file=files[0], puma_param_file=files[1], puma_recipe=recipe,
-                           max_steps=3, user_mode="offline", output=str(tmp_path / f"{recipe}.json"),
+                           agent_options={"puma": PumaAgentSettings(puma_function_file=files[0],
+                                                                    puma_param_file=files[1], recipe=recipe)},
+                           max_steps=3, user_mode="offline", out=str(tmp_path / f"{recipe}.json"),
                            agent_memory="none")
         header, path, _ = run(config, log=lambda _: None)
         results[recipe] = header["results"], sorted(load_result_file(path)[1], key=lambda r: r["task_id"])

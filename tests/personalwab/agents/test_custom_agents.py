@@ -11,7 +11,7 @@ import pytest
 
 from PersonalWAB.agents.custom import ENTRY_POINT_GROUP, installed_agents
 from PersonalWAB.leaderboard.validate import validate_file
-from PersonalWAB.memory import memory_text
+from PersonalWAB.memory import memory_text, system_prompt
 from PersonalWAB.protocol import project_protocol
 from PersonalWAB.metrics import compute_statistics
 from PersonalWAB.results import load_result_file
@@ -47,7 +47,7 @@ def test_example_agent_runs_from_the_flag_at_the_repo_root(tiny_data, tiny_engin
     with ScriptedLLMServer(tool_caller) as server:
         finished = subprocess.run(
             [sys.executable, "run.py", "--agent_strategy", EXAMPLE, "--model", "openai/scripted", "--api_base",
-             server.url, "--data_dir", str(tiny_data.data_dir), "--end_index", "5", "--output", str(output)],
+             server.url, "--data_dir", str(tiny_data.data_dir), "--end_index", "5", "--out", str(output)],
             cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "OPENAI_API_KEY": KEY})
         first = server.requests[0]
     assert finished.returncode == 0, finished.stderr
@@ -76,11 +76,11 @@ def test_example_agent_runs_from_an_entry_point(tiny_data, tiny_engines, tmp_pat
     with ScriptedLLMServer(tool_caller) as server:
         _, path, _ = run(RunConfig(agent_strategy="my-agent", model="openai/scripted", api_base=server.url,
                                    data_dir=str(tiny_data.data_dir), end_index=4, agent_memory="last",
-                                   output=str(tmp_path / "ep.json")), log=lambda _: None)
+                                   out=str(tmp_path / "ep.json")), log=lambda _: None)
         system = server.requests[0]["messages"][0]["content"]
     check_example_run(path, "my-agent", 4, tiny_data)
     protocol, task = project_protocol(), tiny_data.split("test")[0]
-    assert system == protocol.system_prompt("last", -1) + memory_text(protocol, tiny_data, task, "last", 10)
+    assert system == system_prompt(protocol, "last", -1) + memory_text(protocol, tiny_data, task, "last", 10)
 
 
 BROKEN_MODULES = {
@@ -112,7 +112,7 @@ def test_unusable_agents_stop_with_one_clear_line(strategy, message, tiny_data_d
         (tmp_path / f"{name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
     output = tmp_path / "never.json"
-    code = main(["--agent_strategy", strategy, "--data_dir", str(tiny_data_dir), "--output", str(output)])
+    code = main(["--agent_strategy", strategy, "--data_dir", str(tiny_data_dir), "--out", str(output)])
     error = capsys.readouterr().err
     assert code == 2 and not output.exists()
     assert error.count("\n") == 1 and error.startswith(f"error: --agent_strategy {strategy}: ")

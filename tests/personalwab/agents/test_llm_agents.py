@@ -9,6 +9,7 @@ import pytest
 from PersonalWAB.agents.react import parse_react
 from PersonalWAB.agents.llm_agent import UnusableReply, conversation_text
 from PersonalWAB.data.schema import TASK_TYPE_OF_FUNCTION
+from PersonalWAB.memory import system_prompt
 from PersonalWAB.protocol import project_protocol
 from PersonalWAB.metrics import compute_statistics
 from PersonalWAB.results import load_result_file
@@ -23,7 +24,7 @@ FC_TOOLS = ("search_product_by_query", "get_recommendations_by_history", "add_pr
 
 
 def run_against(server, data_dir, tmp_path, name="r.json", **overrides):
-    values = {"data_dir": str(data_dir), "output": str(tmp_path / name), "model": "openai/scripted-model",
+    values = {"data_dir": str(data_dir), "out": str(tmp_path / name), "model": "openai/scripted-model",
               "api_base": server.url, "agent_strategy": "function_calling", "agent_memory": "none",
               "max_retries": 2, "end_index": 6}
     values.update(overrides)
@@ -40,7 +41,7 @@ def test_first_request_and_scored_tool_calls(tiny_data_dir, tiny_engines, tmp_pa
         header, path, _ = run_against(server, tiny_data_dir, tmp_path)
         first = server.requests[0]
     protocol = project_protocol()
-    assert first["messages"][0] == {"role": "system", "content": protocol.system_prompt("none", -1)}
+    assert first["messages"][0] == {"role": "system", "content": system_prompt(protocol, "none", -1)}
     assert first["messages"][1]["content"] == protocol.first_observation(tiny_engines.data.tasks["test"][0])
     assert first["tools"] == protocol.tools(FC_TOOLS) and first["tool_choice"] == "auto"
     assert first["temperature"] == 0.0
@@ -217,11 +218,11 @@ TABLE3 = [
     ("function_calling", "none", None),
     ("function_calling", "random", "memory.random.header"),
     ("function_calling", "last", "memory.last.header"),
-    ("function_calling", "relevant", "memory.relevant.header"),
+    pytest.param("function_calling", "relevant", "memory.relevant.header", marks=pytest.mark.slow),
     ("react", "last", "react.memory.last.header"),
     ("react_reflect", "last", "react.memory.last.header"),
     ("recmind", "recmind", "memory.recmind.header"),
-    ("function_calling", "taskspe", "memory.taskspe.header"),
+    pytest.param("function_calling", "taskspe", "memory.taskspe.header", marks=pytest.mark.slow),
 ]
 
 
@@ -268,7 +269,7 @@ def test_interecagent_memory_is_updated_after_each_task(tiny_data_dir, tiny_engi
                     interec_memory_file=str(store_file))
         first, update = server.requests
     protocol = project_protocol()
-    assert first["messages"][0]["content"].startswith(protocol.system_prompt("interecagent", -1))
+    assert first["messages"][0]["content"].startswith(system_prompt(protocol, "interecagent", -1))
     assert protocol.text("memory.interecagent.like") + "['B0OLD00001']" in first["messages"][0]["content"]
     assert update["messages"][0]["role"] == "system" and len(update["messages"]) == 1
     assert update["messages"][0]["content"].startswith(protocol.text("interecagent.update").split("{conversation}")[0])

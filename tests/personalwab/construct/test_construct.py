@@ -193,9 +193,9 @@ def test_built_directory_runs_on_both_tracks(built, tmp_path: Path) -> None:
     from PersonalWAB.runner.execute import run
 
     data_dir = str(built[0] / "data")
-    single, _, _ = run(RunConfig(data_dir=data_dir, agent_memory="last", output=str(tmp_path / "st.json")), log=quiet)
+    single, _, _ = run(RunConfig(data_dir=data_dir, agent_memory="last", out=str(tmp_path / "st.json")), log=quiet)
     multi, _, _ = run(RunConfig(data_dir=data_dir, agent_memory="last", max_steps=4, user_mode="offline",
-                                end_index=8, output=str(tmp_path / "mt.json")), log=quiet)
+                                end_index=8, out=str(tmp_path / "mt.json")), log=quiet)
     assert single["run_args"]["data_source"].startswith("constructed(")
     assert single["results"]["overall"]["total_count"] == len(load_benchmark_data(data_dir).tasks["test"])
     assert single["results"]["overall"]["avg_action_acc"] == 1.0
@@ -232,6 +232,7 @@ def test_a_changed_setting_reruns_only_what_it_reaches(built, server: ScriptedLL
     assert changed.manifest["llm_calls"] == len(new) and changed.manifest["llm_calls_cached"] > 0
 
 
+@pytest.mark.slow
 def test_new_product_texts_rebuild_only_the_index(built, fake_pack: Path) -> None:
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.engines.search import search_index_dir
@@ -293,6 +294,7 @@ def test_interrupted_build_repeats_no_call_and_ends_identical(built, tmp_path: P
     assert checksums(out / "data") == reference
 
 
+@pytest.mark.slow
 def test_killed_build_repeats_no_call_and_ends_identical(built, tmp_path: Path) -> None:
     raw, reference = first_raw(built[0]), built[1].manifest["files"]
     out = tmp_path / "killed"
@@ -541,5 +543,6 @@ def test_construct_flags_config_file_and_old_spellings(raw_dir: Path, tmp_path: 
 
 def test_construct_manifest_records_the_resolved_settings(built) -> None:
     recorded = built[1].manifest["parameters"]
-    assert recorded == json.loads(json.dumps(settings(Path(recorded["raw_dir"]), built[0], recorded["api_base"]).describe()))
+    given = settings(Path(recorded["raw_dir"]), built[0], recorded["api_base"])
+    assert recorded == json.loads(json.dumps(given.describe()))
     assert recorded["search_backend"] == "lucene" and recorded["num_users"] == 12

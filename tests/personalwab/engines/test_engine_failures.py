@@ -37,7 +37,7 @@ def artefacts(data_dir: Path):
 
 
 def run_cli(data_dir: Path, output: Path, *extra: str) -> int:
-    return main(["--data_dir", str(data_dir), "--output", str(output), *FIRST_TASKS, *extra])
+    return main(["--data_dir", str(data_dir), "--out", str(output), *FIRST_TASKS, *extra])
 
 
 def truncate(path: Path) -> None:

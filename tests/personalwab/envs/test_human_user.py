@@ -56,7 +56,7 @@ def test_human_session_through_a_pseudo_terminal(tiny_data_dir, tiny_engines, tm
     output = tmp_path / "human.json"
     argv = [sys.executable, str(REPO_ROOT / "run.py"), "--user_mode", "human", "--max_steps", "3",
             "--agent_strategy", "heuristic", "--agent_memory", "none", "--data_dir", str(tiny_data_dir),
-            "--search_backend", "lucene", "--end_index", "2", "--output", str(output)]
+            "--search_backend", "lucene", "--end_index", "2", "--out", str(output)]
     pid, fd = pty.fork()
     if pid == 0:  # the child: the terminal session
         os.chdir(REPO_ROOT)

@@ -81,7 +81,7 @@ def files(tiny_data_dir, tmp_path_factory) -> dict[str, Path]:
     paths = {}
     for name, overrides in (("last", {"memory_length": 50}), ("none", {"agent_memory": "none"}),
                             ("partial", {"start_index": 5, "end_index": 15})):
-        config = RunConfig(data_dir=str(tiny_data_dir), output=str(out / f"{name}.json"),
+        config = RunConfig(data_dir=str(tiny_data_dir), out=str(out / f"{name}.json"),
                            **{"agent_memory": "last", **overrides})
         _, paths[name], _ = run(config, log=lambda _: None)
     paths["multi"] = write(out / "multi.json", multi_turn_copy(read(paths["last"])))
@@ -90,7 +90,7 @@ def files(tiny_data_dir, tmp_path_factory) -> dict[str, Path]:
     paths["checkpoint"] = write(out / "checkpoint.json",
                                 [{"run_args": last[0]["run_args"], "unfinished": True}, *last[1:20]])
     original = read(paths["none"])
-    for key in ("data_source", "search_backend", "project_version", "data_dir", "output", "protocol"):
+    for key in ("data_source", "search_backend", "project_version", "data_dir", "out", "protocol"):
         original[0]["run_args"].pop(key)
     paths["original"] = write(out / "original.json", original)
     return paths
@@ -239,6 +239,7 @@ def test_summarize_cli_names_and_escaping(files, tmp_path, capsys):
     assert "left out" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_summarizing_twenty_full_split_files(tmp_path):
     """Correctness at full size; the time it takes is measured by scripts/benchmark_leaderboard.py."""
     paths = [tmp_path / f"run{i:02d}.json" for i in range(20)]

@@ -124,7 +124,7 @@ def report_page(tiny_data_dir, tmp_path_factory) -> tuple[Path, int, int]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the tiny recommender trains many times slower with 2 threads on a busy 2-core box
     try:
-        _, path, _ = run(RunConfig(data_dir=str(tiny_data_dir), output=str(out / "run.json"), agent_memory="last"),
+        _, path, _ = run(RunConfig(data_dir=str(tiny_data_dir), out=str(out / "run.json"), agent_memory="last"),
                          log=lambda _: None)
     finally:
         torch.set_num_threads(threads)

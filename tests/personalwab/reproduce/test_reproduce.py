@@ -21,6 +21,7 @@ from PersonalWAB.reproduce.table import Cell, Comparison, render_html
 from PersonalWAB.results import load_result_file
 from devtools.responders import instruction_of, react_writer, tool_caller
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from PUMA.agent_settings import PumaInputs
 
 ROW_NAMES = ("none", "last", "react")
 TASKS = 4
@@ -170,25 +171,27 @@ def test_the_running_cost_stops_at_max_usd_and_a_rerun_finishes(tiny_engines, ti
 
 
 def test_rows_follow_the_release_and_need_their_inputs(tmp_path):
-    settings = ReproduceSettings(model="gpt-4o", out=tmp_path)
+    settings = ReproduceSettings(model="gpt-4o", out=str(tmp_path))
     chosen, skipped = select_rows(settings)
     assert [s.name for s in chosen] == ["none", "random", "last", "relevant", "react", "recmind"]
     assert len(skipped) == 1 and "puma" in skipped[0]
-    multi = ReproduceSettings(model="gpt-4o", out=tmp_path, track=MULTI)
+    multi = ReproduceSettings(model="gpt-4o", out=str(tmp_path), track=MULTI)
     assert [s.name for s in select_rows(multi)[0]] == ["none", "random", "last", "relevant", "react", "reflection",
                                                        "recmind"]
     with pytest.raises(ValueError, match="--track multi only"):
-        select_rows(ReproduceSettings(model="gpt-4o", out=tmp_path, rows=("reflection",)))
+        select_rows(ReproduceSettings(model="gpt-4o", out=str(tmp_path), rows="reflection"))
     with pytest.raises(ValueError, match="needs --puma_model_path"):
-        select_rows(ReproduceSettings(model="gpt-4o", out=tmp_path, rows=("puma",)))
+        select_rows(ReproduceSettings(model="gpt-4o", out=str(tmp_path), rows="puma"))
     react = row_config(ROWS["react"], settings)
     assert (react.agent_strategy, react.agent_memory, react.memory_length, react.max_steps, react.user_mode,
             react.temperature, react.seed) == ("react", "last", 10, -1, "no", 0.0, 2024)
     reflection = row_config(ROWS["reflection"], multi)
     assert (reflection.agent_strategy, reflection.agent_memory, reflection.max_steps, reflection.user_mode,
             reflection.user_model) == ("react_reflect", "relevant", 10, "naive", "gpt-4o-mini")
-    puma = row_config(ROWS["puma"], ReproduceSettings(model="gpt-4o", out=tmp_path, puma_model_path="m"))
-    assert (puma.model, puma.puma_generate, puma.agent_memory, puma.puma_recipe) == (None, True, "taskspe", "release")
+    puma = row_config(ROWS["puma"], ReproduceSettings(model="gpt-4o", out=str(tmp_path),
+                                                      puma=PumaInputs(puma_model_path="m")))
+    options = puma.options("puma")
+    assert (puma.model, options.puma_generate, puma.agent_memory, options.recipe) == (None, True, "taskspe", "release")
 
 
 def test_the_paper_column_is_only_for_the_model_the_paper_names():

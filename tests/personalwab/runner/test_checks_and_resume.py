@@ -35,7 +35,7 @@ def quiet(_: str) -> None:
 
 
 def cli(data_dir, output, *extra: str) -> list[str]:
-    return ["--data_dir", str(data_dir), "--output", str(output), *extra]
+    return ["--data_dir", str(data_dir), "--out", str(output), *extra]
 
 
 def command_args(command: str) -> list[str]:
@@ -132,7 +132,7 @@ def test_default_names_are_unique_per_run(tiny_data_dir, tiny_engines, tmp_path,
 @pytest.fixture()
 def finished(tiny_data_dir, tiny_engines, tmp_path):
     output = tmp_path / "finished.json"
-    run(RunConfig(data_dir=str(tiny_data_dir), output=str(output), end_index=5), log=quiet)
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=5), log=quiet)
     return output
 
 
@@ -206,7 +206,7 @@ def test_a_checkpoint_names_its_run(tiny_data_dir, tiny_engines, tmp_path, monke
     monkeypatch.setattr(HeuristicAgent, "solve", stop_at_third)
     output = tmp_path / "r.json"
     with pytest.raises(KeyboardInterrupt):
-        run(RunConfig(data_dir=str(tiny_data_dir), output=str(output), end_index=5), log=quiet)
+        run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=5), log=quiet)
     parsed = read_run_file(output)
     assert parsed.header is None and parsed.run_args["end_index"] == 5 and len(parsed.records) == 2
     assert parsed.run_args["data_fingerprint"]
@@ -260,6 +260,7 @@ def test_interrupt_keeps_finished_tasks_and_prints_the_resume_command(tiny_data_
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.slow
 def test_a_signal_stops_a_run_with_calls_in_flight(tiny_data_dir, tiny_engines, tmp_path, stop):
     """Ctrl-C and SIGTERM (a job scheduler's stop) alike: the finished tasks kept, the resume
     command printed, the lock released, no traceback."""
@@ -298,7 +299,7 @@ def test_stale_scratch_of_killed_runs_is_removed(tiny_data_dir, tiny_engines, tm
     live_file.write_text("[")
     stale_index = tiny_data_dir / "indexes" / "lucene" / f".0123abcd-4567ef.{gone.pid}.build-x1y2"
     (stale_index / "collection").mkdir(parents=True)
-    run(RunConfig(data_dir=str(tiny_data_dir), output=str(tmp_path / "r.json"), end_index=3), log=quiet)
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(tmp_path / "r.json"), end_index=3), log=quiet)
     assert not stale_file.exists() and not stale_index.exists()
     assert live_file.exists()
 

@@ -48,7 +48,7 @@ def free_port() -> int:
 
 
 def llm_run(data_dir: Path, output: Path, api_base: str, *extra: str) -> list[str]:
-    return ["--data_dir", str(data_dir), "--output", str(output), "--agent_strategy", "function_calling",
+    return ["--data_dir", str(data_dir), "--out", str(output), "--agent_strategy", "function_calling",
             "--model", "scripted", "--api_base", api_base, "--agent_memory", "none", *extra]
 
 
@@ -167,7 +167,7 @@ def test_api_base_must_be_an_http_url(tiny_data_dir, tmp_path, capsys, flag, val
 def test_first_error_of_each_kind_is_logged_once_without_verbose(tiny_data_dir, tiny_engines, tmp_path):
     lines: list[str] = []
     with ScriptedLLMServer([ScriptedReply(status=500, content="overloaded")]) as server:
-        config = RunConfig(data_dir=str(tiny_data_dir), output=str(tmp_path / "r.json"), end_index=4,
+        config = RunConfig(data_dir=str(tiny_data_dir), out=str(tmp_path / "r.json"), end_index=4,
                            agent_strategy="function_calling", model="scripted", api_base=server.url,
                            agent_memory="none", max_retries=0)
         header, _, _ = run(config, log=lines.append)
@@ -218,7 +218,7 @@ def test_validate_and_summarize_count_format_errors(format_error_run, capsys):
 
 def test_old_records_without_format_errors_still_validate(tiny_data_dir, tiny_engines, tmp_path, capsys):
     output = tmp_path / "old.json"
-    run(RunConfig(data_dir=str(tiny_data_dir), output=str(output), end_index=2), log=quiet)
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=2), log=quiet)
     capsys.readouterr()
     assert leaderboard_main(["validate", str(output)]) == 0
     assert "VALID (0 errors" in capsys.readouterr().out
@@ -228,8 +228,8 @@ def test_old_records_without_format_errors_still_validate(tiny_data_dir, tiny_en
 
 def test_summarize_never_ranks_a_partial_run_with_whole_split_runs(tiny_data_dir, tiny_engines, tmp_path):
     whole, part = tmp_path / "whole.json", tmp_path / "part.json"
-    run(RunConfig(data_dir=str(tiny_data_dir), output=str(whole), agent_memory="none"), log=quiet)
-    run(RunConfig(data_dir=str(tiny_data_dir), output=str(part), end_index=5), log=quiet)
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(whole), agent_memory="none"), log=quiet)
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(part), end_index=5), log=quiet)
     rows, _ = summarize_files([whole, part])
     grouped = tables(rows)
     assert len(grouped) == 2

@@ -70,7 +70,7 @@ def trial_runs(tiny_data_dir, tiny_engines, tmp_path_factory):
                 code = main(["--agent_strategy", "function_calling", "--model", "openai/scripted", "--api_base",
                              server.url, "--data_dir", str(tiny_data_dir), "--end_index", str(TASKS),
                              "--agent_memory", "none", "--num_trials", "3", "--temperature", temperature,
-                             "--output", str(paths[temperature])])
+                             "--out", str(paths[temperature])])
             assert code == 0
             printed[temperature] = buffer.getvalue()
         temperatures = sorted({r["temperature"] for r in server.requests})

@@ -1,0 +1,122 @@
+"""The one settings system (`PersonalWAB.settings`): flags made from dataclass fields, one
+boolean style, old spellings that warn, `--config FILE.yaml` under the flags, resume keys
+from marks, and `run.py` taking the release's own command lines as they are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from PersonalWAB.errors import DataError
+from PersonalWAB.runner.config import RunConfig, parse_config, run_resume_keys
+from PersonalWAB.settings import build_parser, help_problems, parse, resume_keys, setting
+
+
+@dataclass
+class Example:
+    files: list = setting(None, "files to read", positional=True, nargs="+")
+    out: str = setting("result.json", "where the output goes", aliases=("output", "output_dir"))
+    count: int = setting(3, "how many", resume=True)
+    rate: float | None = setting(None, "a rate", kind=float)
+    shuffle: bool = setting(False, "shuffle the order")
+    packing: bool = setting(True, "pack the examples", aliases=("no-packing",))
+    mode: str = setting("a", "the mode", choices=["a", "b"], resume=True)
+
+
+def test_one_boolean_style_takes_a_bare_flag_and_every_spelling_of_a_value():
+    assert parse(Example, ["f", "--shuffle"]).shuffle is True
+    for word, value in (("1", True), ("0", False), ("true", True), ("False", False), ("yes", True), ("off", False)):
+        assert parse(Example, ["f", "--shuffle", word]).shuffle is value
+    with pytest.raises(SystemExit):
+        parse(Example, ["f", "--shuffle", "maybe"])
+
+
+def test_an_old_spelling_works_and_names_the_flag_that_replaced_it(capsys):
+    settings = parse(Example, ["f", "--output", "x.json", "--no-packing"])
+    assert (settings.out, settings.packing) == ("x.json", False)
+    err = capsys.readouterr().err
+    assert "--output is deprecated; use --out" in err and "--no-packing is deprecated; use --packing 0" in err
+    assert parse(Example, ["f", "--out", "y.json"]).out == "y.json" and capsys.readouterr().err == ""
+
+
+def test_a_config_file_gives_settings_and_flags_override_it(tmp_path):
+    config = tmp_path / "settings.yaml"
+    config.write_text("count: 7\nmode: b\nshuffle: 1\nrate: 0.5\nfiles: [a, b]\n")
+    settings = parse(Example, ["--config", str(config), "--count", "9"])
+    assert (settings.count, settings.mode, settings.shuffle, settings.rate, settings.files) == (9, "b", True, 0.5,
+                                                                                                ["a", "b"])
+
+
+@pytest.mark.parametrize("text, fault", [
+    ("cuont: 7\n", "unknown setting 'cuont' (did you mean count?)"),
+    ("mode: c\n", "mode: 'c' is not one of a, b"),
+    ("count: many\n", "count: invalid literal"),
+    ("- count\n", "expected a mapping of settings, found list"),
+    ("count: [1\n", "not valid YAML"),
+])
+def test_a_bad_config_file_names_the_file_and_the_fault(tmp_path, text, fault):
+    config = tmp_path / "settings.yaml"
+    config.write_text(text)
+    with pytest.raises(DataError) as caught:
+        parse(Example, ["f", "--config", str(config)])
+    assert str(config) in str(caught.value) and fault in str(caught.value)
+
+
+def test_every_flag_has_help_and_an_empty_help_is_refused():
+    assert help_problems(build_parser(Example)) == []
+    with pytest.raises(ValueError, match="help"):
+        setting(1, " ")
+
+
+def test_resume_keys_come_from_the_marks():
+    assert resume_keys(Example) == ("count", "mode")
+    keys = run_resume_keys()
+    assert {"task_split", "agent_memory", "model", "puma_param_file", "recipe", "protocol"} <= set(keys)
+    assert "verbose" not in keys and "max_concurrency" not in keys
+
+
+def test_run_config_file_equals_the_same_flags(tmp_path):
+    flags = ["--agent_strategy", "puma", "--agent_memory", "taskspe", "--end_index", "20", "--shuffle", "1",
+             "--puma_function_file", "f.json", "--puma_param_file", "p.json", "--recipe", "improved",
+             "--temperature", "0.5", "--max_concurrency", "4", "--verbose"]
+    config = tmp_path / "run.yaml"
+    config.write_text("agent_strategy: puma\nagent_memory: taskspe\nend_index: 20\nshuffle: true\n"
+                      "puma_function_file: f.json\npuma_param_file: p.json\nrecipe: improved\ntemperature: 0.5\n"
+                      "max_concurrency: 4\nverbose: true\n")
+    from_flags, from_file = parse_config(flags), parse_config(["--config", str(config)])
+    assert from_flags.settings() == from_file.settings()
+    assert from_file.options("puma").recipe == "improved" and from_file.shuffle is True
+    assert from_flags.settings() != parse_config([]).settings()
+
+
+RELEASE_RUN_FLAGS = [  # every flag of the release's run.py, spelled and valued as its scripts pass them
+    "--num_trials", "1", "--env", "pwab", "--model", "gpt-4o-mini", "--user_mode", "no", "--user_model", "gpt-4o",
+    "--agent_strategy", "puma", "--temperature", "0.0", "--task_split", "test", "--agent_memory", "taskspe",
+    "--memory_length", "10", "--max_steps", "-1", "--start_index", "0", "--end_index", "-1", "--resume_from", "r.json",
+    "--verbose", "--log_dir", "results", "--num_gpus", "1", "--max_concurrency", "1", "--seed", "2024",
+    "--shuffle", "0", "--interec_memory_file", "m.json", "--puma_param_file", "p.json", "--puma_function_file",
+    "f.json", "--puma_generate", "0", "--puma_model_path", "model/", "--mem_token_length", "768",
+]
+
+
+def test_run_takes_the_release_run_py_flags_as_they_are(capsys):
+    config = parse_config(RELEASE_RUN_FLAGS)
+    puma = config.options("puma")
+    assert (config.shuffle, config.verbose, config.num_gpus, config.log_dir) == (False, True, 1, "results")
+    assert (puma.puma_generate, puma.puma_model_path, puma.mem_token_length) == (False, "model/", 768)
+    assert capsys.readouterr().err == ""  # the release's spellings are current flags, no warning
+    assert parse_config(["--shuffle", "1", "--puma_generate", "1"]).shuffle is True
+
+
+def test_the_projects_older_run_flags_still_work_with_a_warning(capsys):
+    config = parse_config(["--output", "x.json", "--puma_recipe", "improved"])
+    assert config.out == "x.json" and config.options("puma").recipe == "improved"
+    err = capsys.readouterr().err
+    assert "--output is deprecated; use --out" in err and "--puma_recipe is deprecated; use --recipe" in err
+
+
+def test_the_header_records_every_resolved_setting():
+    settings = RunConfig().settings()
+    assert {"out", "agent_memory", "puma_generate", "recipe", "mem_token_length"} <= set(settings)
+    assert "agent_options" not in settings
