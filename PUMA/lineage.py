@@ -13,7 +13,7 @@ are taken as they are; a recipe mismatch is `PUMA.recipe.check_inputs`'s.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from PUMA.recipe import Recipe, read_record, record_path

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -123,7 +124,7 @@ _FILE_KEYS = {"release": {"switches": dict, "steps": dict, "shared_with_release"
 STEP_SECTIONS = ("data", "sft", "merge", "generate", "score", "dpo_data", "dpo", "fast_test", "grpo")
 
 
-def _checked(path: Path, where: str, mapping: Any, types: dict[str, type]) -> dict[str, Any]:
+def _checked(path: Path, where: str, mapping: Any, types: Mapping[str, type]) -> dict[str, Any]:
     """`mapping` with exactly the keys of `types`, each of its type (`object`: any), or an error
     naming the file and key."""
     if not isinstance(mapping, dict):
