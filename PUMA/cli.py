@@ -87,7 +87,7 @@ def parse_step(cls: type[T], argv: Sequence[str] | None, prog: str, doc: str | N
 def _default_recipe(cls: type) -> str:
     for item in settings_fields(cls):
         if item.name == "recipe":
-            return item.default
+            return str(item.default)
     return "release"
 
 

@@ -131,6 +131,7 @@ def plan_launch(step: str, env: Mapping[str, str], gpus: int | None = None,
         raise LaunchError(MISSING_DEEPSPEED, 3)
     config = DEEPSPEED_CONFIGS[deepspeed]
     train_args = PRECISION_FLAGS[precision] + (("--deepspeed", config) if config else ())
+    launcher: tuple[str, ...]
     if n and config:
         launcher = (python, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n))
     elif n:

@@ -106,7 +106,7 @@ class ReleasePaddingCollator:
     def __call__(self, features: list[dict[str, list[int]]]) -> dict[str, Any]:
         import torch
 
-        rows = {"input_ids": [], "attention_mask": [], "labels": []}
+        rows: dict[str, list[list[int]]] = {"input_ids": [], "attention_mask": [], "labels": []}
         for f in features:
             pad = self.max_length - len(f["input_ids"])
             rows["input_ids"].append(list(f["input_ids"]) + [self.eos_token_id] * pad)
@@ -140,7 +140,10 @@ class PackingCollator:
     def __call__(self, features: list[dict[str, list[int]]]) -> dict[str, Any]:
         import torch
 
-        input_ids, labels, positions, owner = [], [], [], []
+        input_ids: list[int] = []
+        labels: list[int] = []
+        positions: list[int] = []
+        owner: list[int] = []
         for index, f in enumerate(features):
             input_ids += f["input_ids"]
             labels += [IGNORE_INDEX] + list(f["labels"][1:])
