@@ -53,9 +53,11 @@ class LabelRequests:
     def failure(self, exc: LLMError, request: int) -> str:
         """One line: what failed, where, with which status, after what."""
         detail = " ".join(str(exc).split())
-        answer = f"answered HTTP {exc.status_code}" if exc.status_code is not None else "failed"
-        return (f"{self.purpose}: the label endpoint {self.client.endpoint} {answer} to request {request} of "
-                f"{self.total}, so the step stopped and wrote nothing ({detail})")
+        endpoint = self.client.endpoint
+        what = (f"the label endpoint {endpoint} answered HTTP {exc.status_code} to request {request} of {self.total}"
+                if exc.status_code is not None else
+                f"request {request} of {self.total} to the label endpoint {endpoint} got no usable answer")
+        return f"{self.purpose}: {what}, so the step stopped and wrote nothing ({detail})"
 
     def close(self) -> None:
         self._bar.close()

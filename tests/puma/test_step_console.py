@@ -145,6 +145,20 @@ def test_a_label_endpoint_answering_500_ends_in_one_line(tiny_puma_data, tiny_mo
     assert not (tmp_path / "out" / "param_train.json").exists()
 
 
+def test_a_label_endpoint_that_is_not_there_is_named_too(no_provider_keys):
+    from PersonalWAB.llm import LLMClient
+    from PUMA.labels import LabelRequestError, LabelRequests
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    requests = LabelRequests(LLMClient("openai/label-writer", api_base=url, max_retries=1), total=3)
+    with pytest.raises(LabelRequestError, match=rf"^search labels: request 1 of 3 to the label endpoint {url} got no "
+                                                rf"usable answer, so the step stopped and wrote nothing \(model "
+                                                rf"endpoint {url} refuses connections"):
+        requests.complete([{"role": "system", "content": "a label prompt"}])
+
+
 def test_label_requests_show_progress_and_record_their_cost(tiny_puma_data, tiny_model_dir: Path, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture, no_provider_keys):
     from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
