@@ -109,6 +109,13 @@ class PumaAgent(Agent):
         self.mem_token_length = mem_token_length
         self.recipe = get_recipe(recipe)
 
+    @property
+    def live(self) -> LiveGenerator:
+        """The model generating live (asked for only where no stored output answers)."""
+        if self.generator is None:
+            raise ValueError(NEEDS_INPUTS)
+        return self.generator
+
     def choose_function(self, protocol: Protocol, task: Task) -> tuple[str | None, str]:
         """(the task function named, the raw output); None when the output names none.
 
@@ -134,10 +141,10 @@ class PumaAgent(Agent):
         memory_type = TASK_TYPE_OF_FUNCTION[function_name] if self.recipe.predicted_type_memory else task["type"]
         if past_behaviours(self.data, task) or training:
             memory = puma_memory_text(protocol, self.data, task, memory_type, self.memory_length,
-                                      self.generator.tokenizer, self.mem_token_length,
+                                      self.live.tokenizer, self.mem_token_length,
                                       PUMA_TEMPLATE if training else MEMORY_TEMPLATE)
         else:
-            memory = cut_to_tokens(protocol.text("puma.agent.no_memory"), self.generator.tokenizer,
+            memory = cut_to_tokens(protocol.text("puma.agent.no_memory"), self.live.tokenizer,
                                    self.mem_token_length)
         return parameter_prompt(protocol, task["task"], function_name, memory, task["target"]["product_info"],
                                 agent=not training)

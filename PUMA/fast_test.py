@@ -174,9 +174,9 @@ def fast_test(config: FastTestConfig, log: Callable[[str], None] = print) -> Pat
     inputs = {"--function_file": config.function_file, "--param_file": config.param_file}
     check_inputs(recipe, inputs)
     function_outputs, param_outputs = read_json(config.function_file), read_json(config.param_file)
-    for path, content in ((config.function_file, function_outputs), (config.param_file, param_outputs)):
+    for file, content in ((config.function_file, function_outputs), (config.param_file, param_outputs)):
         if not isinstance(content, dict):
-            raise ValueError(f"{path}: expected a JSON object mapping instruction text to a list of outputs")
+            raise ValueError(f"{file}: expected a JSON object mapping instruction text to a list of outputs")
     _, engines, tasks = load_engines(config.data_dir, config.search_backend, config.protocol_file,
                                      config.task_split, log)
     rows = evaluate(engines, tasks, function_outputs, param_outputs, recipe.name)

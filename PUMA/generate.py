@@ -44,7 +44,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from PersonalWAB.settings import setting
 from PUMA.modeling import DTYPES
@@ -268,7 +268,8 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
         protocol = load_protocol(config.protocol_file)
         cue = release_cue(protocol, config.mode)
         texts = [e["prompt"] for e in examples] if config.mode == "function" else release_param_prompts(
-            protocol, load_tokenizer(config.model_path), examples, read_json(config.function_file),
+            protocol, load_tokenizer(config.model_path), examples,
+            read_json(cast(str, config.function_file)),  # checked above: the release's param mode needs it
             config.mem_token_length)
         prompts = list(zip((e["instruction"] for e in examples), texts))  # one generation per example
     else:

@@ -19,8 +19,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from PersonalWAB.settings import setting
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 TOKENIZERS = ("bpe", "sentencepiece")
@@ -28,7 +32,7 @@ TOKENIZERS = ("bpe", "sentencepiece")
 # how text is cut: BPE, bytes for characters outside the vocabulary, one digit per piece, text
 # taken as it is (no normalisation, no whitespace folding) behind a leading "▁", ids 0/1/2 for
 # <unk>/<s>/</s> and no pad piece.
-LLAMA_SENTENCEPIECE = dict(
+LLAMA_SENTENCEPIECE: dict[str, Any] = dict(
     model_type="bpe", byte_fallback=True, split_digits=True, normalization_rule_name="identity",
     add_dummy_prefix=True, remove_extra_whitespaces=False, allow_whitespace_only_pieces=True,
     split_by_unicode_script=True, split_by_whitespace=True, split_by_number=True, max_sentencepiece_length=16,
@@ -47,8 +51,8 @@ LLAMA_TOKENIZER_CONFIG = {
 class TinyModelConfig:
     """The tiny model's settings (`python -m PUMA.tiny_model`)."""
 
-    data_dir: str | None = setting(None, "data folder whose texts train the tokenizer", required=True)
-    out: str | None = setting(None, "folder for the model and tokenizer", required=True)
+    data_dir: str = setting(None, "data folder whose texts train the tokenizer", required=True)
+    out: str = setting(None, "folder for the model and tokenizer", required=True)
     vocab_size: int = setting(1000, "tokenizer vocabulary size")
     hidden_size: int = setting(64, "hidden size (the MLP's is twice it)")
     layers: int = setting(2, "decoder layers")
