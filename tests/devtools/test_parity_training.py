@@ -106,6 +106,7 @@ def selftest_inputs(tiny_data_dir: Path, tiny_model_dir: Path, tmp_path_factory:
     return inputs
 
 
+@pytest.mark.slow
 def test_project_sft_observation_on_a_tiny_model(selftest_inputs: Path, tmp_path: Path):
     """Three examples, accumulation 2, the recipe's 10 epochs in the release's order (one step an
     epoch): every optimizer step recorded from the initial adapter, which training moved."""

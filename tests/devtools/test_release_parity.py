@@ -144,6 +144,7 @@ def sentencepiece_model_dir(tiny_data_dir: Path, tmp_path_factory: pytest.TempPa
                            TinyModelConfig(vocab_size=400, tokenizer="sentencepiece"))
 
 
+@pytest.mark.slow
 def test_puma_worker_loads_the_stand_in_for_the_hub_name_and_records_generate(tmp_path: Path,
                                                                              sentencepiece_model_dir: Path) -> None:
     from devtools.release_mirror import WORKER

@@ -99,6 +99,7 @@ def test_settings_are_checked_before_anything_loads(tiny_data, tiny_model_dir, t
             check_config(GRPOStepConfig(**{**base, **change}))
 
 
+@pytest.mark.slow
 def test_short_grpo_run_logs_the_mean_reward_each_step(tiny_data, tiny_engines, tiny_model_dir, tmp_path):
     from PUMA.lora import save_adapter
 

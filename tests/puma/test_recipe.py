@@ -96,6 +96,7 @@ def _sft_examples(tiny_data) -> list[dict[str, str]]:
     return function_examples(project_protocol(), tiny_data.split("train")[:8], "train")
 
 
+@pytest.mark.slow
 def test_modules_to_save_are_trained_saved_and_merged(tiny_data, tiny_model_dir: Path, tmp_path: Path):
     import torch
     from safetensors.torch import load_file
@@ -480,6 +481,7 @@ def test_run_facts_add_a_launch_departure_to_the_record(tmp_path: Path):
     assert record["launch_departures"] and record["departures_from_release"][-1] == record["launch_departures"][0]
 
 
+@pytest.mark.slow
 def test_step_records_state_the_batch_and_precision(tiny_data, tiny_model_dir: Path, tmp_path: Path, monkeypatch):
     from PUMA.dpo import DPOStepConfig, train_dpo
     from PUMA.modeling import write_json

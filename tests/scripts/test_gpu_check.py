@@ -98,6 +98,7 @@ def test_a_failing_phase_is_recorded_and_the_others_still_run(check, monkeypatch
     assert report["failed"] == ["sft_release"] and report["ok"] is False
 
 
+@pytest.mark.slow
 def test_cpu_dry_run_end_to_end(check, tiny_puma_data, tmp_path: Path):
     """The dry run at its smallest on the tiny data (its relevance caches prebuilt), with
     `sft_improved` in a child process; structure and positive, finite figures (no timing)."""

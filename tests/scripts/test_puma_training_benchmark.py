@@ -65,6 +65,7 @@ def test_token_and_flop_counting(bench, tokenizer):
         bench.BenchmarkConfig(recipes="release,fast").check()
 
 
+@pytest.mark.slow
 def test_benchmark_end_to_end(bench, tiny_puma_data, tmp_path: Path):
     out = tmp_path / "bench.json"
     argv = ["--data_dir", str(tiny_puma_data.data_dir), "--out", str(out), "--vocab_size", "400",

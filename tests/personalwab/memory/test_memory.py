@@ -47,6 +47,7 @@ def _task_with_history(data, minimum=12):
     return next(t for t in data.tasks["test"] if len(data.behaviours_before(t["user_id"], t["timestamp"])) >= minimum)
 
 
+@pytest.mark.slow
 def test_no_mode_sees_the_target_or_later(tiny_data):
     for task in tiny_data.tasks["test"]:
         history = tiny_data.histories[task["user_id"]]
@@ -97,6 +98,7 @@ def test_memory_text_of_every_mode(tiny_data, fake_protocol):
         fake_protocol.behaviour_block(b, i) for i, b in enumerate(drawn))
 
 
+@pytest.mark.slow
 def test_taskspe_memory_for_the_function_chosen(tiny_data, fake_protocol):
     task = _task_with_history(tiny_data)
     relevant = retrieve_memory(tiny_data, task, "relevant", 8, protocol=fake_protocol)
@@ -112,6 +114,7 @@ def test_taskspe_memory_for_the_function_chosen(tiny_data, fake_protocol):
         memory_text(fake_protocol, tiny_data, task, "taskspe", 8)
 
 
+@pytest.mark.slow
 def test_relevant_memory_ranks_the_full_behaviour_texts(tiny_data):
     from PersonalWAB.engines.text_embedding import shared_embedder
 
@@ -154,6 +157,7 @@ def one_user_dir(tiny_data_dir, tmp_path):
     return first_users_dir(tiny_data_dir, tmp_path / "one_user", 1)
 
 
+@pytest.mark.slow
 def test_cache_is_reused_kept_per_protocol_and_invalidated(one_user_dir, tmp_path, fake_protocol):
     from PersonalWAB.data.loader import load_benchmark_data
 
@@ -323,6 +327,7 @@ class StoredCountingEncoder(CountingEncoder):
         return self.inner.model_id
 
 
+@pytest.mark.slow
 def test_a_new_data_dir_reuses_the_stored_vectors_of_texts_it_shares(one_user_dir, tmp_path, monkeypatch):
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.memory.embeddings import STORE_ENV
@@ -348,6 +353,7 @@ def test_a_new_data_dir_reuses_the_stored_vectors_of_texts_it_shares(one_user_di
     assert not np.array_equal(second.behaviours(user_id)[0], first.behaviours(user_id)[0])
 
 
+@pytest.mark.slow
 def test_a_run_over_some_users_encodes_only_theirs_and_ranks_as_the_whole_cache(tiny_data_dir, tmp_path,
                                                                                monkeypatch):
     from PersonalWAB.data.loader import load_benchmark_data
@@ -383,6 +389,7 @@ def test_a_run_over_some_users_encodes_only_theirs_and_ranks_as_the_whole_cache(
     assert encoder.texts == before and np.array_equal(reopened.behaviours(first_user), whole.behaviours(first_user))
 
 
+@pytest.mark.slow
 def test_cached_relevant_memory_equals_pytorch_encoding_each_text_alone(tiny_data):
     """The batched, length-sorted, stored path (ONNX Runtime on a CPU) ranks exactly as
     PyTorch encoding one text at a time."""
