@@ -145,7 +145,7 @@ class ResultAccReward:
             return [self.cache[key] for key in keys]
 
     def __call__(self, prompts: list[Any], completions: list[Any], instruction: list[str],
-                 **kwargs: Any) -> list[float]:
+                 **kwargs: Any) -> list[float | None]:  # TRL's reward type (None: no reward)
         texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
         rewards = self.scores(instruction, texts)
         log_metric = kwargs.get("log_metric")
@@ -238,7 +238,7 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
     examples = training_examples(config, tokenizer)
     reward = reward or reward_for(config, {e["instruction"]: e["function"] for e in examples}, log)
     model, _ = load_causal_lm(config.model_path, dtype=torch_dtype(config.bf16, config.fp16))
-    vllm = {"use_vllm": backend == "vllm", "vllm_mode": config.vllm_mode,
+    vllm: dict[str, Any] = {"use_vllm": backend == "vllm", "vllm_mode": config.vllm_mode,
             "vllm_gpu_memory_utilization": config.vllm_gpu_memory_utilization,
             "vllm_tensor_parallel_size": config.vllm_tensor_parallel_size,
             "vllm_server_base_url": config.vllm_server_base_url,

@@ -230,13 +230,16 @@ class ReleaseEpochsMixin:
     """A `Trainer` that takes its examples in `ReleaseEpochOrder` when built with
     `release_epochs=True` (both steps under `--recipe release`)."""
 
+    train_dataset: Any  # the Trainer's, which this is mixed into
+    args: Any
+
     def __init__(self, *args: Any, release_epochs: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.release_epochs = release_epochs
 
     def _get_train_sampler(self, train_dataset: Any = None) -> Any:
         if not self.release_epochs:
-            return super()._get_train_sampler(train_dataset)
+            return super()._get_train_sampler(train_dataset)  # type: ignore[misc]  # the Trainer's
         dataset = self.train_dataset if train_dataset is None else train_dataset
         return ReleaseEpochOrder(len(dataset), self.args.world_size, self.args.gradient_accumulation_steps,
                                  self.args.seed)

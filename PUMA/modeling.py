@@ -197,6 +197,7 @@ def load_causal_lm(path: str | Path, for_generation: bool = False, dtype: Any = 
     tokenizer = load_tokenizer(path, padding_side="left" if for_generation else "right")
     from transformers import AutoModelForCausalLM
 
+    model: Any
     if is_adapter_dir(path):
         from peft import PeftModel
 
@@ -384,7 +385,7 @@ def generate_texts(model: Any, tokenizer: Any, prompts: list[str], *, max_new_to
         batch = {k: v.to(device) for k, v in left_padded(chunk, tokenizer.pad_token_id).items()}
         with torch.no_grad(), model_defaults_ignored(model):
             generated = model.generate(**batch, generation_config=config)
-        if release_after is not None:
+        if release_after is not None and decode is not None:
             texts = [text_after(release_after, decode(ids)) for ids in generated.tolist()]
         else:
             texts = [t.strip() for t in tokenizer.batch_decode(generated[:, batch["input_ids"].shape[1]:],
