@@ -108,8 +108,8 @@ def is_setting(item: Field[Any]) -> bool:
 def default_of(item: Field[Any]) -> Any:
     if item.default is not MISSING:
         return item.default
-    if item.default_factory is not MISSING:  # type: ignore[misc]
-        return item.default_factory()  # type: ignore[misc]
+    if item.default_factory is not MISSING:
+        return item.default_factory()
     return None
 
 
@@ -385,7 +385,7 @@ def parse_many(classes: Sequence[type], argv: Sequence[str] | None = None, *, pr
 
 def resolved(config: Any) -> dict[str, Any]:
     """The settings a command ran with, by field name (what its records store)."""
-    if not is_dataclass(config):
+    if not is_dataclass(config) or isinstance(config, type):
         raise TypeError(f"{type(config).__name__} is not a settings dataclass")
     return dataclasses.asdict(config)
 

@@ -71,7 +71,7 @@ def resolve_agent_class(strategy: str, builtins: Iterable[str] = ()) -> type:
         raise AgentLoadError(f"--agent_strategy {strategy}: class {name} has no solve(env, task_index) method; "
                              f"an agent implements PersonalWAB.agents.base.Agent ({GUIDE})")
     if inspect.isabstract(found):
-        missing = ", ".join(sorted(found.__abstractmethods__))
+        missing = ", ".join(sorted(getattr(found, "__abstractmethods__", ())))
         raise AgentLoadError(f"--agent_strategy {strategy}: class {name} leaves {missing} unimplemented ({GUIDE})")
     checks = (("solve(env, task_index)", solve, (None, None, 0)),  # self, env, task_index
               ("its constructor (data, config)", found, (None, None)))

@@ -49,7 +49,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
 )}
 
 
-def option_classes(part: str = "options") -> dict[str, type]:
+def option_classes(part: str = "options") -> dict[str, Any]:
     """strategy -> its own settings dataclass (`part="inputs"`: the input files among them), for
     every built-in strategy that has one; their flags are accepted whichever strategy runs."""
     return {s.name: s.load(part) for s in STRATEGIES.values() if getattr(s, part)}

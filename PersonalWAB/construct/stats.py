@@ -94,7 +94,8 @@ def data_statistics(data: BenchmarkData, count_tokens: Callable[[list[str]], lis
             out[f"{split}_{kind}"] = len(instruction_tokens[split][kind])
             out[f"{split}_{kind}_tokens"] = mean(instruction_tokens[split][kind]) if instruction_tokens[split][kind] else 0.0
     profiles = list(data.profiles.values())
-    out["profile_distributions"] = {name: _share([p.get(name, "") for p in profiles]) for name in CATEGORICAL_FIELDS}
+    out["profile_distributions"] = {name: _share([str(p.get(name, "")) for p in profiles])
+                                   for name in CATEGORICAL_FIELDS}
     occupations = _share([p.get("Occupation", "") for p in profiles])
     out["profile_distributions"]["Occupation"] = dict(list(occupations.items())[:TOP_OCCUPATIONS])
     out["brands_per_profile"] = mean(len([b for b in p.get("Brand Preference", "").split(",") if b.strip()])

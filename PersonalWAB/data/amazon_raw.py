@@ -16,13 +16,14 @@ import gzip
 import hashlib
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from PersonalWAB.errors import DataError
 
+_loads: Callable[[str | bytes], Any]
 try:
     import orjson
 

@@ -43,7 +43,7 @@ def _stemmer() -> Any:
 
 def _porter_measure(stem: str) -> int:
     """Porter's m: how many vowel-then-consonant runs `stem` has ("y" after a consonant is a vowel)."""
-    pattern = []
+    pattern: list[str] = []
     for i, char in enumerate(stem):
         vowel = char in "aeiou" or (char == "y" and i > 0 and pattern[-1] == "c")
         pattern.append("v" if vowel else "c")
