@@ -302,7 +302,8 @@ def ask_with_repairs(llm: CachedLLM, conversations: Sequence[Request], parse: Ca
     conversations = list(conversations)
     size = len(conversations)
     values: list[Any] = [None] * size
-    replies, problems = [""] * size, [None] * size
+    replies: list[str] = [""] * size
+    problems: list[str | None] = [None] * size
     pending, sent = list(range(size)), 0
     for attempt in range(repairs + 1):
         if not pending:

@@ -282,7 +282,7 @@ class TextEmbedder:
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
         model = self._loaded()
-        return model.encode(texts, self.batch_size, progress).astype(np.float32, copy=False)
+        return model.encode(texts, self.batch_size or BATCH_SIZE[self.backend], progress).astype(np.float32, copy=False)
 
     def remember(self, texts: Iterable[str], cache_file: Path | None = None) -> int:
         """Encode texts once, in batches, for later `embedding` lookups.

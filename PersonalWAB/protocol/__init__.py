@@ -77,7 +77,7 @@ def texts_from_pack(pack: dict[str, Any]) -> dict[str, Any]:
     texts: dict[str, Any] = {}
     for name, source in TEXTS.items():
         if isinstance(source, Joined):
-            parts = []
+            parts: list[tuple[str, str | None]] = []
             for part in source.parts:
                 if isinstance(part, Field):
                     parts.append(("", part.name))

@@ -116,7 +116,7 @@ def fstring_body(node: ast.JoinedStr) -> str:
         else:
             assert isinstance(value, ast.FormattedValue)
             conversion = "" if value.conversion == -1 else f"!{chr(value.conversion)}"
-            spec = f":{fstring_body(value.format_spec)}" if value.format_spec else ""
+            spec = f":{fstring_body(value.format_spec)}" if isinstance(value.format_spec, ast.JoinedStr) else ""
             out.append("{" + ast.unparse(value.value) + conversion + spec + "}")
     return "".join(out)
 
@@ -192,10 +192,10 @@ def read_pack(path: Path | str) -> dict[str, Any]:
     release = pack.get("release")
     if not isinstance(release, dict) or release.get("commit") != RELEASE_COMMIT:
         raise DataError(f"{path}: pack of another release commit; this project reads {RELEASE_COMMIT[:7]}")
-    files = pack.get("files")
+    files = pack.get("files") if isinstance(pack.get("files"), dict) else {}
     rebuild = f"; the pack was built by another version of this project: {REBUILD}"
     for relative, sources in _sources().items():
-        texts = (files or {}).get(relative, {}).get("texts") if isinstance(files, dict) else None
+        texts = files.get(relative, {}).get("texts")
         if not isinstance(texts, dict):
             raise DataError(f"{path}: no texts of {relative}{rebuild}")
         for source in sources:
