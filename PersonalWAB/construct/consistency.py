@@ -28,6 +28,7 @@ from PersonalWAB.construct.llm_cache import CachedLLM, Estimate, LLMSettings, re
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
 from PersonalWAB.data.schema import BEHAVIOUR_SPLITS
 from PersonalWAB.errors import DataError
+from PersonalWAB.schema_types import Behaviour, Product
 
 Log = Callable[[str], None]
 JUDGE_MAX_TOKENS = 64
@@ -68,7 +69,7 @@ class ConsistencyConfig:
 @dataclass(frozen=True)
 class _RankCase:
     user_id: str
-    products: list[dict[str, Any]]
+    products: list[Product]
     positive: set[int]
 
 
@@ -79,7 +80,7 @@ def _evaluated_users(config: ConsistencyConfig, data: BenchmarkData) -> list[str
     return users
 
 
-def _sample(rng: random.Random, behaviours: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+def _sample(rng: random.Random, behaviours: list[Behaviour], k: int) -> list[Behaviour]:
     """k behaviours (all when fewer), kept in time order."""
     chosen = sorted(rng.sample(range(len(behaviours)), min(k, len(behaviours))))
     return [behaviours[i] for i in chosen]

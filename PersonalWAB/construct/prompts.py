@@ -14,10 +14,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from PersonalWAB.data.product_text import format_price
 from PersonalWAB.data.schema import PROFILE_FIELDS
+from PersonalWAB.schema_types import Behaviour, Product, UserProfile
 
 LEVEL_FIELDS = ("Price Sensitivity", "Diversity Preference", "Interaction Complexity")
 LEVELS = ("Low", "Medium", "High")
@@ -101,7 +103,7 @@ def category_path(product: dict[str, Any]) -> str:
     return f"{product.get('main_category', '')} / {path}" if path else str(product.get("main_category", ""))
 
 
-def behaviour_line(behaviour: dict[str, Any]) -> str:
+def behaviour_line(behaviour: Mapping[str, Any]) -> str:
     """One purchase with its review, on one line."""
     product, review = behaviour["product_info"], behaviour["review"]
     text = _words(f"{review['title']}. {review['text']}".strip(" ."), REVIEW_WORDS)
@@ -120,13 +122,13 @@ def product_block(product: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def product_line(number: int, product: dict[str, Any]) -> str:
+def product_line(number: int, product: Mapping[str, Any]) -> str:
     """A product on one numbered line (the ranking judge's list)."""
     return (f"[{number}] {product['title']} | category: {category_path(product)} | store: {product['store']} | "
             f"price: {format_price(product['price'])}")
 
 
-def profile_block(profile: dict[str, str]) -> str:
+def profile_block(profile: Mapping[str, object]) -> str:
     return "\n".join(f"{name}: {profile.get(name, '')}" for name in PROFILE_FIELDS)
 
 
@@ -139,7 +141,7 @@ def profile_prompt(behaviours: list[dict[str, Any]]) -> str:
     return f"Purchase and review history ({len(behaviours)} purchases, oldest first):\n{lines}"
 
 
-def instruction_prompt(task_type: str, profile: dict[str, str], target: dict[str, Any],
+def instruction_prompt(task_type: str, profile: Mapping[str, object], target: dict[str, Any],
                        recent: list[dict[str, Any]]) -> str:
     """The user message asking for one instruction: the task, the profile, the target and
     (for recommendations) the purchases just before it."""
@@ -159,7 +161,7 @@ def option_letter(index: int) -> str:
     return chr(ord("A") + index)
 
 
-def match_prompt(profile: dict[str, str], options: list[list[dict[str, Any]]]) -> str:
+def match_prompt(profile: UserProfile, options: list[list[Behaviour]]) -> str:
     """Profile plus K lettered purchase histories."""
     parts = [f"Profile:\n{profile_block(profile)}"]
     for i, behaviours in enumerate(options):
@@ -168,7 +170,7 @@ def match_prompt(profile: dict[str, str], options: list[list[dict[str, Any]]]) -
     return "\n\n".join(parts)
 
 
-def rank_prompt(profile: dict[str, str], products: list[dict[str, Any]]) -> str:
+def rank_prompt(profile: UserProfile, products: list[Product]) -> str:
     """Profile plus N numbered products."""
     lines = "\n".join(product_line(i, p) for i, p in enumerate(products, start=1))
     return (f"Profile:\n{profile_block(profile)}\n\nProducts:\n{lines}\n\n"
