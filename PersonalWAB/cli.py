@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from PersonalWAB.errors import DataError, FatalError
-from PersonalWAB.settings import DefaultsOnceFormatter  # noqa: F401  (reproduce/cli.py imports it from here)
 
 # What a command's bad input or unwritable output raises when the command itself does not say
 # it: the one line of the exception is shown, exit status 2 (never a traceback).

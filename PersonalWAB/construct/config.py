@@ -134,13 +134,16 @@ class BuildConfig:
             problems.append(f"--min_interactions/--max_interactions: need 1 <= min <= max, got "
                             f"{self.min_interactions} and {self.max_interactions}")
         if not 1 <= self.min_categories <= max(1, len(self.categories)):
-            problems.append(f"--min_categories must be between 1 and the number of categories, got {self.min_categories}")
+            problems.append(f"--min_categories must be between 1 and the number of categories, "
+                            f"got {self.min_categories}")
         for name in ("train_tasks_per_target", "test_tasks_per_target"):
             if not 0 <= getattr(self, name) <= 3:
-                problems.append(f"--{name} must be between 0 and 3 (one task per type at most), got {getattr(self, name)}")
+                problems.append(f"--{name} must be between 0 and 3 (one task per type at most), "
+                                f"got {getattr(self, name)}")
         bad_splits = [s for s in self.profile_splits if s not in BEHAVIOUR_SPLITS]
         if bad_splits or not self.profile_splits:
-            problems.append(f"--profile_splits: expected some of {', '.join(BEHAVIOUR_SPLITS)}, got {list(self.profile_splits)}")
+            problems.append(f"--profile_splits: expected some of {', '.join(BEHAVIOUR_SPLITS)}, "
+                            f"got {list(self.profile_splits)}")
         for name in ("profile_max_behaviours", "max_concurrency", "profile_max_tokens", "instruction_max_tokens",
                      "sasrec_epochs"):
             if getattr(self, name) < 1:

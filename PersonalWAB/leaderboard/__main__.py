@@ -15,7 +15,8 @@ EXIT_INVALID = 1
 
 # command -> ("module:function" run with the remaining arguments, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "validate": ("PersonalWAB.leaderboard.commands:validate", "check result files against the format and the benchmark"),
+    "validate": ("PersonalWAB.leaderboard.commands:validate",
+                 "check result files against the format and the benchmark"),
     "summarize": ("PersonalWAB.leaderboard.commands:summarize",
                   "leaderboard tables ranked by overall F. Acc, then R. Acc"),
     "compare": ("PersonalWAB.leaderboard.commands:compare", "differences to a baseline, per task type, with paired "

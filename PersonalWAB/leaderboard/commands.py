@@ -173,13 +173,13 @@ def summarize(argv: list[str] | None = None) -> int:
     if not _names_match(args):
         return EXIT_USAGE
 
-    rows, reports = summarize_files(args.files, args.name)
+    rows, reports = summarize_files([*args.files], args.name)
     bad = _report_unusable(reports, rows)
     _emit(RENDERERS[args.format](rows), args.out)
     return EXIT_INVALID if bad else EXIT_OK
 
 
-def _comparisons(paths: list[str], force: bool) -> list[Any] | int:
+def _comparisons(paths: list[Path | str], force: bool) -> list[Any] | int:
     """Each file after the first compared with the first, or the exit status after saying why not:
     2 for files that cannot be compared without --force, 1 for a file that cannot be read."""
     from PersonalWAB.leaderboard.compare import CompareError, compare_files
@@ -201,7 +201,7 @@ def compare(argv: list[str] | None = None) -> int:
     if len(args.files) < 2:
         print("error: compare needs the baseline file and at least one file to compare with it", file=sys.stderr)
         return EXIT_USAGE
-    comparisons = _comparisons(args.files, args.force)
+    comparisons = _comparisons([*args.files], args.force)
     if isinstance(comparisons, int):
         return comparisons
     _emit(RENDERERS[args.format](comparisons), args.out)
@@ -214,7 +214,7 @@ def plot(argv: list[str] | None = None) -> int:
     args = _settings(PlotSettings, argv, {"out": True})
     if not _names_match(args):
         return EXIT_USAGE
-    for path in write_plots(args.files, args.out, args.name):
+    for path in write_plots([*args.files], args.out, args.name):
         print(path)
     return EXIT_OK
 
