@@ -135,8 +135,8 @@ class Engines:
             raise DataError(f"a benchmark artefact is broken: {exc}") from None
 
     def _probe_query(self) -> str:
-        product = next(iter(self.data.products.values()), {})
-        return str(product.get("title") or "product")
+        titles = (product["title"] for product in self.data.products.values())
+        return str(next(titles, None) or "product")
 
 
 _SHARED: dict[tuple[Path, str, str], Engines] = {}

@@ -328,7 +328,8 @@ def _fit(
                 best = _Progress(score, epoch, {k: v.clone() for k, v in model.state_dict().items()})
             else:
                 best.stale += 1
-    model.load_state_dict(best.state)
+    if best.state is not None:  # the first check always sets it (scores are >= 0)
+        model.load_state_dict(best.state)
     return best.epoch, epoch, best.score
 
 
