@@ -2,7 +2,7 @@
 
 The release's PUMA code runs on the libraries of its time, installed into a folder of their
 own (`scripts/tools/install_release_libs.sh DIR`, `release_parity.py --release_libs DIR`):
-each release command reports the versions it imported (release_worker.py `--libs_out`). The
+each release command reports the versions it imported (the `libs_out` of release_worker.py's request). The
 project's side runs in this process and in subprocesses of the same Python: its versions are
 read here. Both go into the report and one summary line.
 """

@@ -2,7 +2,7 @@
 
 Loaded by release_worker.py by path (it imports nothing of this project).
 
-`install(FILE)` (the worker's `--record_env FILE`, before the release's script or run.py
+`install(FILE)` (the `record_env` of the worker's request, before the release's script or run.py
 starts) records, writing FILE after every call (the release's run.py may die in its agent;
 what came before is kept):
 
