@@ -12,12 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from PersonalWAB.cli import BAD_INPUT, check_output, run_command
 from PersonalWAB.errors import DataError
 from PersonalWAB.settings import (CONFIG_FLAG, build_parser, flag_name, make, parse_namespace, settings_fields,
                                   _config_value as config_value)
+from PersonalWAB.schema_types import Task
+
+if TYPE_CHECKING:
+    from PersonalWAB.data.loader import BenchmarkData
 
 T = TypeVar("T")
 # A step's settings problems are ValueErrors naming the flag (e.g. --recipe, an input another
@@ -108,7 +112,7 @@ def run_step(main: Callable[[list[str] | None], int | None]) -> int:
     return run_command(main, None, STEP_BAD_INPUT)
 
 
-def nonempty_split(data: Any, name: str, flag: str) -> list[dict[str, Any]]:
+def nonempty_split(data: BenchmarkData, name: str, flag: str) -> list[Task]:
     """The tasks of split `name`, or a DataError naming `flag` when it is unknown or empty
     (checked before a step's long work: the memory embedding, building the engines)."""
     if name not in data.tasks:

@@ -147,7 +147,7 @@ class ResultAccReward:
     def __call__(self, prompts: list[Any], completions: list[Any], instruction: list[str],
                  **kwargs: Any) -> list[float | None]:  # TRL's reward type (None: no reward)
         texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
-        rewards = self.scores(instruction, texts)
+        rewards: list[float | None] = list(self.scores(instruction, texts))
         log_metric = kwargs.get("log_metric")
         if log_metric is not None:
             log_metric("result_acc/cache_hit_rate", self.hits / max(self.requests, 1))

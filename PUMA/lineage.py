@@ -46,7 +46,7 @@ CARRIED: tuple[Carried, ...] = (
 
 
 def carried_mismatches(step: str, recipe: Recipe, config: Any,
-                       inputs: dict[str, str | None]) -> list[tuple[Carried, Any, Any, str]]:
+                       inputs: Mapping[str, str | None]) -> list[tuple[Carried, Any, Any, str]]:
     """(rule, this step's value, the input's value, the input's path) for every rule of `step`
     whose values differ."""
     found = []

@@ -25,7 +25,7 @@ import re
 import sys
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from PersonalWAB.errors import DataError
@@ -73,7 +73,7 @@ class Spec:
 SPEC_KEY = "pwab_setting"
 
 
-def setting(default: Any, help: str, *, choices: Sequence[Any] | None = None, metavar: str | None = None,
+def setting(default: Any, help: str, *, choices: Collection[Any] | None = None, metavar: str | None = None,
             default_text: str | None = None, kind: Callable[[str], Any] | None = None,
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: bool = False, nargs: str | int | None = None, required: bool = False,

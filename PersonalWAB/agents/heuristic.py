@@ -89,7 +89,7 @@ def usual_store(instruction: str, memory: list[Behaviour]) -> str | None:
         return None
     # categories, main_category and store may be null in the official data (None == None, as in the release)
     closest_product = closest["product_info"]
-    line: list[str | None] = (closest_product["categories"] or [])[-1:] or [closest_product["main_category"]]
+    line: list[str | None] = [*(closest_product["categories"] or [])[-1:]] or [closest_product["main_category"]]
     same_line = [b for b in memory if (b["product_info"]["categories"] or [])[-1:] == line]
     peers = same_line if len(same_line) > 1 else [
         b for b in memory if b["product_info"]["main_category"] == closest["product_info"]["main_category"]

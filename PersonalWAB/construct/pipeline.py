@@ -398,8 +398,8 @@ class DryRun:
             ceiling = "unknown" if e.cost_usd_max is None else f"{e.cost_usd_max:.4f}"
             lines.append(f"{name:<13}{e.requests:>10}{e.cached:>9}{e.calls:>9}{e.prompt_tokens:>12}"
                          f"{e.completion_tokens:>12}{cost:>11}{ceiling:>11}")
-        known = [e.cost_usd for e in self.estimates.values()]
-        if all(c is not None for c in known):
+        known = [e.cost_usd for e in self.estimates.values() if e.cost_usd is not None]
+        if len(known) == len(self.estimates):
             lines.append(f"estimated total: {sum(known):.4f} USD (repairs of unusable answers not included; "
                          "max USD: every answer as long as max_tokens)")
         lines += [f"note: {n}" for n in self.notes + [n for e in self.estimates.values() for n in e.notes]]

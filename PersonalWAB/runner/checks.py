@@ -170,7 +170,7 @@ def _check_keys(c: RunConfig) -> str | None:
         keys = missing_keys(c.model, c.api_base)
         if keys:
             return missing_key_message(c.model, keys, "--model", "--api_base")
-    if c.user_mode == "naive":
+    if c.user_mode == "naive" and c.user_model:  # none at all is refused with its own message
         keys = missing_keys(c.user_model, c.user_api_base)
         if keys:
             return missing_key_message(c.user_model, keys, "--user_model", "--user_api_base")

@@ -18,7 +18,9 @@ NOT_REPEATED = ("resume_from", "out", "overwrite", "resume_headerless")
 
 def resumes_in_place(config: RunConfig, target: Path) -> bool:
     """Whether the run writes its result into the very file it resumes."""
-    return bool(config.resume_from) and target.resolve() == Path(config.resume_from).resolve()
+    if not config.resume_from:
+        return False
+    return target.resolve() == Path(config.resume_from).resolve()
 
 
 def kept_and_left(config: RunConfig, run_args: RunArgs, tasks: list[Task], task_ids: list[int],
