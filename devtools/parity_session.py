@@ -71,6 +71,9 @@ class ParityConfig:
             if value and not Path(value).is_file():
                 raise ParityError(f"{name} {value}: no such file")
         for path in self.extra_paths:
+            if Path(path).name in CHECKS and not Path(path).is_dir():
+                raise ParityError(f"--extra_path {path}: {Path(path).name} is a check; --extra_path takes the folders "
+                                  "up to the next flag, so name the checks before it")
             if not Path(path).is_dir():
                 raise ParityError(f"--extra_path {path}: not a directory")
         check_release_dir(self.release_dir)

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -16,6 +17,17 @@ from devtools.release_mirror import REQUIRED_FILES, ParityError, build_mirror
 from tests.conftest import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "tools" / "release_parity.py"
+
+
+def release_parity_script() -> ModuleType:
+    """scripts/tools/release_parity.py as a module (its settings dataclass looks its module up)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("release_parity", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_cli_help_names_the_checks() -> None:
@@ -250,6 +262,18 @@ def test_the_harness_hands_the_worker_one_json_request(tmp_path: Path) -> None:
     assert out.returncode != 0 and "unknown request field(s) mirrors" in out.stderr
 
 
+def test_a_check_named_after_extra_path_is_explained(tmp_path: Path) -> None:
+    """`--extra_path DIR puma` reads `puma` as a second folder: the error says to name the checks first."""
+    from PersonalWAB.settings import parse
+    from devtools.parity_session import ParityConfig
+
+    argv = ["--release_dir", str(tmp_path), "--data_dir", str(tmp_path), "--extra_path", str(tmp_path), "puma"]
+    settings = parse(release_parity_script().ReleaseParitySettings, argv)
+    assert settings.extra_path == [str(tmp_path), "puma"] and settings.checks == []
+    with pytest.raises(ParityError, match="puma is a check; --extra_path takes the folders up to the next flag"):
+        ParityConfig(release_dir=tmp_path, data_dir=tmp_path, extra_paths=settings.extra_path).validate()
+
+
 def test_the_worker_refuses_release_libs_it_would_not_import(tmp_path: Path) -> None:
     """A library missing from the folder would silently come from this project's: the worker stops."""
     from devtools.release_mirror import WORKER
@@ -365,12 +389,6 @@ def test_generation_settings_are_compared_as_the_library_ran_them(tiny_model_dir
 
 
 def test_the_puma_check_runs_every_step_by_default() -> None:
-    import importlib.util
-
     from devtools.parity_puma import STEPS
 
-    spec = importlib.util.spec_from_file_location("release_parity", REPO_ROOT / "scripts/tools/release_parity.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its settings dataclass looks its module up
-    spec.loader.exec_module(module)
-    assert set(module.ReleaseParitySettings().puma_steps.split(",")) == set(STEPS)
+    assert set(release_parity_script().ReleaseParitySettings().puma_steps.split(",")) == set(STEPS)
