@@ -186,6 +186,8 @@ def _compare(specs: list[RowSpec], settings: ReproduceSettings) -> None:
     for spec in specs:
         path = settings.result_path(spec.name)
         header, records = load_result_file(path)
+        if header is None:
+            raise DataError(f"{path}: the run is unfinished (no header); finish it with --resume_from, then compare")
         source = header["run_args"]["data_source"]
         paper = compared_row(settings.track, spec.name, settings.model, spec.strategy == "puma")
         rows.append(compare_row(spec.name, path, header, records, paper))

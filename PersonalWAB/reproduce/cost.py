@@ -30,7 +30,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from tqdm import tqdm
 
@@ -125,6 +125,7 @@ class StandInAgentModel:
             action = self._last_attempt = self.decide()
         else:
             found = str(messages[-1].get("content") or "")
+            assert self._last_attempt is not None  # the odd step before this one made it
             action = Action(RESPOND, {"content": report(self._last_attempt, found, self.env.data.products)})
         return action, action
 
@@ -248,6 +249,8 @@ def estimate_row(spec: RowSpec, plan: RunPlan, settings: ReproduceSettings, samp
     from PersonalWAB.agents.registry import build_agent
     from PersonalWAB.envs.pwab.env import PWABEnv
     from PersonalWAB.envs.users import get_user
+    from PersonalWAB.envs.users.llm_user import LLMUser
+    from PersonalWAB.llm import LLMClient
     from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
 
     config = plan.config
@@ -268,15 +271,16 @@ def estimate_row(spec: RowSpec, plan: RunPlan, settings: ReproduceSettings, samp
             left, ids = picked[kind]
             share = weight * left / len(ids)  # this simulation stands for `share` of the row's task runs
             agent_calls, user_calls = Calls(), Calls()
-            user = None
-            if multi:
-                user = get_user("naive", settings.user_model, settings.user_api_base, config.seed)
-                user.client = StandInUserModel(user_pricer, user_calls)
+            user: LLMUser | None = None
+            if user_pricer is not None:  # the multi-turn track
+                user = cast(LLMUser, get_user("naive", settings.user_model, settings.user_api_base, config.seed))
+                user.client = cast(LLMClient, StandInUserModel(user_pricer, user_calls))
             env = PWABEnv(engines, config.task_split, user, config.max_steps, protocol=plan.protocol, trial=0)
-            agent.client = StandInAgentModel(agent_pricer, env, lambda: actor.decide(env, env.task), steps,
-                                             agent_calls)
+            next_action = lambda env=env: actor.decide(env, env.current_task)  # noqa: E731  # this task's env
+            agent.client = cast(LLMClient, StandInAgentModel(agent_pricer, env, next_action, steps, agent_calls))
             agent.solve(env, task_id)
-            totals["usd"] += share * (agent_pricer.usd(agent_calls) + (user_pricer.usd(user_calls) if user else 0.0))
+            user_usd = user_pricer.usd(user_calls) if user_pricer else 0.0
+            totals["usd"] += share * (agent_pricer.usd(agent_calls) + user_usd)
             for calls in (agent_calls, user_calls):
                 totals["calls"] += share * len(calls.prompt)
                 totals["prompt"] += share * sum(calls.prompt)

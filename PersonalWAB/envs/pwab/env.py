@@ -73,6 +73,13 @@ class PWABEnv:
         self.leak_flags: list[dict[str, Any]] = []  # user messages the leak guard masked
 
     @property
+    def current_task(self) -> Task:
+        """The task of the episode under way (RuntimeError before `reset`)."""
+        if self.task is None:
+            raise RuntimeError("call reset() first: no episode is under way")
+        return self.task
+
+    @property
     def single_turn(self) -> bool:
         return self.max_steps == -1
 
