@@ -73,7 +73,7 @@ class SasrecLoadSettings:
 def sasrec_seconds(args: SasrecLoadSettings, threads: int | None, env: dict[str, str], scratch: Path) -> float:
     """One training run in a fresh process; the trainer's own training time."""
     checkpoint = scratch / "sasrec.pth"
-    command = [sys.executable, "-m", TRAINER, "--data_dir", args.data_dir, "--checkpoint", str(checkpoint),
+    command = [sys.executable, "-m", TRAINER, "--data_dir", args.data_dir, "--out", str(checkpoint),
                "--item_map", str(scratch / "item_map.json"), "--epochs", str(args.epochs), "--patience", "0",
                "--eval_every", str(args.epochs), *(["--num_threads", str(threads)] if threads else [])]
     subprocess.run(command, cwd=REPO_ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
