@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -52,7 +53,7 @@ def chosen_recipe(argv: Sequence[str], default: str = "release") -> str:
         import yaml
 
         try:
-            loaded = yaml.safe_load(open(known.config, encoding="utf-8"))
+            loaded = yaml.safe_load(Path(known.config).read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError):
             loaded = None  # the settings parser names the file's problem
         if isinstance(loaded, dict) and loaded.get("recipe"):

@@ -57,7 +57,8 @@ class DataConfig:
                         "(parameter prompts with memory and labels) or all", positional=True,
                         choices=("function", "param", "all"))
     data_dir: str | None = setting(None, "the benchmark data folder whose tasks and histories the examples come "
-                                   "from", default_text="the official data when placed, else the bundled synthetic data")
+                                   "from", default_text="the official data when placed, else the bundled "
+                                   "synthetic data")
     out_dir: str = setting("PUMA/data", "folder for function_{train,test}.json and param_{train,test}.json "
                            "(each with its *.puma_run.json record)", flag="out", aliases=("out_dir",), metavar="DIR")
     recipe: str = setting("release", "PUMA recipe (PUMA/configs/<recipe>.yaml): release reproduces the "
@@ -241,7 +242,8 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
                 f"not the release's LLM-written ones (recorded in its departures)")
         write_record(path, "data_param", recipe, config, {"--data_dir": str(data.data_dir)}, protocol=protocol.name,
                      search_labels=("LLM " + config.query_model + (", reply kept as returned" if
-                                    recipe.raw_search_labels else ", reply cleaned")) if config.query_model and split == "train"
+                                    recipe.raw_search_labels else ", reply cleaned"))
+                     if config.query_model and split == "train"
                      else "offline fallback" if split == "train" else "target title (test)",
                      departures_from_release=departures,
                      latest_purchase_in_recommend_memory={"kept": kept, "of": of},

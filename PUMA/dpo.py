@@ -179,7 +179,8 @@ def train_dpo(config: DPOStepConfig) -> Path:
 def main(argv: list[str] | None = None) -> int:
     from PUMA.cli import parse_step
 
-    print(f"DPO LoRA adapter saved in {train_dpo(parse_step(DPOStepConfig, argv, 'python -m PUMA.dpo', __doc__, 'dpo'))}")
+    config = parse_step(DPOStepConfig, argv, "python -m PUMA.dpo", __doc__, "dpo")
+    print(f"DPO LoRA adapter saved in {train_dpo(config)}")
     return 0
 
 

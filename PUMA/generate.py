@@ -25,7 +25,8 @@ sampling field), so the model folder's `generation_config.json` changes nothing 
 would fill unset fields from it: Llama-2-chat's sampling at top-p 0.9, say). The record's
 `effective_decoding` lists what the backend ran with.
 
-Output (`--out`): JSON object instruction text -> list of outputs, and its record (`<output>.puma_run.json`: recipe, settings, decoding).
+Output (`--out`): JSON object instruction text -> list of outputs, and its record
+(`<output>.puma_run.json`: recipe, settings, decoding).
 
 On a GPU the model runs in bf16 (`--dtype`, as the release generated) and `--batch_size 0`
 (the default) takes as many prompts per call as the estimate of their key/value cache,

@@ -103,10 +103,10 @@ class LoRATrainingConfig:
     save_strategy: str = setting("epoch", "when checkpoints are saved (no saves only the final adapter)",
                                  choices=("no", "epoch", "steps"))
     save_total_limit: int = setting(2, "checkpoints kept in the output folder")
-    bf16: bool = setting(False, "bf16 mixed precision (GPU); PUMA/scripts set it from the recipe")
-    fp16: bool = setting(False, "fp16 mixed precision (GPU; the release's)")
+    bf16: bool = setting(False, "bf16 mixed precision (GPU); PUMA/scripts set it from the recipe", aliases=("no-bf16",))
+    fp16: bool = setting(False, "fp16 mixed precision (GPU; the release's)", aliases=("no-fp16",))
     gradient_checkpointing: bool = setting(False, "recompute activations in the backward pass: less memory, "
-                                           "about a third slower")
+                                           "about a third slower", aliases=("no-gradient_checkpointing",))
     deepspeed: str | None = setting(None, "DeepSpeed config file, e.g. PUMA/configs/deepspeed_zero2.json (pip "
                                     "install -r requirements-gpu.txt); PUMA/scripts pass the recipe's")
     report_to: str = setting("none", "where the trainer reports metrics: none, tensorboard, wandb, ... (the "

@@ -25,8 +25,8 @@ class MergeConfig:
                                           default_text="the base named in the adapter's adapter_config.json")
     recipe: str = setting("release", "PUMA recipe: merging is the same in every recipe; recorded, and the "
                           "adapter's recipe checked against it", choices=RECIPES)
-    bf16: bool = setting(False, "load and save the merged model in bfloat16")
-    fp16: bool = setting(False, "load and save the merged model in float16")
+    bf16: bool = setting(False, "load and save the merged model in bfloat16", aliases=("no-bf16",))
+    fp16: bool = setting(False, "load and save the merged model in float16", aliases=("no-fp16",))
 
 
 def merge_adapter(config: MergeConfig) -> Path:
@@ -52,7 +52,8 @@ def merge_adapter(config: MergeConfig) -> Path:
 def main(argv: list[str] | None = None) -> int:
     from PUMA.cli import parse_step
 
-    print(f"merged model saved in {merge_adapter(parse_step(MergeConfig, argv, 'python -m PUMA.merge', __doc__, 'merge'))}")
+    config = parse_step(MergeConfig, argv, "python -m PUMA.merge", __doc__, "merge")
+    print(f"merged model saved in {merge_adapter(config)}")
     return 0
 
 

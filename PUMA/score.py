@@ -48,7 +48,8 @@ class ScoreConfig:
     candidates_file: str = setting("PUMA/output/param_candidates_train.json", "step 3's parameter candidates "
                                    "(instruction -> list)")
     output_file: str = setting("PUMA/output/param_candidates_train_scores.json", "JSON file instruction -> "
-                               "{candidate: score} (its record beside it)", flag="out", aliases=("output_file",), metavar="FILE")
+                               "{candidate: score} (its record beside it)", flag="out", aliases=("output_file",),
+                               metavar="FILE")
     data_dir: str | None = setting(None, "the benchmark data whose tasks, search index and recommender score the "
                                    "candidates", default_text="the official data when placed, else the bundled "
                                    "synthetic data")

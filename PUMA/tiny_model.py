@@ -17,6 +17,7 @@ import io
 import json
 import sys
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -76,16 +77,12 @@ def corpus(data_dir: Path | str, limit: int = 20_000) -> Iterator[str]:
     data = load_benchmark_data(data_dir)
     texts = load_protocol().texts
     yield from (texts[name] for name in texts if name.startswith("puma.") and isinstance(texts[name], str))
-    count = 0
     for split in data.tasks.values():
         for task in split:
             yield task["task"]
-    for product in data.products.values():
+    for product in islice(data.products.values(), limit):
         yield f"{product.get('title', '')} | {product.get('main_category', '')} | {product.get('store', '')} | " \
               f"{product.get('parent_asin', '')}"
-        count += 1
-        if count >= limit:
-            break
     for behaviours in data.histories.values():
         for behaviour in behaviours:
             yield behaviour["review"].get("text", "")

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
 from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.memory.interec import InterecMemoryStore, initial_memory, write_memory_file
 from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
@@ -33,6 +31,7 @@ from PersonalWAB.memory.embeddings import BehaviourEmbeddings
 from PersonalWAB.cli import run_command
 from PersonalWAB.settings import parse, setting
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
 RECMIND_LENGTH = 400  # the paper's RecMind setting
 
 

@@ -57,8 +57,6 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
 from PUMA.data import DataConfig
 from PUMA.dpo import DPOStepConfig
 from PUMA.recipe import RECIPES
@@ -66,6 +64,7 @@ from PUMA.sft import SFTConfig
 from PersonalWAB.cli import check_output, run_command
 from PersonalWAB.settings import parse, setting
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
 # Llama-2-7B's architecture (its published config.json): built here with random weights.
 PRESETS = {"llama-2-7b": {"hidden_size": 4096, "intermediate_size": 11008, "layers": 32, "heads": 32,
                           "vocab_size": 32000}}

@@ -88,7 +88,7 @@ class Joined:
     parts: tuple[Inline | Field, ...]
 
 
-Source = Union[Constant, Inline, Joined]
+Source = Constant | Inline | Joined
 
 _ENV = "PersonalWAB/envs"
 _FUNCTIONS = f"{_ENV}/pwab/functions"

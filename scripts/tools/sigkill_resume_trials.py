@@ -24,12 +24,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 from PersonalWAB.cli import run_command
 from PersonalWAB.results import read_run_file
 from PersonalWAB.settings import parse, setting
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass
 class TrialSettings:

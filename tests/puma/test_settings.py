@@ -22,7 +22,8 @@ STEP_SETTINGS = {"data": ("PUMA.data", "DataConfig"), "sft": ("PUMA.sft", "SFTCo
                  "generate": ("PUMA.generate", "GenerateConfig"), "score": ("PUMA.score", "ScoreConfig"),
                  "dpo_data": ("PUMA.dpo_data", "DPODataConfig"), "merge": ("PUMA.merge", "MergeConfig"),
                  "dpo": ("PUMA.dpo", "DPOStepConfig"), "grpo": ("PUMA.grpo", "GRPOStepConfig"),
-                 "fast_test": ("PUMA.fast_test", "FastTestConfig"), "tiny_model": ("PUMA.tiny_model", "TinyModelConfig"),
+                 "fast_test": ("PUMA.fast_test", "FastTestConfig"),
+                 "tiny_model": ("PUMA.tiny_model", "TinyModelConfig"),
                  "launch": ("PUMA.launch", "LaunchSettings"), "run": ("PUMA.pipeline", "PipelineSettings")}
 
 
