@@ -172,8 +172,7 @@ EXIT_MISSING_PACKAGE = 3  # release_worker.py's exit status when the release nee
 
 def launch(command: list[str], log_path: Path, env: dict[str, str], cwd: Path | None = None) -> subprocess.Popen:
     """Start a process whose output goes to `log_path` (read back when it fails)."""
-    log = open(log_path, "w", encoding="utf-8")
-    try:
+    with open(log_path, "w", encoding="utf-8") as log:  # the child keeps its own handle
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
     finally:
         log.close()

@@ -9,6 +9,7 @@ sees each request body and decides deterministically.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import socket
@@ -18,7 +19,7 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 ERROR_TYPES = {
@@ -42,7 +43,7 @@ class ScriptedReply:
     delay_s: float = 0.0
 
 
-Responder = Union[Callable[[dict], ScriptedReply], list[ScriptedReply]]
+Responder = Callable[[dict], ScriptedReply] | list[ScriptedReply]
 
 
 def approx_tokens(text: str) -> int:
@@ -203,10 +204,8 @@ class ScriptedLLMServer:
         server.shutdown()
         server.server_close()
         for conn in connections:
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until the server has stopped (or `timeout_s` passed); True once stopped."""

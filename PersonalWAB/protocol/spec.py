@@ -20,7 +20,6 @@ the pinned commit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 RELEASE_REPOSITORY = "HongruCai/PersonalWAB"
 RELEASE_COMMIT = "23ff65c4c2288198b4b3d00d835760da2c2ff8e8"

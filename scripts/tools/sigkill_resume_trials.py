@@ -30,6 +30,7 @@ from PersonalWAB.settings import parse, setting
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
+
 @dataclass
 class TrialSettings:
     """How many runs are killed, how long each is, and the seed of the kill moments."""
