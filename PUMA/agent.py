@@ -244,6 +244,9 @@ def check_settings(config: Any) -> str | None:
         return NEEDS_MODEL_PATH
     if not puma.puma_generate and not (puma.puma_function_file and puma.puma_param_file):
         return NEEDS_INPUTS
+    if puma.puma_generate and config.agent_memory != "taskspe":
+        return (f"--agent_memory {config.agent_memory}: the live puma agent reads task-specific memory (taskspe); "
+                "leave --agent_memory out or give taskspe")
     if puma.mem_token_length < 1:
         return f"--mem_token_length {puma.mem_token_length}: must be at least 1"
     if puma.puma_dtype not in DTYPES:

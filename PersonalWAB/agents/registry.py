@@ -28,6 +28,7 @@ class Strategy:
     settings: str | None = None  # "module:function"(config) -> what the agent runs with (run_args.agent_settings)
     options: str | None = None  # "module:Class": the strategy's own settings dataclass (its run.py flags)
     inputs: str | None = None  # "module:Class": the part of `options` naming the agent's input files
+    memory: str | None = None  # the memory it reads, its --agent_memory default (result names say it)
 
     def load(self, what: str) -> Callable[..., Any]:
         """The function `what` (factory, check, departures or settings) names."""
@@ -45,7 +46,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("puma", "PUMA.agent:build", needs_model=False, in_release=True,
              check="PUMA.agent:check_settings", departures="PUMA.agent:departures",
              settings="PUMA.agent:recorded_settings", options="PUMA.agent_settings:PumaAgentSettings",
-             inputs="PUMA.agent_settings:PumaInputs"),
+             inputs="PUMA.agent_settings:PumaInputs", memory="taskspe"),
 )}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from PersonalWAB.agents.registry import STRATEGIES, option_classes
+from PersonalWAB.agents.registry import STRATEGIES, builtin, option_classes
 from PersonalWAB.engines.search import BACKENDS
 from PersonalWAB.envs.users import USER_MODES
 from PersonalWAB.memory import MEMORY_MODES
@@ -18,6 +18,7 @@ from PersonalWAB.settings import parse_many, resolved, resume_keys, setting, set
 DESCRIPTION = "Evaluate an agent on PersonalWAB."
 # run_args the runner works out (not settings) that a resumed run must share too
 DERIVED_RESUME_KEYS = ("data_fingerprint", "protocol", "protocol_texts_digest")
+DEFAULT_MEMORY = "last"
 
 
 @dataclass
@@ -73,8 +74,9 @@ class RunConfig(TaskRange, DataChoice, Endpoints):
         metavar="STRATEGY", resume=True)
     temperature: float = setting(0.0, "sampling temperature of the agent's model", resume=True)
     task_split: str = setting("test", "task split to run", choices=["train", "test"], resume=True)
-    agent_memory: str = setting("last", "which of the user's past behaviours go into the agent's prompt",
-                                choices=MEMORY_MODES, resume=True)
+    agent_memory: str = setting(None, "which of the user's past behaviours go into the agent's prompt",
+                                choices=MEMORY_MODES, resume=True,
+                                default_text="last; for a strategy with a memory of its own, that one (puma: taskspe)")
     memory_length: int = setting(10, "behaviours in the memory (the release always used 10, whatever its scripts "
                                      "said; another value is a departure)", resume=True)
     max_steps: int = setting(-1, "-1: single-turn track; N > 0: multi-turn track with N agent steps per task",
@@ -101,6 +103,11 @@ class RunConfig(TaskRange, DataChoice, Endpoints):
                                       "from the release)", resume=True)
     # the chosen strategy's own settings (strategy name -> its settings), filled from the same command line
     agent_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.agent_memory is None:
+            entry = builtin(self.agent_strategy)
+            self.agent_memory = (entry.memory if entry is not None else None) or DEFAULT_MEMORY
 
     def task_end(self, split_size: int) -> int:
         """The task index the run stops before, in a split of `split_size` tasks."""

@@ -120,3 +120,15 @@ def test_the_header_records_every_resolved_setting():
     settings = RunConfig().settings()
     assert {"out", "agent_memory", "puma_generate", "recipe", "mem_token_length"} <= set(settings)
     assert "agent_options" not in settings
+
+
+def test_a_strategy_with_a_memory_of_its_own_is_run_and_named_by_it(tmp_path):
+    from PersonalWAB.runner.checks import SettingsError, check_settings
+    from PersonalWAB.runner.records import default_output_path
+
+    puma = parse_config(["--agent_strategy", "puma", "--puma_generate", "--puma_model_path", "m"])
+    assert puma.agent_memory == "taskspe" and "_memtaskspe_" in default_output_path(puma, 10).name
+    assert parse_config([]).agent_memory == "last"
+    with pytest.raises(SettingsError, match="--agent_memory last: the live puma agent reads task-specific memory"):
+        check_settings(parse_config(["--agent_strategy", "puma", "--puma_generate", "--puma_model_path", "m",
+                                     "--agent_memory", "last"]), keys=False)

@@ -172,7 +172,7 @@ def test_live_generation_with_the_puma_agent(tiny_data, tiny_engines, tiny_model
     config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test",
                        agent_options={"puma": PumaAgentSettings(puma_generate=True,
                                                                 puma_model_path=str(tiny_model_dir))}, end_index=3,
-                       out=str(tmp_path / "live.json"), agent_memory="none")
+                       out=str(tmp_path / "live.json"))
     header, path, _ = run(config, log=lambda _: None)
     _, records = load_result_file(path)
     assert len(records) == 3 and not any("error" in r["info"] for r in records)

@@ -1,0 +1,83 @@
+"""Every command of the project, `pwab`'s and `puma`'s subcommands and the scripts, builds its
+flags with the one settings system, and its `--help` explains every flag."""
+
+from __future__ import annotations
+
+import importlib
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+import PersonalWAB.settings as settings_module
+from PersonalWAB.cli import COMMANDS
+from PersonalWAB.settings import help_problems
+from PUMA.__main__ import STEPS
+from tests.conftest import REPO_ROOT
+
+
+def leaf_commands(table: dict[str, tuple[str, str]], prefix: str) -> list[tuple[str, str]]:
+    """(name, "module:function") of every command under a dispatch table, nested tables opened."""
+    found = []
+    for name, (target, _) in table.items():
+        module = importlib.import_module(target.partition(":")[0])
+        nested = getattr(module, "COMMANDS", None)
+        if isinstance(nested, dict) and nested is not table and target.endswith(":main") \
+                and all(isinstance(v, tuple) for v in nested.values()):
+            found += leaf_commands(nested, f"{prefix} {name}")
+        else:
+            found.append((f"{prefix} {name}", target))
+    return found
+
+
+COMMAND_LIST = leaf_commands(COMMANDS, "pwab") + leaf_commands(STEPS, "puma")
+SCRIPTS = sorted(path.relative_to(REPO_ROOT).as_posix() for folder in ("scripts", "scripts/tools", "devtools")
+                 for path in (REPO_ROOT / folder).glob("*.py")
+                 if "settings" in path.read_text(encoding="utf-8") and "__main__" in path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture()
+def parsers(monkeypatch) -> list:
+    """The parsers the settings system builds while the test runs."""
+    built = []
+    original = settings_module.build_parser
+
+    def recording(*classes, **options):
+        parser = original(*classes, **options)
+        built.append(parser)
+        return parser
+
+    monkeypatch.setattr(settings_module, "build_parser", recording)
+    return built
+
+
+def _help_of(call, parsers, capsys) -> str:
+    with pytest.raises(SystemExit) as stopped:
+        call()
+    assert stopped.value.code in (0, None)
+    assert parsers, "the command built no parser with PersonalWAB.settings"
+    problems = [problem for parser in parsers for problem in help_problems(parser)]
+    assert problems == [], f"flags without help: {problems}"
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name, target", COMMAND_LIST, ids=[name for name, _ in COMMAND_LIST])
+def test_every_command_explains_every_flag(name, target, parsers, capsys):
+    module, _, function = target.partition(":")
+    main = getattr(importlib.import_module(module), function)
+    out = _help_of(lambda: main(["--help"]), parsers, capsys)
+    assert "--config FILE.yaml" in out
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_script_explains_every_flag(script, parsers, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [script, "--help"])
+    _help_of(lambda: runpy.run_path(str(REPO_ROOT / script), run_name="__main__"), parsers, capsys)
+
+
+def test_commands_were_found():
+    names = {name for name, _ in COMMAND_LIST}
+    assert {"pwab run", "pwab reproduce", "pwab leaderboard validate", "pwab data synthetic", "puma sft",
+            "puma run"} <= names
+    assert Path(REPO_ROOT / "scripts/tools/release_parity.py").relative_to(REPO_ROOT).as_posix() in SCRIPTS
