@@ -9,7 +9,6 @@ default), the chosen recipe's `steps.<step>` section (`PUMA/configs/<recipe>.yam
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from collections.abc import Callable, Sequence
@@ -40,20 +39,28 @@ def check_step_outputs(config: Any) -> None:
             check_output(getattr(config, item.name), f"--{flag_name(item)}", OUTPUT_FIELDS[item.name])
 
 
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The last value `argv` gives `flag` (`--flag VALUE` or `--flag=VALUE`), None when it gives none."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(f"{flag}="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
 def chosen_recipe(argv: Sequence[str], default: str = "release") -> str:
     """The `--recipe` a command line asks for: the flag, else its `--config` file's `recipe`,
     else `default` (an unknown name is left for the parser to refuse)."""
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--recipe", default=None)
-    pre.add_argument(CONFIG_FLAG, default=None)
-    known, _ = pre.parse_known_args(list(argv))
-    if known.recipe:
-        return known.recipe
-    if known.config:
+    recipe, config = flag_value(argv, "--recipe"), flag_value(argv, CONFIG_FLAG)
+    if recipe:
+        return recipe
+    if config:
         import yaml
 
         try:
-            loaded = yaml.safe_load(Path(known.config).read_text(encoding="utf-8"))
+            loaded = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError):
             loaded = None  # the settings parser names the file's problem
         if isinstance(loaded, dict) and loaded.get("recipe"):

@@ -1,6 +1,6 @@
 """The `agent_paths` item of the `puma` check: the release's PUMA agent (its run.py,
 `--agent_strategy puma`, outputs read from `--puma_function_file` and `--puma_param_file`) and
-this project's (`run.py --agent_strategy puma --puma_recipe release`) given the same scripted
+this project's (`run.py --agent_strategy puma --recipe release`) given the same scripted
 model outputs, single-turn and multi-turn (`--max_steps 3`, the LLM user played by a scripted
 server), so that every way the release's agent reads an output is exercised: exact function
 names and names it does not know, `Say:` messages, `stop`, ASIN lists in the forms an LLM writes
@@ -214,11 +214,11 @@ def result_records(path: Path | None) -> dict[int, list[list[float]]]:
 def project_observation(repo_root: Path, data_dir: Path, function_file: Path, param_file: Path, end_index: int,
                         work: Path, multiturn: bool = False, user_api_base: str | None = None,
                         protocol_file: str | None = None, timeout_s: float = 3600) -> dict[str, Any]:
-    """The project's run.py (`--puma_recipe release`) on the scripted files: every env step and
+    """The project's run.py (`--recipe release`) on the scripted files: every env step and
     the result file's scores per task."""
     work.mkdir(parents=True, exist_ok=True)
     record, result, log_path = work / "steps.json", work / "result.json", work / "run.log"
-    args = [*turn_args(multiturn, end_index), "--data_dir", str(data_dir), "--puma_recipe", "release",
+    args = [*turn_args(multiturn, end_index), "--data_dir", str(data_dir), "--recipe", "release",
             "--puma_function_file", str(function_file), "--puma_param_file", str(param_file),
             "--output", str(result), "--overwrite", "--log_dir", str(work / "results")]
     if multiturn:

@@ -262,7 +262,7 @@ def _step1_run(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, histor
         if run_project_side:
             log("puma step 1: PUMA.data all ...")
             run_project(setup, "step1", project_command(
-                setup, "PUMA.data", "all", "--recipe", "release", "--data_dir", str(project_data), "--out_dir",
+                setup, "PUMA.data", "all", "--recipe", "release", "--data_dir", str(project_data), "--out",
                 str(project_dir), "--model_path", str(model), "--mem_token_length", str(setup.mem_token_length),
                 "--memory_length", str(setup.memory_length), "--query_model", f"openai/{LABEL_MODEL}",
                 "--api_base", ours.url))
@@ -561,7 +561,7 @@ def candidates_file(setup: PumaSetup, runner: ReleaseRunner, examples: list[dict
 
 def score_command(setup: PumaSetup, candidates: Path, out: Path) -> list[str]:
     return project_command(setup, "PUMA.score", "--recipe", "release", "--data_dir", str(setup.work / "project_data"),
-                           "--task_split", "train", "--candidates_file", str(candidates), "--output_file", str(out))
+                           "--task_split", "train", "--candidates_file", str(candidates), "--out", str(out))
 
 
 @dataclass
@@ -640,7 +640,7 @@ def step5(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
                                     ("step5_release_order", scores.release_order, ours_path)):
         run_project(setup, label, project_command(
             setup, "PUMA.dpo_data", "--recipe", "release", "--scores_file", str(scores_file), "--param_data",
-            str(project_dir / "param_train.json"), "--output_file", str(out), "--model_path", str(model)))
+            str(project_dir / "param_train.json"), "--out", str(out), "--model_path", str(model)))
     runner.finish(process, "release prepare_dpo_data.py", log_path)
     theirs = json.loads(theirs_path.read_text(encoding="utf-8"))["train"]
     ours = json.loads(ours_path.read_text(encoding="utf-8"))
@@ -750,7 +750,7 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, test_count:
     ours_path = setup.work / "project_eval.json"
     run_project(setup, "evaluation", [sys.executable, "-c", RECORDING_RUN, str(setup.work / "project_eval_prompts.json"),
                                       "--data_dir", str(setup.work / "project_data"),
-                                      "--agent_strategy", "puma", "--puma_recipe", "release", "--puma_generate", "1",
+                                      "--agent_strategy", "puma", "--recipe", "release", "--puma_generate", "1",
                                       "--puma_model_path", str(adapter), "--puma_function_file", str(function_res),
                                       # the release's run.py never hands --memory_length to the agent: it uses 10
                                       "--memory_length", "10", "--mem_token_length", str(setup.mem_token_length),

@@ -363,7 +363,7 @@ def merge(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, model: Pat
                            cwd=release_dir,
                            release_argv=["--model_path", str(adapter), "--base_model", str(model), "--save_path",
                                          str(theirs), "--device", "cpu"])
-    run_project(setup, "merge", [sys.executable, "-m", "PUMA.merge", "--adapter_path", str(adapter), "--output_dir",
+    run_project(setup, "merge", [sys.executable, "-m", "PUMA.merge", "--adapter_path", str(adapter), "--out",
                                  str(ours), "--base_model_path", str(model)])
     runner.finish(process, "release merge_save.py", log_path)
     texts = [e["prompt"] for name in ("function_data.json", "param_data.json")

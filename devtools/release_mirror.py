@@ -174,8 +174,6 @@ def launch(command: list[str], log_path: Path, env: dict[str, str], cwd: Path | 
     """Start a process whose output goes to `log_path` (read back when it fails)."""
     with open(log_path, "w", encoding="utf-8") as log:  # the child keeps its own handle
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
-    finally:
-        log.close()
 
 
 def finish(process: subprocess.Popen, label: str, log_path: Path, timeout_s: float) -> int:

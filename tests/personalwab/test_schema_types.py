@@ -23,7 +23,7 @@ def test_the_key_lists_are_the_types_keys():
     assert HEADER_KEYS == required_keys(Header) == ("run_args", "total cost", "results")  # the release's header
     assert RECORD_KEYS == required_keys(Record) == ("task_id", "action_acc", "res_acc", "info", "traj", "trial")
     assert TASK_INFO_KEYS == required_keys(TaskSummary) == ("user_id", "task", "type", "timestamp", "target")
-    assert schema.PROFILE_FIELDS == tuple(UserProfile.__annotations__) and len(schema.PROFILE_FIELDS) == 11
+    assert tuple(UserProfile.__annotations__) == schema.PROFILE_FIELDS and len(schema.PROFILE_FIELDS) == 11
     assert set(schema.PRODUCT_FIELDS) | {"price"} == keys(Product)
     assert set(schema.REVIEW_FIELDS) == keys(Review) and set(schema.TASK_FIELDS) == keys(Task)
     assert set(schema.BEHAVIOUR_KEYS) == keys(Behaviour) == {"product_info", "review", "split"}

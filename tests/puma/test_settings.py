@@ -85,6 +85,7 @@ def test_the_recipe_files_step_settings_sit_under_config_and_flags(tmp_path: Pat
                         else {})
     assert parse_step(GenerateConfig, [], "g", None, "generate").num_beams == 10
     assert parse_step(GenerateConfig, ["--recipe", "improved"], "g", None, "generate").num_beams == 4
+    assert parse_step(GenerateConfig, ["--recipe=improved"], "g", None, "generate").num_beams == 4
     (tmp_path / "c.yaml").write_text("recipe: improved\n")
     assert parse_step(GenerateConfig, ["--config", str(tmp_path / "c.yaml")], "g", None, "generate").num_beams == 4
     (tmp_path / "d.yaml").write_text("recipe: improved\nnum_beams: 5\n")

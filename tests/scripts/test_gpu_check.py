@@ -51,7 +51,7 @@ def test_settings_by_device_and_round_trip(check, tmp_path: Path):
 def test_generated_tokens_are_counted_up_to_eos(check):
     import torch
 
-    eos, pad = 2, 3
+    eos = 2
     new = torch.tensor([[5, 6, 2, 3, 3], [5, 2, 3, 3, 3], [5, 6, 7, 8, 9]])
     assert check.generated_token_count(new, eos) == 3 + 2 + 5
     assert check.generated_token_count(torch.tensor([[5, 2, 2, 2]]), eos) == 2  # pad = EOS (Llama-2)

@@ -286,7 +286,7 @@ def test_equal_models_give_equal_checkpoint_files(tmp_path, monkeypatch):
     model = SASRec(3, 5, SASRecConfig(hidden_units=8, num_blocks=1))
     written = []
     for pid in (111, 222):  # two processes writing the same model
-        monkeypatch.setattr("os.getpid", lambda: pid)
+        monkeypatch.setattr("os.getpid", lambda pid=pid: pid)
         save_checkpoint(model, tmp_path / "pwab.pth", {"run": pid})
         written.append((tmp_path / "pwab.pth").read_bytes())
     assert written[0] == written[1]

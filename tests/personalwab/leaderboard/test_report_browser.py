@@ -156,7 +156,7 @@ def test_report_in_headless_chromium(browser, report_page, tmp_path):
         box.value = 'window.__pwned'; box.dispatchEvent(new Event('input')); })()""")
     assert browser.evaluate(visible) == 1
     browser.evaluate("document.querySelector('#task-rows tr.task:not([hidden])').click()")
-    assert browser.evaluate("document.getElementById('task-rows').innerText.includes(%s)" % json.dumps(PAYLOAD))
+    assert browser.evaluate(f"document.getElementById('task-rows').innerText.includes({json.dumps(PAYLOAD)})")
     assert browser.evaluate("document.body.innerText.includes('<img src=x onerror')")  # the model name, as text
     assert browser.evaluate("typeof window.__pwned") == "undefined"
     assert browser.evaluate("document.querySelectorAll('script').length") == 2
