@@ -43,10 +43,10 @@ step "3. the build, with the scripted model"
 "$PY" -m PersonalWAB.data validate --data_dir "$D"
 
 step "4. the heuristic agent on both tracks"
-"$PY" run.py --data_dir "$D" --agent_strategy heuristic --agent_memory last --output "$R/singleturn.json" \
+"$PY" run.py --data_dir "$D" --agent_strategy heuristic --agent_memory last --out "$R/singleturn.json" \
   --overwrite   # (a second smoke on the same OUT evaluates again)
 "$PY" run.py --data_dir "$D" --agent_strategy heuristic --agent_memory last --max_steps 5 --user_mode offline \
-  --end_index 12 --output "$R/multiturn.json" --overwrite
+  --end_index 12 --out "$R/multiturn.json" --overwrite
 
 step "5. again on the same OUT: nothing to do; then --force: every step again from the cache"
 files=(all_products_part_1.json all_products_part_2.json user_history_part_1.json user_history_part_2.json

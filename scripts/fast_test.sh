@@ -3,7 +3,7 @@
 #   RECIPE=release (default): `python -m PUMA.fast_test`, what the release's test.py computes: the first
 #     function of each list, every candidate sent as the parameter, search/recommend = the last candidate
 #     that found the target, review = the last candidate's raw cosine; per-task scores in $OUTPUT.
-#   RECIPE=improved: `run.py --agent_strategy puma --puma_recipe improved` reads the files as the improved
+#   RECIPE=improved: `run.py --agent_strategy puma --recipe improved` reads the files as the improved
 #     agent does (the first candidate, `Say:`/`stop` recognised) and scores with the environment; writes a
 #     result file.
 #   RUNNER=run.py with RECIPE=release: the release agent in run.py instead (the first candidate only).
@@ -18,6 +18,6 @@ if [ "${RECIPE:-release}" = release ] && [ "${RUNNER:-}" != run.py ]; then
     --function_file "$FUNCTION_FILE" --param_file "$PARAM_FILE" \
     --out "${OUTPUT:-PUMA/output/fast_test_scores.json}" ${DATA_DIR:+--data_dir "$DATA_DIR"} "$@"
 fi
-exec "$PY" run.py --agent_strategy puma --puma_recipe "${RECIPE:-release}" --task_split "${SPLIT:-test}" --max_steps -1 \
+exec "$PY" run.py --agent_strategy puma --recipe "${RECIPE:-release}" --task_split "${SPLIT:-test}" --max_steps -1 \
   --puma_function_file "$FUNCTION_FILE" --puma_param_file "$PARAM_FILE" \
   ${DATA_DIR:+--data_dir "$DATA_DIR"} "$@"

@@ -38,6 +38,6 @@ step "3-6. GRPO with LoRA on the merged SFT model, reward = the benchmark's Resu
 
 step "7. evaluate the puma agent generating live with the GRPO adapter"
 "$PY" run.py --data_dir "$D" --agent_strategy puma --task_split test --puma_generate 1 \
-  --puma_model_path "$O/grpo" --mem_token_length 192 --output "$O/result_grpo_singleturn.json" --overwrite
+  --puma_model_path "$O/grpo" --mem_token_length 192 --out "$O/result_grpo_singleturn.json" --overwrite
 "$PY" -m PersonalWAB.leaderboard validate "$O/result_grpo_singleturn.json" --data_dir "$D" --quiet
 step "done: result file $O/result_grpo_singleturn.json, GRPO log $O/grpo/grpo_log.jsonl"

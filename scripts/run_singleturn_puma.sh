@@ -9,7 +9,7 @@ PY=python
 RECIPE="${RECIPE:-release}"
 memory=10
 [ "$RECIPE" = improved ] && memory=100
-exec "$PY" run.py --agent_strategy puma --puma_recipe "$RECIPE" --task_split "${SPLIT:-test}" --max_steps -1 \
+exec "$PY" run.py --agent_strategy puma --recipe "$RECIPE" --task_split "${SPLIT:-test}" --max_steps -1 \
   --puma_generate --puma_model_path "${MODEL_PATH:-PUMA/output/dpo}" --agent_memory taskspe \
   --mem_token_length "${MEM_TOKEN_LENGTH:-768}" --memory_length "${MEMORY_LENGTH:-$memory}" \
   ${DATA_DIR:+--data_dir "$DATA_DIR"} "$@"
