@@ -19,7 +19,7 @@ from typing import Any
 from PersonalWAB.agents.base import Agent
 from PersonalWAB.data.schema import TASK_FUNCTIONS
 from PersonalWAB.llm import LLMClient
-from PersonalWAB.memory import memory_text
+from PersonalWAB.memory import memory_text, system_prompt
 from PersonalWAB.types import RESPOND, STOP, Action, Episode, kept_on_failure
 
 TOOLS = (*TASK_FUNCTIONS, STOP)
@@ -44,7 +44,7 @@ class MyAgent(Agent):
         observation, info = env.reset(task_index)
         mode, length, seed = self.memory
         memory = memory_text(env.protocol, self.data, info["task"], mode, length, seed=seed) or ""
-        system = env.protocol.system_prompt(mode, env.max_steps) + memory
+        system = system_prompt(env.protocol, mode, env.max_steps) + memory
         # kept_on_failure: if a model call fails for good, the runner still records the calls made so far
         with kept_on_failure(Episode(traj=[{"role": "system", "content": system},
                                            {"role": "user", "content": observation}])) as episode:

@@ -15,14 +15,13 @@ from typing import Any
 
 from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply, memory_settings, model_client
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.data.schema import TASK_FUNCTIONS
 from PersonalWAB.envs.pwab.env import PWABEnv
+from PersonalWAB.envs.pwab.functions import BASE, RECMIND, tool_names
+from PersonalWAB.memory import system_prompt
 from PersonalWAB.schema_types import Task
-from PersonalWAB.types import RESPOND, STOP, Action, Episode, kept_on_failure
+from PersonalWAB.types import RESPOND, Action, Episode, kept_on_failure
 
 SINGLE_TURN_CALL_LIMIT = 10
-DETAILS = "get_product_details_by_asin"
-BASE_TOOLS = (*TASK_FUNCTIONS, STOP)
 
 
 def message_action(message: dict[str, Any]) -> Action:
@@ -41,12 +40,12 @@ def message_action(message: dict[str, Any]) -> Action:
 
 
 class FunctionCallingAgent(LLMAgent):
-    tool_names = BASE_TOOLS
+    toolset = BASE  # the web functions offered: those whose row lists this tool set
 
     def solve(self, env: PWABEnv, task_index: int) -> Episode:
         observation, info = env.reset(task_index)
         task = info["task"]
-        system = env.protocol.system_prompt(self.memory.mode, env.max_steps)
+        system = system_prompt(env.protocol, self.memory.mode, env.max_steps)
         memory = self.memory_for(env, task)
         with kept_on_failure(Episode(traj=[{"role": "system", "content": system + (memory or "")},
                                            {"role": "user", "content": observation}])) as episode:
@@ -54,7 +53,7 @@ class FunctionCallingAgent(LLMAgent):
         return episode
 
     def _loop(self, env: PWABEnv, task: Task, episode: Episode) -> None:
-        tools = env.tools_info(self.tool_names)
+        tools = env.tools_info(tool_names(self.toolset))
         for _ in range(env.max_steps if env.max_steps > 0 else SINGLE_TURN_CALL_LIMIT):
             try:
                 reply, action = self.ask(episode, episode.traj, message_action, tools=tools, tool_choice="auto")
@@ -76,7 +75,7 @@ class FunctionCallingAgent(LLMAgent):
 class RecMindAgent(FunctionCallingAgent):
     """RecMind: may look products up by ASIN before acting; pairs with `--agent_memory recmind`."""
 
-    tool_names = BASE_TOOLS[:3] + (DETAILS,) + BASE_TOOLS[3:]
+    toolset = RECMIND
 
 
 def build_function_calling(data: BenchmarkData, config: Any) -> FunctionCallingAgent:

@@ -12,7 +12,7 @@ from PersonalWAB.agents.base import Agent
 from PersonalWAB.agents.heuristic import choose_function
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.envs.pwab.env import PWABEnv
-from PersonalWAB.memory import memory_text
+from PersonalWAB.memory import memory_mode, memory_text
 from PersonalWAB.schema_types import Task
 from PersonalWAB.types import Episode
 
@@ -46,7 +46,7 @@ def memory_settings(data: BenchmarkData, config: Any) -> MemorySettings:
     from PersonalWAB.memory import load_function_file, run_random_memory
 
     store = None
-    if config.agent_memory == "interecagent":
+    if memory_mode(config.agent_memory).interec_store:
         from PersonalWAB.memory.interec import NEEDS_STORE, InterecMemoryStore
 
         if not config.interec_memory_file:
@@ -98,14 +98,14 @@ class LLMAgent(Agent):
         """The memory appended to the system prompt (None: nothing appended)."""
         settings = self.memory
         draw = None
-        if settings.mode == "random" and settings.random_memory is not None:
+        if settings.random_memory is not None:
             draw = settings.random_memory.draw(env.trial, env.task_index)
         preferences = None
-        if settings.mode == "interecagent" and settings.interec_store is not None:
+        if settings.interec_store is not None:
             preferences = settings.interec_store.get(task["user_id"])
+        chosen = self.suggested_function(task) if memory_mode(settings.mode).chosen_function else None
         return memory_text(env.protocol, self.data, task, settings.mode, settings.length, react=react,
-                           random_draw=draw, seed=settings.seed, preferences=preferences,
-                           tool_name=self.suggested_function(task) if settings.mode == "taskspe" else None)
+                           random_draw=draw, seed=settings.seed, preferences=preferences, tool_name=chosen)
 
     def ask(self, episode: Episode, messages: list[dict[str, Any]], parse: Callable[[dict[str, Any]], Any],
             **kwargs: Any) -> tuple[LLMReply, Any]:
@@ -134,7 +134,7 @@ class LLMAgent(Agent):
     def after_task(self, env: PWABEnv, task: Task, episode: Episode) -> None:
         """InteRecAgent memory: the model reads the conversation and the user's lists are updated."""
         store = self.memory.interec_store
-        if self.memory.mode != "interecagent" or store is None:
+        if store is None:  # only a mode that reads the store (its row's `interec_store`) has one
             return
         from PersonalWAB.memory.interec import parse_profile
 

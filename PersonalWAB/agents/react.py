@@ -18,14 +18,13 @@ from typing import Any
 
 from PersonalWAB.agents.llm_agent import LLMAgent, UnusableReply, memory_settings, model_client
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.data.schema import TASK_FUNCTIONS
 from PersonalWAB.envs.pwab.env import PWABEnv
+from PersonalWAB.envs.pwab.functions import BASE, tool_names
 from PersonalWAB.protocol import Protocol
 from PersonalWAB.schema_types import Task
-from PersonalWAB.types import RESPOND, STOP, Action, Episode, kept_on_failure
+from PersonalWAB.types import RESPOND, Action, Episode, kept_on_failure
 
 SINGLE_TURN_CALL_LIMIT = 3
-TOOLS = (*TASK_FUNCTIONS, STOP)
 
 
 def parse_react(text: Any, protocol: Protocol) -> Action:
@@ -53,7 +52,7 @@ class ReActAgent(LLMAgent):
         observation, info = env.reset(task_index)
         task = info["task"]
         protocol = env.protocol
-        system = protocol.react_system_prompt(env.max_steps, env.tools_info(TOOLS))
+        system = protocol.react_system_prompt(env.max_steps, env.tools_info(tool_names(BASE)))
         memory = self.memory_for(env, task, react=True)
         with kept_on_failure(Episode(traj=[{"role": "system", "content": system + (memory or "")},
                                            {"role": "user", "content": observation}])) as episode:

@@ -11,22 +11,31 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from PersonalWAB.data.schema import TASK_TYPE_OF_FUNCTION, TASK_TYPES
+from PersonalWAB.data.schema import TASK_TYPES
+from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS
 from PersonalWAB.metrics import task_score
 from PersonalWAB.schema_types import Record
 from PersonalWAB.types import RESPOND, STOP
 
-# Short labels for the functions an agent can call (plus the respond pseudo-action).
-ACTION_LABELS = {**TASK_TYPE_OF_FUNCTION, "get_product_details_by_asin": "details", RESPOND: "respond", STOP: "stop"}
 START, END, OTHER = "start", "end", "other"
-STATE_ORDER = (START, "search", "recommend", "review", "details", "respond", "stop", OTHER, END)
 # A ReAct-style assistant message names its action on an `Action:` line, either as a
 # bare name or as a JSON object with a "name".
 REACT_ACTION = re.compile(r'^\s*Action:\s*(?:\{\s*"name"\s*:\s*")?([A-Za-z_][A-Za-z0-9_]*)', re.MULTILINE)
 
 
 def action_label(name: Any) -> str:
-    return ACTION_LABELS.get(str(name), OTHER)
+    """The short label of an action: its web function's row label, `respond`, else `other`."""
+    function = WEB_FUNCTIONS.get(str(name))
+    if function is not None:
+        return function.label
+    return RESPOND if str(name) == RESPOND else OTHER
+
+
+def state_order() -> tuple[str, ...]:
+    """The order of the matrices' rows and columns: start, the table's labels in its order with
+    `respond` before `stop`, other, end."""
+    labels = [function.label for name, function in WEB_FUNCTIONS.items() if name != STOP]
+    return (START, *labels, RESPOND, WEB_FUNCTIONS[STOP].label, OTHER, END)
 
 
 def action_sequence(record: Record) -> list[str]:
@@ -75,10 +84,11 @@ def transition_matrices(records: list[Record]) -> dict[str, TransitionMatrix]:
         for pair in zip(steps, steps[1:]):
             counts[pair] = counts.get(pair, 0) + 1
     matrices = {}
+    order = state_order()
     for kind, counts in pairs.items():
         used = {state for pair in counts for state in pair}
-        sources = [s for s in STATE_ORDER if s in used and s != END]
-        targets = [s for s in STATE_ORDER if s in used and s != START]
+        sources = [s for s in order if s in used and s != END]
+        targets = [s for s in order if s in used and s != START]
         matrices[kind] = TransitionMatrix(sources, targets,
                                           [[counts.get((s, t), 0) for t in targets] for s in sources])
     return matrices

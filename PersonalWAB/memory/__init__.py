@@ -1,21 +1,9 @@
 """Which past behaviours an agent may see for a task, and the memory text of its prompt
 (`--agent_memory`, `--memory_length`), as the release builds them.
 
-Only behaviours strictly before the task's timestamp are eligible (`past`), so no
-target (or anything after it) can leak into the memory. Modes:
-
-- `none`: nothing.
-- `last`: the `length` most recent behaviours, newest first.
-- `random`: `length` behaviours drawn from the newest-first list. The release draws from
-  one generator seeded once per run (`--seed`, default 2024), task after task;
-  `ReleaseRandomMemory` replays exactly that sequence for the run's task order.
-- `relevant`: the `length` behaviours whose full text (`Protocol.behaviour_block`) is
-  closest to the instruction by MiniLM cosine, best first (from the on-disk cache).
-- `recmind`: the `length` most recent behaviours, in RecMind's compact form.
-- `interecagent`: the `length` most recent behaviours plus the like / dislike / expect
-  lists of an `InterecMemoryStore`.
-- `taskspe`: PUMA's task-specific memory: the `relevant` top `length`, keeping only the
-  fields the chosen function needs; recommendation memory in time order, oldest first.
+Each mode is a row of the table in `PersonalWAB.memory.modes` (how it selects and
+renders, its texts, what it needs first); this module reads the row. Only behaviours
+strictly before the task's timestamp are eligible, so no target can leak into the memory.
 
 The release ignored `--memory_length` and always used 10 (`RELEASE_MEMORY_LENGTH`);
 this project honours the flag and records any other value as a protocol departure.
@@ -23,56 +11,31 @@ this project honours the flag and records any other value as a protocol departur
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
-from typing import Any, Iterable
-
-import numpy as np
+from typing import Any
 
 from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.schema import TASK_FUNCTIONS, TASK_TYPE_OF_FUNCTION
-from PersonalWAB.protocol import Protocol
+from PersonalWAB.memory.base import MemoryMode, MemoryRequest, most_relevant, newest_first, past_behaviours
+from PersonalWAB.memory.modes import MEMORY_MODES, memory_mode
+from PersonalWAB.memory.modes.random import ReleaseRandomMemory
+from PersonalWAB.protocol import Protocol, fill_steps
 from PersonalWAB.schema_types import Behaviour, Task
 
-MEMORY_MODES = ("none", "last", "random", "relevant", "recmind", "interecagent", "taskspe")
 RELEASE_MEMORY_LENGTH = 10
-REACT_MEMORY_MODES = ("last", "relevant", "random")  # the modes the release's ReAct agent renders
 
-
-def past_behaviours(data: BenchmarkData, task: Task) -> list[dict[str, Any]]:
-    """The user's behaviours strictly before the task, oldest first."""
-    return data.behaviours_before(task["user_id"], task["timestamp"])
-
-
-def newest_first(behaviours: list[Behaviour]) -> list[dict[str, Any]]:
-    """Most recent first; equal timestamps keep their order (a stable sort, as the release's)."""
-    return sorted(behaviours, key=lambda b: b["review"]["timestamp"], reverse=True)
-
-
-class ReleaseRandomMemory:
-    """`random` memory as the release draws it: one `random.Random(seed)` consumed by
-    `sample(newest_first(past), min(length, len(past)))` for each task run, in the run's
-    order (trials in turn, tasks in index order). Precomputed, so concurrency cannot
-    change which task gets which draw."""
-
-    def __init__(self, data: BenchmarkData, tasks: list[Task], jobs: Iterable[tuple[int, int]],
-                 length: int, seed: int):
-        rng = random.Random(seed)
-        self._draws: dict[tuple[int, int], list[dict[str, Any]]] = {}
-        for trial, task_index in jobs:
-            past = newest_first(past_behaviours(data, tasks[task_index]))
-            self._draws[(trial, task_index)] = rng.sample(past, min(length, len(past)))
-
-    def draw(self, trial: int, task_index: int) -> list[dict[str, Any]] | None:
-        return self._draws.get((trial, task_index))
+__all__ = ["MEMORY_MODES", "RELEASE_MEMORY_LENGTH", "MemoryMode", "MemoryRequest", "ReleaseRandomMemory",
+           "load_function_file", "memory_mode", "memory_text", "most_relevant", "newest_first",
+           "normalise_function_name", "past_behaviours", "retrieve_memory", "run_random_memory", "system_prompt",
+           "task_function"]
 
 
 def run_random_memory(data: BenchmarkData, config: Any) -> ReleaseRandomMemory | None:
-    """The run's `random` memory draws (None unless `config.agent_memory` is random), in the
-    release's task order: trials in turn, then the split's tasks from `start_index` (shuffle
-    does not change it)."""
-    if config.agent_memory != "random":
+    """The run's draws (None unless `config.agent_memory` draws per run, as `random` does), in
+    the release's task order: trials in turn, then the split's tasks from `start_index`
+    (shuffle does not change it)."""
+    if not memory_mode(config.agent_memory).run_draws:
         return None
     tasks = data.split(config.task_split)
     order = [(trial, index) for trial in range(config.num_trials)
@@ -80,81 +43,52 @@ def run_random_memory(data: BenchmarkData, config: Any) -> ReleaseRandomMemory |
     return ReleaseRandomMemory(data, tasks, order, config.memory_length, config.seed)
 
 
-def most_relevant(data: BenchmarkData, task: Task, past: list[Behaviour], length: int,
-                  protocol: Protocol, template: str = "memory.behaviour") -> list[dict[str, Any]]:
-    """The `length` behaviours of `past` (a prefix of the user's history) whose `template`
-    text is closest to the instruction, best first; equal scores keep the older behaviour first."""
-    if not past:
-        return []
-    from PersonalWAB.memory.embeddings import shared_behaviour_embeddings
-
-    scores = shared_behaviour_embeddings(data, protocol, template).scores(task["user_id"], task["task"], len(past))
-    order = np.argsort(-scores, kind="stable")[:length]
-    return [past[i] for i in order]
+def _select(mode: MemoryMode, request: MemoryRequest) -> list[Behaviour]:
+    return [] if request.length <= 0 else mode.select(request)
 
 
 def retrieve_memory(data: BenchmarkData, task: Task, mode: str, length: int, *,
-                    protocol: Protocol | None = None, random_draw: list[dict[str, Any]] | None = None,
-                    seed: int = 0, task_type: str | None = None) -> list[dict[str, Any]]:
+                    protocol: Protocol | None = None, random_draw: list[Behaviour] | None = None,
+                    seed: int = 0, task_type: str | None = None) -> list[Behaviour]:
     """Up to `length` of the user's behaviours before the task, in the mode's order.
 
     `random` uses `random_draw` (the release's draw for this task run) when given, else a
     draw seeded by `seed` and the task. `taskspe` with task type `recommend` puts the
     chosen behaviours in time order, oldest first.
     """
-    if mode not in MEMORY_MODES:
-        raise ValueError(f"unknown memory {mode!r}; expected one of {MEMORY_MODES}")
-    if mode == "none" or length <= 0:
-        return []
-    past = past_behaviours(data, task)
-    if mode in ("last", "recmind", "interecagent"):
-        return newest_first(past)[:length]
-    if mode == "random":
-        if random_draw is not None:
-            return random_draw
-        rng = random.Random(f"{seed}:{task['user_id']}:{task['timestamp']}")
-        return rng.sample(newest_first(past), min(length, len(past)))
     from PersonalWAB.protocol import load_protocol
 
-    chosen = most_relevant(data, task, past, length, protocol or load_protocol())
-    if mode == "taskspe" and task_type == "recommend":
-        return sorted(chosen, key=lambda b: b["review"]["timestamp"])
-    return chosen
+    row = memory_mode(mode)
+    return _select(row, MemoryRequest(data, task, length, protocol or load_protocol(), random_draw=random_draw,
+                                      seed=seed, task_type=task_type))
 
 
 def memory_text(protocol: Protocol, data: BenchmarkData, task: Task, mode: str, length: int, *,
-                react: bool = False, random_draw: list[dict[str, Any]] | None = None, seed: int = 0,
+                react: bool = False, random_draw: list[Behaviour] | None = None, seed: int = 0,
                 preferences: dict[str, list[str]] | None = None, tool_name: str | None = None) -> str | None:
     """The memory appended to an agent's system prompt, or None when nothing is appended.
 
-    Function-calling agents render every mode; the ReAct agent only `last`, `relevant` and
-    `random` (other modes add nothing), with its own headers. `taskspe` needs `tool_name`
-    (the function PUMA's function file chose) and adds nothing for a user without history;
-    `interecagent` needs the user's `preferences` (like / dislike / expect).
+    Function-calling agents render every mode; the ReAct agent only the modes whose row
+    says so (others add nothing), with its own headers. A mode that needs the chosen
+    function (`taskspe`) needs `tool_name`; `interecagent` the user's `preferences`
+    (like / dislike / expect).
     """
-    if mode == "none":
-        return None
-    if react and mode not in REACT_MEMORY_MODES:
+    row = memory_mode(mode)
+    if react and not row.react:
         return ""
-    task_type = None
-    if mode == "taskspe":
-        if tool_name not in TASK_TYPE_OF_FUNCTION:
-            raise ValueError(f"taskspe memory needs the chosen function, one of {TASK_FUNCTIONS}; got {tool_name!r}")
-        task_type = TASK_TYPE_OF_FUNCTION[tool_name]
-        if not past_behaviours(data, task):
-            return None
-    behaviours = retrieve_memory(data, task, mode, length, protocol=protocol, random_draw=random_draw, seed=seed,
-                                 task_type=task_type)
-    if mode in ("last", "relevant", "random"):
-        header = f"react.memory.{mode}.header" if react else f"memory.{mode}.header"
-        return protocol.numbered_memory(header, [protocol.behaviour_block(b, i) for i, b in enumerate(behaviours)])
-    if mode == "recmind":
-        return protocol.numbered_memory("memory.recmind.header",
-                                        [protocol.recmind_block(b, i) for i, b in enumerate(behaviours)])
-    if mode == "interecagent":
-        return protocol.interecagent_memory([protocol.interecagent_block(b) for b in behaviours], preferences or {})
-    entries = [protocol.taskspe_entry(b, task_type) for b in behaviours]
-    return protocol.taskspe_agent_memory(task_type, tool_name, entries)
+    task_type = TASK_TYPE_OF_FUNCTION.get(tool_name or "")
+    if row.chosen_function and task_type is None:
+        raise ValueError(f"{mode} memory needs the chosen function, one of {TASK_FUNCTIONS}; got {tool_name!r}")
+    request = MemoryRequest(data, task, length, protocol, react=react, random_draw=random_draw, seed=seed,
+                            preferences=preferences, tool_name=tool_name, task_type=task_type)
+    return row.render(request, _select(row, request))
+
+
+def system_prompt(protocol: Protocol, mode: str, max_steps: int) -> str:
+    """The function-calling agents' system prompt before memory: the mode's own (RecMind,
+    InteRecAgent and task-specific memory have theirs), single- or multi-turn by the track."""
+    row = memory_mode(mode)
+    return fill_steps(row.text(protocol, row.system[0] if max_steps == -1 else row.system[1]), max_steps)
 
 
 def normalise_function_name(output: str) -> str | None:

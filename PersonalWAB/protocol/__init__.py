@@ -52,6 +52,13 @@ def fill_placeholders(template: str, values: Sequence[tuple[str, Any]]) -> str:
     return template
 
 
+def fill_steps(system_prompt: str, max_steps: int) -> str:
+    """A system prompt with its step budget filled in. Only multi-turn texts have the `<NUM>`
+    placeholder, and InteRecAgent's one text for both tracks, which the release fills with
+    -1 in single-turn (`check_shapes` holds a pack's texts to the project's placeholders)."""
+    return system_prompt.replace("<NUM>", str(max_steps))
+
+
 def _format_template(parts: Iterable[tuple[str, str | None]]) -> str:
     """A `str.format` template from literal text and field names."""
     return "".join(text.replace("{", "{{").replace("}", "}}") + ("" if name is None else "{" + name + "}")
@@ -248,23 +255,9 @@ class Protocol:
                 + self.texts["memory.taskspe.header"] + "|".join(entries))
 
     # --- system prompts ---------------------------------------------------------------------------------------
-    def system_prompt(self, memory_mode: str, max_steps: int) -> str:
-        """The function-calling agents' system prompt before memory: chosen by the memory
-        mode (RecMind, InteRecAgent and task-specific memory have their own), else by track."""
-        single = max_steps == -1
-        if memory_mode == "recmind":
-            key = "system.recmind.single_turn" if single else "system.recmind.multi_turn"
-        elif memory_mode == "interecagent":
-            key = "system.interecagent"  # the release fills its step count even in single-turn (-1)
-            return self.texts[key].replace("<NUM>", str(max_steps))
-        elif memory_mode == "taskspe":
-            key = "system.taskspe.single_turn" if single else "system.taskspe.multi_turn"
-        else:
-            key = "system.single_turn" if single else "system.multi_turn"
-        return self.texts[key] if single else self.texts[key].replace("<NUM>", str(max_steps))
-
     def react_system_prompt(self, max_steps: int, tools: list[dict[str, Any]]) -> str:
-        base = self.system_prompt("none", max_steps)
+        """The track's system prompt, the tool schemas as JSON, the ReAct instructions."""
+        base = fill_steps(self.texts["system.single_turn" if max_steps == -1 else "system.multi_turn"], max_steps)
         return base + self.texts["react.tools_header"] + json.dumps(tools) + self.texts["react.instructions"]
 
     def reflection_prompt(self, task: str, actions: str, feedback: str) -> str:

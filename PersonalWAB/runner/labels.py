@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from PersonalWAB.agents.registry import builtin
-from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
+from PersonalWAB.memory import RELEASE_MEMORY_LENGTH, memory_mode
 from PersonalWAB.results import custom_reasons
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.schema_types import RunArgs
@@ -37,7 +37,17 @@ def protocol_departures(config: RunConfig) -> list[str]:
         departures.append("leak_guard: user messages masked before the agent reads them")
     if entry is not None and entry.departures:
         departures += entry.load("departures")(config)
-    return departures
+    return departures + extension_departures(config)
+
+
+def extension_departures(config: RunConfig) -> list[str]:
+    """A memory mode or web function of the project's (or one bringing texts the release has
+    none of) makes the run custom: the mode when the run uses it, a web function always (every
+    agent may be offered it, and the environment answers it)."""
+    from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS
+
+    mode = memory_mode(config.agent_memory).departure
+    return [line for line in (mode, *(f.departure for f in WEB_FUNCTIONS.values())) if line is not None]
 
 
 def protocol_record(protocol: Any, config: RunConfig) -> dict[str, Any]:

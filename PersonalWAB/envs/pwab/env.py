@@ -1,8 +1,9 @@
 """The PersonalWAB environment: tau-bench-style reset/step over one task split, with the
 release's rules.
 
-- Every call of search / recommend / review is an attempt, scored and recorded; the
-  agent sees `str()` of what the function returned (a list of result texts, a review
+- Every call of a function that answers a task type (search / recommend / review, see
+  the table in `functions/`) is an attempt, scored and recorded; the agent sees the row's
+  `render` of what the function returned (`str()` of a list of result texts, a review
   dict, ...). A function that raises answers `Error: <message>` and, for an action
   function, scores (0, 0). An unknown name answers `Unknown action <name>`. A failure of
   the engines themselves (`EngineError`) is not the agent's: it ends the episode with an
@@ -64,7 +65,7 @@ class PWABEnv:
         self.max_steps = max_steps
         self.leak_guard = leak_guard
         self.trial = trial
-        self.functions_info = self.protocol.tools(WEB_FUNCTIONS)
+        self.functions_info = [function.schema(self.protocol) for function in WEB_FUNCTIONS.values()]
         self.task: Task | None = None
         self.task_index: int | None = None
         self.attempts: list[Attempt] = []
@@ -84,7 +85,7 @@ class PWABEnv:
         return self.max_steps == -1
 
     def tools_info(self, names: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
-        """Schemas of the named functions (all five by default), in the release's order."""
+        """Schemas of the named functions (all of the table by default), in the table's order."""
         return [info for info in self.functions_info if names is None or info["function"]["name"] in names]
 
     def reset(self, task_index: int) -> tuple[str, dict[str, Any]]:
@@ -137,12 +138,12 @@ class PWABEnv:
         else:
             try:
                 value = function(self.context, action.arguments)
-                observation = str(value)
+                observation = function.render(value)
             except EngineError:
                 raise
             except Exception as exc:  # the release shows the agent any function error and goes on
                 failed, observation = True, self.protocol.error(exc)
-        if not function.ends_task:
+        if not function.scored:
             return observation, None, action.name == STOP
         attempt = score_attempt(task, action.name, value, failed, self.engines.embedder)
         self.attempts.append(attempt)

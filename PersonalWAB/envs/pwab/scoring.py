@@ -1,7 +1,7 @@
 """Function Acc and Result Acc of one attempt (DESIGN §3.2), as the release scores them.
 
-Function Acc is 1 when the called function matches the task type and ran without
-error. Result Acc is read off what the function returned, whichever function it was
+Function Acc is 1 when the called function answers the task's type (its row's
+`task_type` in the table of web functions) and ran without error. Result Acc is read off what the function returned, whichever function it was
 (so a wrong function can carry a Result Acc, which no task score uses): for search
 and recommendation tasks, `1 - i/len(results)` for the first result whose text
 contains the target ASIN; for review tasks, the MiniLM cosine of the posted review
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
+from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS
 from PersonalWAB.engines.text_embedding import TextEmbedder
 from PersonalWAB.schema_types import Task
 from PersonalWAB.types import Attempt
@@ -45,7 +45,8 @@ def score_attempt(task: Task, function_name: str, value: Any, failed: bool,
     """Score what an action function returned; a failed call scores (0, 0)."""
     if failed:
         return Attempt(function_name, 0.0, 0.0)
-    function_acc = 1.0 if FUNCTION_FOR_TASK_TYPE[task["type"]] == function_name else 0.0
+    function = WEB_FUNCTIONS.get(function_name)
+    function_acc = 1.0 if function is not None and function.task_type == task["type"] else 0.0
     result_acc = 0.0
     if task["type"] == "review":
         if isinstance(value, dict):

@@ -9,6 +9,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from PersonalWAB.errors import DataError
+from PersonalWAB.memory import system_prompt
 from PersonalWAB.protocol import check_shapes, load_protocol, project_protocol, protocol_from_pack
 from PersonalWAB.protocol.pack import build_pack, read_pack, release_file_paths, write_pack
 from PersonalWAB.protocol.spec import RELEASE_COMMIT, TEXTS
@@ -160,13 +161,13 @@ def test_memory_blocks(fake_protocol):
 
 def test_system_prompts(fake_protocol):
     p = fake_protocol
-    assert p.system_prompt("last", -1) == "R:SYSTEM single-turn\n"
-    assert p.system_prompt("none", 7) == "R:SYSTEM multi-turn, 7 steps\n"
-    assert p.system_prompt("recmind", -1) == "R:SYSTEM recmind single-turn\n"
-    assert p.system_prompt("recmind", 5) == "R:SYSTEM recmind multi-turn, 5 steps\n"
-    assert p.system_prompt("interecagent", -1) == "R:SYSTEM interecagent, -1 steps\n"  # as the release fills it
-    assert p.system_prompt("taskspe", -1) == "R:SYSTEM taskspe single-turn\n"
-    assert p.system_prompt("taskspe", 3) == "R:SYSTEM taskspe multi-turn, 3 steps\n"
+    assert system_prompt(p, "last", -1) == "R:SYSTEM single-turn\n"
+    assert system_prompt(p, "none", 7) == "R:SYSTEM multi-turn, 7 steps\n"
+    assert system_prompt(p, "recmind", -1) == "R:SYSTEM recmind single-turn\n"
+    assert system_prompt(p, "recmind", 5) == "R:SYSTEM recmind multi-turn, 5 steps\n"
+    assert system_prompt(p, "interecagent", -1) == "R:SYSTEM interecagent, -1 steps\n"  # as the release fills it
+    assert system_prompt(p, "taskspe", -1) == "R:SYSTEM taskspe single-turn\n"
+    assert system_prompt(p, "taskspe", 3) == "R:SYSTEM taskspe multi-turn, 3 steps\n"
     tools = p.tools(["search_product_by_query", "stop"])
     assert p.react_system_prompt(-1, tools) == \
         "R:SYSTEM single-turn\n" + "\nR:TOOLS\n" + json.dumps(tools) + "\nR:REACT INSTRUCTIONS\n"
