@@ -550,6 +550,9 @@ def test_recipe_files_define_both_recipes():
     assert release is get_recipe("release")  # read once
     assert (release.gpu_train_dtype, improved.gpu_train_dtype) == ("float16", "bfloat16")
     assert release.repeat_action and release.strict_release_parsing and not improved.repeat_action
+    assert (release.sft_batch, improved.sft_batch, release.dpo_batch, improved.dpo_batch) == \
+        ((1, 0, 64), (4, 4, 0), (1, 0, 64), (1, 16, 0))
+    assert release.own_departures() == [] and improved.own_departures() == improved.departures()[7:]
     # every recipe departs from the release first where release.yaml's bug_fixes say, then where its own file says
     assert len(release.departures()) == 7 and improved.departures()[:7] == release.departures()
     (score,), (fast_test,) = release.departures("score"), release.departures("fast_test")
@@ -572,6 +575,10 @@ def test_recipe_files_define_both_recipes():
     (("    why: >-\n      chosen and rejected would carry no preference\n", ""),
      r"improved.yaml: missing key departures\[8\].why"),
     (("  - step: dpo_data\n", "  - step: [dpo_data]\n"), r"improved.yaml: departures\[8\].step: expected str"),
+    (("  dpo_batch: [1, 16, 0]", "  dpo_batch: [1, 16]"),
+     r"improved.yaml: switches.dpo_batch: expected a list of 3 integers, got \[1, 16\]"),
+    (("  score: {task_split: train}", "  scoring: {task_split: train}"), "improved.yaml: steps.scoring: expected a "
+                                                                          "mapping of one of the steps"),
 ])
 def test_a_bad_recipe_file_names_its_file_and_key(tmp_path: Path, edit: tuple[str, str], error: str):
     from PUMA.recipe import CONFIGS, load_recipes
