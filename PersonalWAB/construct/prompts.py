@@ -97,7 +97,7 @@ def _words(text: str, limit: int) -> str:
     return " ".join(words[:limit]) + (" ..." if len(words) > limit else "")
 
 
-def category_path(product: dict[str, Any]) -> str:
+def category_path(product: Mapping[str, Any]) -> str:
     """Main category, then the category path ("All Electronics / Electronics > Headphones")."""
     path = " > ".join(product.get("categories") or [])
     return f"{product.get('main_category', '')} / {path}" if path else str(product.get("main_category", ""))

@@ -282,7 +282,9 @@ class TextEmbedder:
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
         model = self._loaded()
-        return model.encode(texts, self.batch_size or BATCH_SIZE[self.backend], progress).astype(np.float32, copy=False)
+        batch_size = self.batch_size
+        assert batch_size is not None, "_loaded() sets it"
+        return model.encode(texts, batch_size, progress).astype(np.float32, copy=False)
 
     def remember(self, texts: Iterable[str], cache_file: Path | None = None) -> int:
         """Encode texts once, in batches, for later `embedding` lookups.

@@ -310,12 +310,14 @@ class BehaviourEmbeddings:
 
     def _user_rows(self, user_id: str) -> np.ndarray:
         """A user's rows after `prepare_users`, encoding a user it did not cover."""
-        rows = self._partial.get(user_id) if self._partial is not None else None
+        partial = self._partial
+        assert partial is not None, "only after prepare_users"
+        rows = partial.get(user_id)
         if rows is None:
             texts = behaviour_texts(self.protocol, self.data.histories.get(user_id, []), self.template)
             rows = encode_with_store(self.encoder, texts, "behaviours", progress=False)[0]
             with self._lock:
-                self._partial[user_id] = rows
+                partial[user_id] = rows
         return rows
 
     def _ensure_behaviours(self, force: bool, log: Callable[[str], None] | None,
@@ -338,7 +340,9 @@ class BehaviourEmbeddings:
     def _ensure_instructions(self, force: bool, log: Callable[[str], None] | None,
                              seconds: dict[str, float]) -> None:
         texts = instruction_texts(self.data)
-        self._instructions, _ = self._load_or_encode(INSTRUCTIONS, "instructions", texts, {}, force, log, seconds)
+        loaded = self._load_or_encode(INSTRUCTIONS, "instructions", texts, {}, force, log, seconds)
+        assert loaded is not None, "with encode=True it encodes what the cache lacks"
+        self._instructions = loaded[0]
         self._instruction_rows = {text: row for row, text in enumerate(texts)}
 
     def _load_or_encode(self, name: str, label: str, texts: list[str], meta: dict[str, Any], force: bool,
@@ -365,7 +369,7 @@ class BehaviourEmbeddings:
         if self._partial is None:
             self.ensure()
             row = self._instruction_rows.get(text)
-            if row is not None:
+            if row is not None and self._instructions is not None:  # ensure() loaded them
                 return self._instructions[row]
         vector = self._adhoc.get(text)
         if vector is None:
@@ -381,6 +385,7 @@ class BehaviourEmbeddings:
         else:
             self.ensure()
             first, total = self._users.get(user_id, (0, 0))
+            assert self._behaviours is not None, "ensure() loaded them"
             rows = self._behaviours[first:first + total]
         return rows if count is None else rows[:count]
 

@@ -192,7 +192,9 @@ def read_pack(path: Path | str) -> dict[str, Any]:
     release = pack.get("release")
     if not isinstance(release, dict) or release.get("commit") != RELEASE_COMMIT:
         raise DataError(f"{path}: pack of another release commit; this project reads {RELEASE_COMMIT[:7]}")
-    files = pack.get("files") if isinstance(pack.get("files"), dict) else {}
+    files = pack.get("files")
+    if not isinstance(files, dict):
+        files = {}
     rebuild = f"; the pack was built by another version of this project: {REBUILD}"
     for relative, sources in _sources().items():
         texts = files.get(relative, {}).get("texts")
