@@ -180,8 +180,8 @@ def instruction_answer(prompt: str, variant: int) -> str:
                      f"Help me write a review for my {store} {leaf}.",
                      f"Could you post a review of the {name} I got?",
                      f"I want to leave a review for the {name}."), 1) + " " + feeling
-        text += " " + pick(("", "Keep it short.", "Make it sound like me.", f"Say something about the {aspect.lower()}.",
-                            f"Mention how it worked for my {area}."), 2)
+        text += " " + pick(("", "Keep it short.", "Make it sound like me.",
+                            f"Say something about the {aspect.lower()}.", f"Mention how it worked for my {area}."), 2)
     if variant > 2:
         text += f" ({title.split(',')[-1].strip()})"
     return " ".join(text.split())

@@ -69,7 +69,8 @@ PROBES: dict[str, Callable[[Path], dict[str, Any]]] = {"generation": generation,
 class ProbeSettings:
     """The probe run, its inputs and where its observation goes."""
 
-    probe: str = setting(None, f"the parity item observed, one of: {', '.join(sorted(PROBES))}", positional=True, choices=sorted(PROBES))
+    probe: str = setting(None, f"the parity item observed, one of: {', '.join(sorted(PROBES))}", positional=True,
+                         choices=sorted(PROBES))
     inputs: str = setting(None, "the folder parity_selftest.prepare_inputs wrote", required=True)
     out: str = setting(None, "the observation (JSON)", required=True)
 

@@ -671,7 +671,8 @@ def step6(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, model: Pat
                            release_argv=["--data_path", str(data), "--output_dir", str(release_dir / "dpo_out"),
                                          "--model_name", str(model), "--train_epoch", "5", "--learning_rate", "5e-5",
                                          "--train_batch_size", "1", "--source_length", "1024", "--warmup_ratio", "0.1",
-                                         "--eval_strategy", "epoch", "--save_strategy", "epoch", "--logging_steps", "10",
+                                         "--eval_strategy", "epoch", "--save_strategy", "epoch",
+                                         "--logging_steps", "10",
                                          "--gradient_accumulation_steps", "16", "--train_on", "param",
                                          "--prompt_length", "768", "--beta", "0.1"])
     from PUMA.dpo import DPOStepConfig, encode_pairs
@@ -740,15 +741,17 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, test_count:
     release_logs, log_path = setup.work / "release_eval", setup.work / "release_eval.log"
     record = setup.work / "release_eval_calls.json"
     process = runner.start("run", log_path, hub={LLAMA_ID: str(model)}, record=record,
-                           release_argv=["--env", "pwab", "--model", "finetune/llama", "--user_mode", "no", "--agent_strategy",
-                                         "puma", "--puma_generate", "1", "--puma_model_path", str(adapter),
+                           release_argv=["--env", "pwab", "--model", "finetune/llama", "--user_mode", "no",
+                                         "--agent_strategy", "puma", "--puma_generate", "1",
+                                         "--puma_model_path", str(adapter),
                                          "--puma_function_file", str(function_res), "--agent_memory", "taskspe",
                                          "--memory_length", "100", "--mem_token_length", str(setup.mem_token_length),
                                          "--task_split", "test", "--max_steps", "-1", "--end_index", str(test_count),
                                          "--max_concurrency", "1", "--log_dir", str(release_logs)],
                            cwd=setup.work / "release")
     ours_path = setup.work / "project_eval.json"
-    run_project(setup, "evaluation", [sys.executable, "-c", RECORDING_RUN, str(setup.work / "project_eval_prompts.json"),
+    run_project(setup, "evaluation", [sys.executable, "-c", RECORDING_RUN,
+                                      str(setup.work / "project_eval_prompts.json"),
                                       "--data_dir", str(setup.work / "project_data"),
                                       "--agent_strategy", "puma", "--recipe", "release", "--puma_generate", "1",
                                       "--puma_model_path", str(adapter), "--puma_function_file", str(function_res),

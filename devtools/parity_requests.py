@@ -248,7 +248,8 @@ def compare_first_requests(tasks: list[dict[str, Any]], release: dict[int, Any],
         if a is not None and b is not None:
             messages.add(task["type"], "messages" not in diff,
                          {"task": index, "type": task["type"], "messages": diff.get("messages")})
-            tools.add(task["type"], "tools" not in diff, {"task": index, "type": task["type"], "tools": diff.get("tools")})
+            tools.add(task["type"], "tools" not in diff,
+                      {"task": index, "type": task["type"], "tools": diff.get("tools")})
             named = named_products(a, catalogue), named_products(b, catalogue)
             memory.add(task["type"], named[0] == named[1],
                        {"task": index, "type": task["type"], "release": named[0], "project": named[1]})
@@ -361,7 +362,8 @@ def first_request_check(setup: RunSetup, runner: Any, tasks: list[dict[str, Any]
     variant = VARIANTS[name]
     log(f"first_request[{name}]: running both run.py's on {len(tasks)} task(s) ...")
     run = run_both(setup, runner, name, variant, multiturn=False)
-    grouped = {side: by_task(reqs, tasks, setup.agent_model, setup.user_model) for side, reqs in run["requests"].items()}
+    grouped = {side: by_task(reqs, tasks, setup.agent_model, setup.user_model)
+               for side, reqs in run["requests"].items()}
     result = compare_first_requests(tasks, grouped["release"], grouped["project"],
                                     later_tasks(tasks) if variant.memory == "interecagent" else None,
                                     setup.catalogue)
@@ -375,7 +377,8 @@ def first_request_check(setup: RunSetup, runner: Any, tasks: list[dict[str, Any]
 def multiturn_check(setup: RunSetup, runner: Any, tasks: list[dict[str, Any]], log: Any) -> dict[str, Any]:
     log(f"multiturn_user: running both run.py's with the LLM user on {len(tasks)} task(s) ...")
     run = run_both(setup, runner, "multiturn_user", MULTITURN_VARIANT, multiturn=True)
-    grouped = {side: by_task(reqs, tasks, setup.agent_model, setup.user_model) for side, reqs in run["requests"].items()}
+    grouped = {side: by_task(reqs, tasks, setup.agent_model, setup.user_model)
+               for side, reqs in run["requests"].items()}
     result = compare_request_lists(tasks, grouped["release"], grouped["project"], "user")
     result["agent_requests"] = compare_request_lists(tasks, grouped["release"], grouped["project"], "agent")
     result.update(compare_outcomes(tasks, run["result_files"]))

@@ -66,7 +66,8 @@ class ParityConfig:
             raise ParityError(f"--puma_model {self.puma_model}: no tokenizer.model (the release loads Llama's "
                               "SentencePiece tokenizer; make one with `python -m PUMA.tiny_model --tokenizer "
                               "sentencepiece ...`)")
-        for name, value in (("--protocol_file", self.protocol_file), ("--interec_memory_file", self.interec_memory_file),
+        for name, value in (("--protocol_file", self.protocol_file),
+                            ("--interec_memory_file", self.interec_memory_file),
                             ("--puma_function_file", self.puma_function_file)):
             if value and not Path(value).is_file():
                 raise ParityError(f"{name} {value}: no such file")

@@ -39,4 +39,5 @@ def tool_caller(request: dict[str, Any]) -> ScriptedReply:
 def react_writer(request: dict[str, Any]) -> ScriptedReply:
     """A model answering in the ReAct text format."""
     name, arguments = sensible_call(instruction_of(request))
-    return ScriptedReply(content=f"Thought:\nThe user wants this.\nAction:\n{name}\nArguments:\n{json.dumps(arguments)}")
+    return ScriptedReply(
+        content=f"Thought:\nThe user wants this.\nAction:\n{name}\nArguments:\n{json.dumps(arguments)}")

@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(f"mean Result Acc of the search queries on {len(examples)} train prompts, before -> after "
-          f"{args.steps} GRPO steps: greedy {before['greedy_mean_result_acc']:.4f} -> {after['greedy_mean_result_acc']:.4f}, "
+          f"{args.steps} GRPO steps: greedy {before['greedy_mean_result_acc']:.4f} -> "
+          f"{after['greedy_mean_result_acc']:.4f}, "
           f"sampled {before['sampled_mean_result_acc']:.4f} -> {after['sampled_mean_result_acc']:.4f} ({args.out})")
     return 0
 

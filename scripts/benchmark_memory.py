@@ -94,7 +94,8 @@ def latencies(data: Any, split: str, length: int, store: InterecMemoryStore) -> 
         for task in tasks:
             start = time.perf_counter()
             text = memory_text(load_protocol(), data, task, mode, mode_length,
-                               tool_name=FUNCTION_FOR_TASK_TYPE[task["type"]], preferences=store.get(task["user_id"])) or ""
+                               tool_name=FUNCTION_FOR_TASK_TYPE[task["type"]],
+                               preferences=store.get(task["user_id"])) or ""
             samples.append((time.perf_counter() - start) * 1000)
             characters.append(len(text))
         results[mode] = {"length": mode_length, "ms": percentiles(samples),

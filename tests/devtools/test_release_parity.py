@@ -296,8 +296,8 @@ def test_library_versions_of_both_sides_are_reported(tmp_path: Path) -> None:
     assert set(here) == set(LIBRARIES) and here["torch"]["version"] == torch.__version__
     assert Path(here["transformers"]["path"]).name == "transformers"
     torch_found = {"version": "2.13.0", "path": "/t"}
-    commands = {"release_step1": {"torch": torch_found, "transformers": {"version": "4.45.2", "path": "/l/transformers"},
-                                  "trl": None},
+    commands = {"release_step1": {"torch": torch_found,
+                                  "transformers": {"version": "4.45.2", "path": "/l/transformers"}, "trl": None},
                 "release_step6": {"torch": torch_found, "trl": {"version": "0.11.4", "path": "/l/trl"}}}
     merged = release_versions(commands)
     assert merged == {"torch": ["2.13.0"], "transformers": ["4.45.2"], "trl": ["0.11.4"]}

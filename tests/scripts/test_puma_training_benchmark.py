@@ -33,7 +33,8 @@ def tokenizer(tiny_data_dir: Path):
 
 
 def test_throughput_pairs_and_exact_example_counts(bench):
-    examples = [{"function": f, "prompt": f"p{i}", "label": f"{f}{i}", "instruction": f"i{i}"} for i, f in enumerate("aabbbc")]
+    examples = [{"function": f, "prompt": f"p{i}", "label": f"{f}{i}", "instruction": f"i{i}"}
+                for i, f in enumerate("aabbbc")]
     pairs = bench.throughput_pairs(examples)
     assert len(pairs) == 5  # "c" has no other example of its function
     assert all(p["chosen"][0] == p["rejected"][0] and p["chosen"] != p["rejected"] for p in pairs)
