@@ -105,7 +105,8 @@ def deepspeed_installed(python: str) -> bool:
     """Whether `python` (the step's interpreter, perhaps not this one) can import deepspeed."""
     check = 'import importlib.util, sys; sys.exit(importlib.util.find_spec("deepspeed") is None)'
     try:
-        return subprocess.run([python, "-c", check], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+        found = subprocess.run([python, "-c", check], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return found.returncode == 0
     except OSError:
         return False
 

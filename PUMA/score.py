@@ -4,8 +4,9 @@ Each candidate is turned into what the web function returns (result texts, a rev
 scored under the function of the function file (or the gold function when none is given,
 as the DPO data needs): each function's candidates run through its batch form (its row in
 the table of web functions: searches in one `batch_search`, recommendations in one
-`recommend_batch`), and reviews are encoded with MiniLM in one batch. Score = Result Acc (0 for a wrong function or a failed call): `1 - i/len(results)`
-for the first result whose text contains the target ASIN, or the review's MiniLM cosine.
+`recommend_batch`), and reviews are encoded with MiniLM in one batch. Score = Result Acc
+(0 for a wrong function or a failed call): `1 - i/len(results)` for the first result
+whose text contains the target ASIN, or the review's MiniLM cosine.
 
 How candidates are read and reviews scored follows two switches of the recipe
 (PUMA/configs/<recipe>.yaml). `--recipe release` (`strict_release_parsing`,

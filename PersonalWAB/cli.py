@@ -39,7 +39,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                                "release protocol pack"),
     "build": ("PersonalWAB.build:main", "build a data folder's search index, recommender and embeddings"),
     "construct": ("PersonalWAB.construct.__main__:main", "construct a PersonalWAB-style benchmark from raw reviews"),
-    "leaderboard": ("PersonalWAB.leaderboard.__main__:main", "validate, summarize, compare, report and plot result files"),
+    "leaderboard": ("PersonalWAB.leaderboard.__main__:main",
+                    "validate, summarize, compare, report and plot result files"),
     "reproduce": ("PersonalWAB.reproduce.cli:cli", "run the paper's table rows for a model and compare with the paper"),
 }
 

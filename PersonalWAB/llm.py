@@ -505,7 +505,8 @@ class LLMClient:
 
     def _transport_error(self, exc: Exception, problem: str, attempts: int) -> LLMError:
         """A request that got no usable answer; the TRANSPORT_FAILURE_LIMIT-th in a row stops the run."""
-        message = f"model endpoint {self.endpoint} {self._redact(problem)} (model {self.model!r}, {attempts} attempt(s))"
+        message = (f"model endpoint {self.endpoint} {self._redact(problem)} "
+                   f"(model {self.model!r}, {attempts} attempt(s))")
         in_a_row = ENDPOINTS.failed(self.endpoint)
         if in_a_row >= TRANSPORT_FAILURE_LIMIT:
             return LLMFatalError(f"{message}; {in_a_row} requests in a row failed this way, so the run stops "

@@ -54,11 +54,13 @@ def fetch_categories(categories: list[str], raw_dir: Path | str, *, base_url: st
     for relative in wanted:
         target = raw_dir / relative
         record = manifest["files"].get(relative)
-        whole = record is not None and record["complete"] and target.is_file() and target.stat().st_size == record["bytes"]
+        whole = (record is not None and record["complete"] and target.is_file()
+                 and target.stat().st_size == record["bytes"])
         if whole and not force:
             log(f"{relative}: already fetched ({record['bytes']:,} bytes), kept")
             continue
-        log(f"{relative}: fetching from {fetcher.url(relative)}" + (f" (first {max_lines:,} lines)" if max_lines else ""))
+        first_lines = f" (first {max_lines:,} lines)" if max_lines else ""
+        log(f"{relative}: fetching from {fetcher.url(relative)}{first_lines}")
         target.parent.mkdir(parents=True, exist_ok=True)
         part = target.with_name(target.name + ".part")
         try:
