@@ -227,7 +227,7 @@ def build(data: BenchmarkData, config: Any) -> PumaAgent:
         template = PUMA_TEMPLATE if recipe.training_prompt_at_eval else MEMORY_TEMPLATE
         build_behaviour_embeddings(data, load_protocol(config.protocol_file), log=None, template=template)
         generator = LiveGenerator(puma.puma_model_path, puma.puma_dtype, recipe.gpu_eval_dtype,
-                                  release=recipe.name == "release")
+                                  release=recipe.release_generation)
     return PumaAgent(data, puma.puma_function_file, puma.puma_param_file, generator,
                      memory_length=config.memory_length, mem_token_length=puma.mem_token_length,
                      recipe=puma.recipe)
@@ -271,17 +271,19 @@ def recorded_settings(config: Any) -> dict[str, Any]:
     from PUMA.modeling import decoding_config, effective_decoding
     from PUMA.recipe import get_recipe
 
-    release = get_recipe(puma.recipe).name == "release"
+    release = get_recipe(puma.recipe).release_generation
     return {"outputs": "generated", "decoding": {
         part: effective_decoding(decoding_config(None, max_new_tokens=tokens, release=release))
         for part, tokens in (("function", FUNCTION_NEW_TOKENS), ("param", PARAM_NEW_TOKENS))}}
 
 
 def departures(config: Any) -> list[str]:
-    """How a run's PUMA agent departs from the release's (none under the release recipe)."""
-    puma = puma_settings(config)
-    if puma.recipe == "release":
-        return []
+    """How a run's PUMA agent departs from the release's: none under a recipe whose only departures
+    are the release's bug fixes (the release recipe), else every agent departure it lists."""
     from PUMA.recipe import get_recipe
 
-    return [f"recipe {puma.recipe}: {line}" for line in get_recipe(puma.recipe).departures("agent")]
+    puma = puma_settings(config)
+    recipe = get_recipe(puma.recipe)
+    if not recipe.from_release[recipe.bug_fixes:]:
+        return []
+    return [f"recipe {puma.recipe}: {line}" for line in recipe.departures("agent")]

@@ -4,6 +4,7 @@ flags with the one settings system, and its `--help` explains every flag."""
 from __future__ import annotations
 
 import importlib
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -52,6 +53,22 @@ def parsers(monkeypatch) -> list:
     return built
 
 
+SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:", re.IGNORECASE)
+
+
+def option_blocks(text: str) -> dict[str, str]:
+    """Each option's lines of a help, joined, by the option's first spelling."""
+    blocks: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("  -"):
+            blocks.append(line)
+        elif blocks and line.startswith("    "):
+            blocks[-1] += " " + line.strip()
+        elif not line.strip() or not line.startswith(" "):
+            blocks.append("")  # a section title or blank line ends the option before it
+    return {block.split()[0].rstrip(","): block for block in blocks if block}
+
+
 def _help_of(call, parsers, capsys) -> str:
     with pytest.raises(SystemExit) as stopped:
         call()
@@ -59,7 +76,10 @@ def _help_of(call, parsers, capsys) -> str:
     assert parsers, "the command built no parser with PersonalWAB.settings"
     problems = [problem for parser in parsers for problem in help_problems(parser)]
     assert problems == [], f"flags without help: {problems}"
-    return capsys.readouterr().out
+    out = capsys.readouterr().out
+    twice = [block for block in option_blocks(out).values() if len(SAYS_DEFAULT.findall(block)) > 1]
+    assert twice == [], "a default shown twice"
+    return out
 
 
 @pytest.mark.parametrize("name, target", COMMAND_LIST, ids=[name for name, _ in COMMAND_LIST])
@@ -68,6 +88,11 @@ def test_every_command_explains_every_flag(name, target, parsers, capsys):
     main = getattr(importlib.import_module(module), function)
     out = _help_of(lambda: main(["--help"]), parsers, capsys)
     assert "--config FILE.yaml" in out
+    options = option_blocks(out)
+    if name == "puma sft":
+        assert "(default: 16)" in options["--lora_r"]
+    if name == "pwab reproduce":
+        assert "(default: 1)" in options["--max_concurrency"] and "None" not in options["--rows"]
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

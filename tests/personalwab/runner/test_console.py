@@ -1,22 +1,17 @@
 """Nothing slow or silent for a new user: unreachable model endpoints stop a
 run at once, broken answers are named, the first error of each kind and the format errors are
-shown, the leaderboard never mixes tracks or partial runs into one ranking, every command's
+shown, the leaderboard never mixes tracks or partial runs into one ranking, the construct smoke
 --help shows each default once, the construct smoke reuses its cache and the suite runs
 without root."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
-import re
 import socket
 import subprocess
 import threading
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -242,71 +237,6 @@ def test_summarize_never_ranks_a_partial_run_with_whole_split_runs(tiny_data_dir
 def test_task_id_ranges_are_exact():
     assert id_ranges([3, 0, 1, 2, 7, 9, 8, 12]) == "0-3,7-9,12"
     assert id_ranges([5, 5]) == "5"
-
-
-# -- every command's --help shows each default once ----------------------------------------------
-
-SAYS_DEFAULT = re.compile(r"\(default\b|\bdefault:", re.IGNORECASE)
-
-
-def help_text(entry: Callable[[list[str]], Any], argv: list[str]) -> str:
-    """What `entry(argv + ["--help"])` prints, in-process (argparse exits after the help)."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()), \
-            contextlib.suppress(SystemExit):
-        entry([*argv, "--help"])
-    return out.getvalue()
-
-
-def subcommands(text: str) -> list[str]:
-    """The subcommands a help lists as its `{a,b,c}` positional (or a positional's choices)."""
-    found = re.search(r"^  \{([\w,-]+)\}", text, re.MULTILINE)
-    return found.group(1).split(",") if found else []
-
-
-def option_blocks(text: str) -> list[str]:
-    """Each option's lines of a help, joined (an option starts with `  -`, its help wraps below)."""
-    blocks: list[str] = []
-    for line in text.splitlines():
-        if line.startswith("  -"):
-            blocks.append(line)
-        elif blocks and line.startswith("    "):
-            blocks[-1] += " " + line.strip()
-        elif not line.strip() or not line.startswith(" "):
-            blocks.append("")  # a section title or blank line ends the option before it
-    return [block for block in blocks if block]
-
-
-def every_help() -> dict[str, str]:
-    """The help of every command and subcommand of `pwab` and `puma`, and of the modules run on their own."""
-    from PersonalWAB.cli import COMMANDS
-    from PersonalWAB.cli import main as pwab
-    from PersonalWAB.engines.recommender.train import main as train_recommender
-    from PersonalWAB.engines.search.build import main as build_index
-    from PUMA.__main__ import STEPS
-    from PUMA.__main__ import main as puma
-
-    helps = {"python -m PersonalWAB.engines.search.build": help_text(build_index, []),
-             "python -m PersonalWAB.engines.recommender.train": help_text(train_recommender, [])}
-    for top, entry, names in (("pwab", pwab, COMMANDS), ("puma", puma, STEPS)):
-        for name in names:
-            text = helps[f"{top} {name}"] = help_text(entry, [name])
-            for sub in subcommands(text):
-                helps[f"{top} {name} {sub}"] = help_text(entry, [name, sub])
-    return helps
-
-
-def test_every_help_shows_each_default_at_most_once():
-    helps = every_help()
-    assert all(helps.values()), [name for name, text in helps.items() if not text]
-    assert {"pwab run", "pwab reproduce", "pwab leaderboard summarize", "pwab data synthetic", "puma sft"} <= set(helps)
-    twice = [f"{name}: {block}" for name, text in helps.items() for block in option_blocks(text)
-             if len(SAYS_DEFAULT.findall(block)) > 1]
-    assert twice == []
-    sft = {block.split()[0]: block for block in option_blocks(helps["puma sft"])}
-    assert "(default: 16)" in sft["--lora_r"] and "(default: False)" in sft["--bf16,"]  # PUMA's flags show theirs
-    reproduce = {block.split()[0]: block for block in option_blocks(helps["pwab reproduce"])}
-    assert "(default: 8)" in reproduce["--max_concurrency"] and "None" not in reproduce["--rows"]
 
 
 # -- the construct smoke twice on one OUT; the suite without root ---------------------------------
