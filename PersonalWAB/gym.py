@@ -70,7 +70,8 @@ class PWABGymEnv:
             raise ValueError(f"no tasks to draw episodes from in the {env.task_split!r} split")
         bad = [i for i in self.tasks if not 0 <= i < len(env.tasks)]
         if bad:
-            raise ValueError(f"task indices {bad[:5]} are outside the {env.task_split!r} split ({len(env.tasks)} tasks)")
+            raise ValueError(f"task indices {bad[:5]} are outside the {env.task_split!r} split "
+                             f"({len(env.tasks)} tasks)")
         if env.max_steps > 0 and max_episode_steps is not None and max_episode_steps != env.max_steps:
             raise ValueError(f"max_episode_steps {max_episode_steps}: the multi-turn track's budget is the "
                              f"environment's max_steps ({env.max_steps})")

@@ -148,7 +148,8 @@ def result_asins(observation: str, products: dict[str, Product]) -> list[str]:
 def report(action: Action, observation: str, products: dict[str, Product]) -> str:
     """What the agent tells the user after an attempt, so the user can judge it."""
     if action.name == REVIEW:
-        return f'I wrote and posted this review for you: "{action.arguments.get("review", "")}". Is that how you would put it?'
+        return (f'I wrote and posted this review for you: "{action.arguments.get("review", "")}". '
+                'Is that how you would put it?')
     asins = result_asins(observation, products)[:REPORTED_RESULTS]
     if not asins:
         return "I could not find anything that fits yet. What matters most to you in this product?"

@@ -51,7 +51,8 @@ def _share(values: list[str]) -> dict[str, float]:
     return {value: n / len(values) for value, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))}
 
 
-def data_statistics(data: BenchmarkData, count_tokens: Callable[[list[str]], list[int]] | None = None) -> dict[str, Any]:
+def data_statistics(data: BenchmarkData,
+                    count_tokens: Callable[[list[str]], list[int]] | None = None) -> dict[str, Any]:
     """Table 2's rows, the profile field distributions and the series behind the figure."""
     count_tokens = count_tokens or token_counter()
     asins = sorted(data.products)
@@ -67,7 +68,8 @@ def data_statistics(data: BenchmarkData, count_tokens: Callable[[list[str]], lis
             if product is None:  # a history product missing from the catalogue file
                 product = count_tokens([json.dumps(behaviour["product_info"], ensure_ascii=False)])[0]
             tokens[user_id].append((behaviour["split"], product + review))
-    target_side = {b["product_info"]["parent_asin"] for h in data.histories.values() for b in h if b["split"] != "history"}
+    target_side = {b["product_info"]["parent_asin"] for h in data.histories.values() for b in h
+                   if b["split"] != "history"}
     out: dict[str, Any] = {
         "data_dir": str(data.data_dir),
         "source": data.source,
@@ -92,7 +94,8 @@ def data_statistics(data: BenchmarkData, count_tokens: Callable[[list[str]], lis
                                      for kind in TASK_TYPES}
         for kind in TASK_TYPES:
             out[f"{split}_{kind}"] = len(instruction_tokens[split][kind])
-            out[f"{split}_{kind}_tokens"] = mean(instruction_tokens[split][kind]) if instruction_tokens[split][kind] else 0.0
+            counts = instruction_tokens[split][kind]
+            out[f"{split}_{kind}_tokens"] = mean(counts) if counts else 0.0
     profiles = list(data.profiles.values())
     out["profile_distributions"] = {name: _share([str(p.get(name, "")) for p in profiles])
                                    for name in CATEGORICAL_FIELDS}
@@ -177,7 +180,8 @@ def plot_statistics(reports: list[dict[str, Any]], labels: list[str], path: Path
     for axis, name in zip([axes[1][0], axes[1][1], axes[1][2], *axes[2]], fields):
         values = list(dict.fromkeys(v for r in reports for v in r["profile_distributions"][name]))
         if name in LEVEL_FIELDS:
-            values = sorted(values, key=lambda v: ("Low", "Medium", "High").index(v) if v in ("Low", "Medium", "High") else 3)
+            levels = ("Low", "Medium", "High")
+            values = sorted(values, key=lambda v: levels.index(v) if v in levels else 3)
         elif name == "Age":
             values = sorted(values)
         _grouped_bars(axis, values, [[r["profile_distributions"][name].get(v, 0.0) for v in values] for r in reports],

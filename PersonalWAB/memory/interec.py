@@ -168,7 +168,8 @@ def initial_memory(data: BenchmarkData) -> dict[str, dict[str, list[str]]]:
 def llm_initial_memory(data: BenchmarkData, client: LLMClient, protocol: Protocol,
                        done: dict[str, dict[str, list[str]]] | None = None, max_concurrency: int = 4,
                        checkpoint: Callable[[dict[str, dict[str, list[str]]]], None] | None = None,
-                       progress: Callable[[int], None] | None = None) -> tuple[dict[str, dict[str, list[str]]], list[str]]:
+                       progress: Callable[[int], None] | None = None,
+                       ) -> tuple[dict[str, dict[str, list[str]]], list[str]]:
     """Initial memory written by a language model, one call per user (temperature 0, up to
     5000 tokens), from the protocol's profile-extraction prompt over the user's history
     split. Users in `done` are kept as they are (resume). Returns the entries and the users
