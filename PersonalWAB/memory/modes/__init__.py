@@ -2,15 +2,15 @@
 the run's checks and builds, the cost estimate and the run's labels instead of branches on
 mode names. A mode is one file here (its `select` and `render`) and one row below.
 
-| mode         | selects                              | renders                                   | needs first                   |
-|--------------|--------------------------------------|-------------------------------------------|-------------------------------|
-| none         | nothing                              | nothing                                   |                               |
-| last         | newest first                         | numbered full blocks (ReAct too)          |                               |
-| random       | a draw from newest first             | numbered full blocks (ReAct too)          | the run's draws (`--seed`)    |
-| relevant     | MiniLM closest to the instruction    | numbered full blocks (ReAct too)          | behaviour embeddings          |
-| recmind      | newest first                         | RecMind's compact blocks                  |                               |
-| interecagent | newest first                         | short blocks + like / dislike / expect    | --interec_memory_file         |
-| taskspe      | MiniLM closest (recommend: by time)  | the chosen function's fields, `|`-joined  | embeddings, chosen function   |
+| mode         | selects                            | renders                            | needs first                 |
+|--------------|------------------------------------|------------------------------------|-----------------------------|
+| none         | nothing                            | nothing                            |                             |
+| last         | newest first                       | numbered full blocks (ReAct too)   |                             |
+| random       | a draw from newest first           | numbered full blocks (ReAct too)   | the run's draws (`--seed`)  |
+| relevant     | MiniLM closest to the instruction  | numbered full blocks (ReAct too)   | behaviour embeddings        |
+| recmind      | newest first                       | RecMind's compact blocks           |                             |
+| interecagent | newest first                       | short blocks + like/dislike/expect | --interec_memory_file       |
+| taskspe      | MiniLM closest; recommend: by time | its function's fields, `|`-joined  | embeddings, chosen function |
 
 The release ignored `--memory_length` and always used 10 (`RELEASE_MEMORY_LENGTH` in
 `PersonalWAB.memory`); this project honours the flag and records any other value as a
