@@ -201,3 +201,14 @@ def test_pyproject_declares_what_the_requirements_files_pin():
     assert set(ranges["core"]) <= set(_pins("requirements.txt")), "a core dependency requirements.txt does not pin"
     unpinned = {package for specs in ranges.values() for package in specs} - pinned
     assert not unpinned, f"declared in pyproject.toml but pinned in no requirements file: {sorted(unpinned)}"
+
+
+def test_flags_are_made_only_by_the_settings_system():
+    """One settings system: no command builds its own argparse parser."""
+    makers = re.compile(r"\badd_argument\(|ArgumentParser\(|add_subparsers\(")
+    offenders = [path.relative_to(REPO).as_posix()
+                 for folder in (*PACKAGES, "scripts", "devtools", "examples", "tests")
+                 for path in sorted((REPO / folder).rglob("*.py"))
+                 if path != REPO / "PersonalWAB/settings.py" and makers.search(path.read_text(encoding="utf-8"))]
+    offenders += [name for name in ("run.py",) if makers.search((REPO / name).read_text(encoding="utf-8"))]
+    assert offenders == []
