@@ -6,12 +6,12 @@ The function comes from a function file (instruction -> generated output, see
 generated output, or a list whose first entry counts) or is generated live with
 the PUMA parameter prompt over the task-specific memory.
 
-The task-specific memory, the parameter prompts and the reading of generated
-parameters are `PUMA.prompting`'s, shared with training and scoring. `--recipe`
-(`PUMA.recipe`) decides what differs: the release's agent evaluates with its own prompt, formats the memory for the true task type and reads
-outputs with its prefix rules and exact function names, and repeats its action every step
-of a multi-turn episode; the improved recipe evaluates with the training prompt, reads a
-function name leniently and stops after its one action.
+The task-specific memory, the parameter prompts and the reading of generated parameters are
+`PUMA.prompting`'s, shared with training and scoring. `--recipe` (`PUMA.recipe`) decides
+what differs: the release's agent evaluates with its own prompt, formats the memory for the
+true task type and reads outputs with its prefix rules and exact function names, and repeats
+its action every step of a multi-turn episode; the improved recipe evaluates with the
+training prompt, reads a function name leniently and stops after its one action.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Function Acc and Result Acc of one attempt (DESIGN §3.2), as the release scores them.
 
-Function Acc is 1 when the called function answers the task's type (its row's
-`task_type` in the table of web functions) and ran without error. Result Acc is read off
-what the function returned, whichever function it was (so a wrong function can carry a
-Result Acc, which no task score uses): for search and recommendation tasks,
-`1 - i/len(results)` for the first result whose text contains the target ASIN; for review
-tasks, the MiniLM cosine of the posted review and the real one, kept in [0, 1] (the release keeps the raw cosine: a negative value,
-or 1 + float error for an identical review, would fall outside the leaderboard's range).
-`review_similarity` gives that raw cosine, for callers that must reproduce the release's
-numbers (PUMA's step 4 and `PUMA.fast_test` under `--recipe release`).
+Function Acc is 1 when the called function answers the task's type (its row's `task_type` in
+the table of web functions) and ran without error. Result Acc is read off what the function
+returned, whichever function it was (so a wrong function can carry a Result Acc, which no
+task score uses): for search and recommendation tasks, `1 - i/len(results)` for the first
+result whose text contains the target ASIN; for review tasks, the MiniLM cosine of the
+posted review and the real one, kept in [0, 1] (the release keeps the raw cosine: a negative
+value, or 1 + float error for an identical review, would fall outside the leaderboard's
+range). `review_similarity` gives that raw cosine, for callers that must reproduce the
+release's numbers (PUMA's step 4 and `PUMA.fast_test` under `--recipe release`).
 """
 
 from __future__ import annotations
