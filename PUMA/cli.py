@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from PersonalWAB.cli import BAD_INPUT, check_output, run_command
 from PersonalWAB.errors import DataError
-from PersonalWAB.settings import (CONFIG_FLAG, build_parser, flag_name, make, parse_namespace, settings_fields,
-                                  _config_value as config_value)
+from PersonalWAB import settings
+from PersonalWAB.settings import CONFIG_FLAG, flag_name, make, parse_namespace, settings_fields
+from PersonalWAB.settings import _config_value as config_value
 from PersonalWAB.schema_types import Task
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def parse_step(cls: type[T], argv: Sequence[str] | None, prog: str, doc: str | N
     """The step's settings from `argv` (flags over `--config` over the recipe's step defaults
     over the dataclass defaults), its outputs checked."""
     args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(cls, prog=prog, description=doc)
+    parser = settings.build_parser(cls, prog=prog, description=doc)
     parser.set_defaults(**recipe_defaults(cls, step, chosen_recipe(args, _default_recipe(cls))))
     config = make([cls], parse_namespace(parser, settings_fields(cls), args))[0]
     check_step_outputs(config)
