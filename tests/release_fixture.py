@@ -48,7 +48,8 @@ FAKE_TEXTS: dict[str, Any] = {
     "system.taskspe.single_turn": "R:SYSTEM taskspe single-turn\n",
     "system.taskspe.multi_turn": "R:SYSTEM taskspe multi-turn, <NUM> steps\n",
     "memory.behaviour": f"\nR:MEM <NUM>:{_BEHAVIOUR_FIELDS}\n",
-    "memory.recmind.behaviour": "\nR:MINI <NUM>:T=<TITLE>|A=<PARENT_ASIN>|C=<MAIN_CATEGORY>|r=<RATING>|t=<TEXT>|ts=<TIMESTAMP>\n",
+    "memory.recmind.behaviour":
+        "\nR:MINI <NUM>:T=<TITLE>|A=<PARENT_ASIN>|C=<MAIN_CATEGORY>|r=<RATING>|t=<TEXT>|ts=<TIMESTAMP>\n",
     "memory.interecagent.behaviour": "\nR:IR:T=<TITLE>|A=<PARENT_ASIN>|C=<MAIN_CATEGORY>|r=<RATING>|t=<TEXT>\n",
     "memory.taskspe.search": "R:s:<TITLE>/<MAIN_CATEGORY>/<PRICE>/<STORE>\n",
     "memory.taskspe.recommend": "R:r:<TITLE>/<MAIN_CATEGORY>/<ASIN>\n",

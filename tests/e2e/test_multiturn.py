@@ -143,7 +143,8 @@ def test_leak_guard_when_asked_for(tiny_data_dir, tiny_data, tiny_engines, tmp_p
     assert message.startswith("It is [masked]! Honestly:") and message.endswith("Anyway.")
     flags = records[0]["info"]["leak_guard"]
     assert flags[0]["masked"] == ["target_asin", "review_span"] and flags[0]["message"] == message
-    assert "leak_guard: user messages masked before the agent reads them" in header["run_args"]["protocol"]["departures"]
+    departures = header["run_args"]["protocol"]["departures"]
+    assert "leak_guard: user messages masked before the agent reads them" in departures
 
 
 def test_leak_guard_threshold(tiny_data):

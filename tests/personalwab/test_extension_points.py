@@ -15,7 +15,8 @@ from PersonalWAB.agents.llm_agent import memory_settings
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.schema import TASK_FUNCTIONS
 from PersonalWAB.envs.pwab.env import PWABEnv
-from PersonalWAB.envs.pwab.functions import BASE, RECMIND, WEB_FUNCTIONS, ToolContext, WebFunction, call_many, tool_names
+from PersonalWAB.envs.pwab.functions import (BASE, RECMIND, WEB_FUNCTIONS, ToolContext, WebFunction, call_many,
+                                             tool_names)
 from PersonalWAB.leaderboard.analysis import action_sequence
 from PersonalWAB.llm import LLMReply
 from PersonalWAB.memory import MEMORY_MODES, MemoryMode, memory_text, system_prompt

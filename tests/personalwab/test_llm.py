@@ -188,7 +188,8 @@ def test_sentinel_key_never_leaks(caplog: pytest.LogCaptureFixture, capfd: pytes
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
         caplog.set_level(logging.DEBUG, logger=name)
     echo = f"Incorrect API key provided: {SENTINEL}"
-    script = [ScriptedReply(content="fine"), ScriptedReply(status=500, content=echo), ScriptedReply(status=401, content=echo)]
+    script = [ScriptedReply(content="fine"), ScriptedReply(status=500, content=echo),
+              ScriptedReply(status=401, content=echo)]
     with ScriptedLLMServer(script) as server:
         client = client_for(server, api_key=SENTINEL, max_retries=1)
         client.complete(HELLO)

@@ -64,7 +64,8 @@ def test_improved_other_steps_and_no_gpu_take_no_deepspeed():
 
 
 def test_precision_and_deepspeed_overrides():
-    assert plan("sft", 2, DEEPSPEED="zero2").train_args == ("--fp16", "--deepspeed", "PUMA/configs/deepspeed_zero2.json")
+    zero2 = plan("sft", 2, DEEPSPEED="zero2")
+    assert zero2.train_args == ("--fp16", "--deepspeed", "PUMA/configs/deepspeed_zero2.json")
     p = plan("grpo", 2, RECIPE="improved", DEEPSPEED="zero3", PRECISION="fp32")
     assert p.launcher == ("py", *TORCHRUN, "2") and p.train_args == ("--deepspeed", "PUMA/configs/deepspeed_zero3.json")
     assert p.summary() == ("PUMA launch: recipe improved, 2 GPU(s), py -m torch.distributed.run... "
@@ -117,7 +118,8 @@ def _run_script(tmp_path: Path, script: str, gpus: int, **env: str) -> tuple[int
     fake = tmp_path / "bin"
     fake.mkdir(exist_ok=True)
     (fake / "nvidia-smi").write_text("#!/bin/sh\n" + "".join(f"echo 'GPU {i}: Fake (UUID: x)'\n" for i in range(gpus)))
-    (fake / "fake-python").write_text('#!/bin/sh\n[ "$1" = -c ] && exit "${FAKE_DEEPSPEED_RC:-0}"\nprintf "%s\\n" "$@"\n')
+    (fake / "fake-python").write_text('#!/bin/sh\n[ "$1" = -c ] && exit "${FAKE_DEEPSPEED_RC:-0}"\n'
+                                      'printf "%s\\n" "$@"\n')
     for name in ("nvidia-smi", "fake-python"):
         (fake / name).chmod(0o755)
     clean = {k: v for k, v in os.environ.items()
@@ -153,7 +155,8 @@ def test_grpo_script_passes_its_flags_after_the_launch_flags(tmp_path: Path):
     rc, argv, _ = _run_script(tmp_path, "grpo_llama.sh", 3, GPUS="0,1", VLLM_MODE="server")
     assert rc == 0 and argv[:4] == ["-m", "accelerate.commands.launch", "--config_file",
                                     "PUMA/configs/accelerate_multi_gpu.yaml"]
-    assert argv[argv.index("--num_processes") + 1] == "2" and argv[argv.index("-m", 1):][:3] == ["-m", "PUMA.grpo", "--fp16"]
+    assert argv[argv.index("--num_processes") + 1] == "2"
+    assert argv[argv.index("-m", 1):][:3] == ["-m", "PUMA.grpo", "--fp16"]
     assert argv[-2:] == ["--vllm_server_base_url", "http://localhost:8000"] and "--deepspeed" not in argv
 
 

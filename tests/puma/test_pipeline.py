@@ -125,7 +125,8 @@ def test_short_sft_generate_dpo_pass(tiny_data, tiny_model_dir: Path, tmp_path: 
     merged = merge_adapter(MergeConfig(adapter_path=str(sft), output_dir=str(tmp_path / "merged")))
     write_json(tmp_path / "param_train.json", [dict(e, memory="") for e in examples])
     write_json(tmp_path / "functions.json", {e["instruction"]: [e["label"]] for e in examples})
-    out = generate_file(GenerateConfig(model_path=str(merged), mode="param", data_file=str(tmp_path / "param_train.json"),
+    out = generate_file(GenerateConfig(model_path=str(merged), mode="param",
+                                       data_file=str(tmp_path / "param_train.json"),
                                        function_file=str(tmp_path / "functions.json"),
                                        output_file=str(tmp_path / "cands.json"), max_new_tokens=6,
                                        num_return_sequences=3, num_beams=3, do_sample=True, batch_size=6),
@@ -186,7 +187,8 @@ def test_review_candidates_are_scored_against_the_cached_real_review(tiny_data, 
 
     task = next(t for t in tiny_data.tasks["train"] if t["type"] == "review")
     real = task["target"]["review"]["text"]
-    scores = score_candidates(tiny_engines, [task], {task["task"]: [real, "Say: hello", "Unrelated words about tax law."]})
+    candidates = {task["task"]: [real, "Say: hello", "Unrelated words about tax law."]}
+    scores = score_candidates(tiny_engines, [task], candidates)
     assert scores[task["task"]][real] == pytest.approx(1.0, abs=1e-5)
     assert scores[task["task"]]["Say: hello"] == 0.0
     assert scores[task["task"]]["Unrelated words about tax law."] < 0.9
@@ -248,7 +250,8 @@ def test_a_function_output_naming_no_tool_scores_zero_and_the_run_goes_on(tiny_d
     functions[tasks[1]["task"]] = "Search_Product_By_Query" if recipe == "release" else "no idea"
     f, p = _puma_files(tmp_path, tasks, functions, params)
     config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test", end_index=4,
-                       agent_options={"puma": PumaAgentSettings(puma_function_file=f, puma_param_file=p, recipe=recipe)},
+                       agent_options={"puma": PumaAgentSettings(puma_function_file=f, puma_param_file=p,
+                                                                recipe=recipe)},
                        out=str(tmp_path / "r.json"), agent_memory="none")
     header, path, _ = run(config, log=lambda _: None)
     records = sorted(load_result_file(path)[1], key=lambda r: r["task_id"])

@@ -265,7 +265,8 @@ def test_dpo_prompts_keep_their_instruction(tiny_puma_data, tiny_model_dir: Path
 
     tokenizer = load_tokenizer(tiny_model_dir)
     protocol = project_protocol()
-    examples = param_examples(protocol, tiny_puma_data, tiny_puma_data.split("train")[:12], "train", tokenizer, 256, 100)
+    tasks = tiny_puma_data.split("train")[:12]
+    examples = param_examples(protocol, tiny_puma_data, tasks, "train", tokenizer, 256, 100)
     pairs = [{"prompt": e["prompt"], "chosen": e["label"], "rejected": "B000", "instruction": e["instruction"]}
              for e in examples]
     lengths = sorted(len(tokenizer(p["prompt"] + p["chosen"])["input_ids"]) + 1 for p in pairs)
@@ -273,7 +274,8 @@ def test_dpo_prompts_keep_their_instruction(tiny_puma_data, tiny_model_dir: Path
     release = encode_pairs(DPOStepConfig(max_length=max_length, max_prompt_length=max_length - 40), tokenizer, pairs)
     fitting = 0
     for pair, row in zip(pairs, release):
-        prompt_ids, chosen_ids, rejected_ids = tokenize_pair(tokenizer, pair["prompt"], pair["chosen"], pair["rejected"])
+        prompt_ids, chosen_ids, rejected_ids = tokenize_pair(tokenizer, pair["prompt"], pair["chosen"],
+                                                             pair["rejected"])
         if len(prompt_ids) + max(len(chosen_ids), len(rejected_ids)) <= max_length:
             fitting += 1
             assert row == {"prompt_ids": prompt_ids, "chosen_ids": chosen_ids, "rejected_ids": rejected_ids}
@@ -317,7 +319,7 @@ def test_release_agent_formats_memory_by_the_true_task_type(tiny_puma_data, tiny
     assert search_line in release and recommend_line in improved
 
 
-# --- GPU path: extras (the launch: tests/puma/test_launch.py) ---------------------------------------------------------------------------------
+# --- GPU path: extras (the launch: tests/puma/test_launch.py) -----------------------------------------------------
 def test_gpu_extras_are_pinned_and_configs_parse():
     lines = [line.split("#")[0].strip() for line in (REPO_ROOT / "requirements-gpu.txt").read_text().splitlines()]
     packages = [line for line in lines if line and not line.startswith("-")]
@@ -355,7 +357,8 @@ def test_release_reading_of_a_generation_keeps_leading_whitespace_after_the_last
     assert text_after("### Tool Parameter:\n", "P\n### Tool Parameter:\nA\n### Tool Parameter:\nB") == "B"
     tokens = SimpleNamespace(pad_token_id=2, eos_token_id=2, bos_token_id=1)
     greedy = decoding_config(tokens, max_new_tokens=32, temperature=0.0, release=True)
-    assert (greedy.num_return_sequences, greedy.early_stopping, greedy.temperature, greedy.do_sample) == (1, False, 0, False)
+    assert (greedy.num_return_sequences, greedy.early_stopping, greedy.temperature, greedy.do_sample) == \
+        (1, False, 0, False)
     sampled = decoding_config(tokens, max_new_tokens=256, num_beams=10, do_sample=True, temperature=1.5, release=True)
     assert (sampled.num_return_sequences, sampled.early_stopping, sampled.top_k, sampled.top_p, sampled.temperature,
             sampled.repetition_penalty) == (10, True, 50, 1.0, 1.5, 1.0)
@@ -379,8 +382,10 @@ def test_release_generation_end_to_end_lists_every_output(tiny_model_dir: Path, 
                 {"instruction": "find a mug", "memory": "", "product": None}]
     write_json(tmp_path / "param.json", examples)
     write_json(tmp_path / "functions.json", {e["instruction"]: ["search_product_by_query"] for e in examples})
-    out = generate_file(GenerateConfig(model_path=str(tiny_model_dir), mode="param", data_file=str(tmp_path / "param.json"),
-                                       function_file=str(tmp_path / "functions.json"), output_file=str(tmp_path / "o.json"),
+    out = generate_file(GenerateConfig(model_path=str(tiny_model_dir), mode="param",
+                                       data_file=str(tmp_path / "param.json"),
+                                       function_file=str(tmp_path / "functions.json"),
+                                       output_file=str(tmp_path / "o.json"),
                                        max_new_tokens=4, num_beams=2, num_return_sequences=2, do_sample=True,
                                        batch_size=2), log=lambda _: None)
     outputs = json.loads(out.read_text())
@@ -493,7 +498,8 @@ def test_step_records_state_the_batch_and_precision(tiny_data, tiny_model_dir: P
                                              max_length=64), examples=examples)
     assert (trainer.args.per_device_train_batch_size, trainer.args.gradient_accumulation_steps) == (1, 64)
     write_json(tmp_path / "f.json", examples)
-    out = train_sft(SFTConfig(model_path=str(tiny_model_dir), train_on="function", function_data=str(tmp_path / "f.json"),
+    out = train_sft(SFTConfig(model_path=str(tiny_model_dir), train_on="function",
+                              function_data=str(tmp_path / "f.json"),
                               output_dir=str(tmp_path / "sft"), max_steps=1, per_device_train_batch_size=2,
                               gradient_accumulation_steps=1, max_length=64, save_strategy="no"))
     record = json.loads((out / "puma_run.json").read_text())
@@ -571,7 +577,8 @@ def test_recipe_files_define_both_recipes():
      "improved.yaml: switches.label_only_loss: expected bool, got 'yes please'"),
     (("  gpu_eval_dtype: bfloat16", "  gpu_eval_dtype: 16"), "improved.yaml: switches.gpu_eval_dtype: expected str"),
     (("departures:\n", "departure:\n"), "improved.yaml: unknown key departure"),
-    (("  - step: dpo_data\n", "  - step: dpo_data\n    when: now\n"), r"improved.yaml: unknown key departures\[8\].when"),
+    (("  - step: dpo_data\n", "  - step: dpo_data\n    when: now\n"),
+     r"improved.yaml: unknown key departures\[8\].when"),
     (("    why: >-\n      chosen and rejected would carry no preference\n", ""),
      r"improved.yaml: missing key departures\[8\].why"),
     (("  - step: dpo_data\n", "  - step: [dpo_data]\n"), r"improved.yaml: departures\[8\].step: expected str"),
@@ -609,7 +616,8 @@ def test_records_say_whether_a_setting_follows_the_release_recipe_or_the_paper(t
     assert all("the release recipe's reading" in line for line in default)
     paper = json.loads(write_record(tmp_path / "b", "sft", recipe, SFTConfig(learning_rate=4e-3)).read_text())
     assert paper["readings"][0].startswith("learning_rate 0.004: the paper's stated value, not the release recipe's")
-    memory = json.loads(write_record(tmp_path / "c", "data_param", recipe, DataConfig(mem_token_length=512)).read_text())
+    record = write_record(tmp_path / "c", "data_param", recipe, DataConfig(mem_token_length=512))
+    memory = json.loads(record.read_text())
     assert memory["readings"][0].startswith("mem_token_length 512: the paper's stated value")
     odd = json.loads(write_record(tmp_path / "d", "data_param", recipe, DataConfig(mem_token_length=100)).read_text())
     assert "neither" in odd["readings"][0]

@@ -96,7 +96,8 @@ def _data_file(tmp_path: Path) -> Path:
     return write_json(tmp_path / "param.json", [{"instruction": i, "prompt": p} for i, p in PROMPTS.items()])
 
 
-def test_sampled_candidates_are_seeded_samples_of_prompts_cut_on_the_left(fake_vllm, tiny_model_dir: Path, tmp_path: Path):
+def test_sampled_candidates_are_seeded_samples_of_prompts_cut_on_the_left(fake_vllm, tiny_model_dir: Path,
+                                                                          tmp_path: Path):
     out = generate_file(GenerateConfig(model_path=str(tiny_model_dir), data_file=str(_data_file(tmp_path)),
                                        output_file=str(tmp_path / "cands.json"), backend="vllm", recipe="improved",
                                        num_return_sequences=4, num_beams=10, do_sample=True, temperature=1.5,
@@ -140,7 +141,8 @@ def test_adapter_folder_is_served_as_a_lora_on_its_base(fake_vllm, tiny_model_di
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 12, "base_model_name_or_path": str(tiny_model_dir),
                                                              "peft_type": "LORA"}))
     generate_file(GenerateConfig(model_path=str(adapter), data_file=str(_data_file(tmp_path)),
-                                 output_file=str(tmp_path / "cands.json"), backend="vllm", recipe="improved", num_return_sequences=2),
+                                 output_file=str(tmp_path / "cands.json"), backend="vllm", recipe="improved",
+                                 num_return_sequences=2),
                   log=lambda _: None)
     (llm,) = fake_vllm.instances
     assert llm.model == str(tiny_model_dir) and llm.options["tokenizer"] == str(tiny_model_dir)
@@ -177,7 +179,8 @@ def test_lora_rank_rounds_up_to_a_rank_vllm_supports():
 
 def test_release_candidates_sample_with_top_k_and_read_the_whole_sequence(fake_vllm, tiny_model_dir: Path,
                                                                           tmp_path: Path):
-    examples = [{"instruction": i, "prompt": p, "memory": "Title:Kettle\n", "product": None} for i, p in PROMPTS.items()]
+    examples = [{"instruction": i, "prompt": p, "memory": "Title:Kettle\n", "product": None}
+                for i, p in PROMPTS.items()]
     write_json(tmp_path / "param.json", examples)
     write_json(tmp_path / "functions.json", {i: ["search_product_by_query"] for i in PROMPTS})
     out = generate_file(GenerateConfig(model_path=str(tiny_model_dir), data_file=str(tmp_path / "param.json"),
@@ -192,6 +195,7 @@ def test_release_candidates_sample_with_top_k_and_read_the_whole_sequence(fake_v
     assert fake_vllm.instances[0].options["generation_config"] == "vllm"
     outputs = json.loads(out.read_text())
     # read as the release: the whole sequence decoded, the text after the prompt's cue (no prompt cut)
-    assert all(len(v) == 2 for v in outputs.values()) and all("Tool Parameter" not in o for v in outputs.values() for o in v)
+    assert all(len(v) == 2 for v in outputs.values())
+    assert all("Tool Parameter" not in o for v in outputs.values() for o in v)
     tokenizer = load_tokenizer(tiny_model_dir)
     assert all(request["prompt_token_ids"][0] == tokenizer.bos_token_id for request in requests)

@@ -242,7 +242,8 @@ def test_new_product_texts_rebuild_only_the_index(built, fake_pack: Path) -> Non
     out = built[0]
     released = build(settings(first_raw(out), out, protocol_file=str(fake_pack)), log=quiet)
     index = search_index_dir(load_benchmark_data(out / "data"), "lucene", load_protocol(fake_pack))
-    assert released.ran == ["index"] and index_record(index)["contents"] == load_protocol(fake_pack).contents_fingerprint
+    assert released.ran == ["index"]
+    assert index_record(index)["contents"] == load_protocol(fake_pack).contents_fingerprint
     back = build(settings(first_raw(out), out), log=quiet)
     index = search_index_dir(load_benchmark_data(out / "data"), "lucene", load_protocol())
     assert back.ran == ["index"] and index_record(index)["contents"] == load_protocol().contents_fingerprint
@@ -418,7 +419,8 @@ def test_consistency_on_built_and_synthetic_data(built, tiny_data_dir: Path, tmp
                                                           users=0, cache_dir=tmp_path / "cache"), log=quiet)
                    for d in (built[0] / "data", tiny_data_dir)]
         calls = len(judge.requests)
-        again = evaluate_consistency(ConsistencyConfig(data_dir=tiny_data_dir, judge=LLMSettings("scripted", api_base=judge.url),
+        judge_settings = LLMSettings("scripted", api_base=judge.url)
+        again = evaluate_consistency(ConsistencyConfig(data_dir=tiny_data_dir, judge=judge_settings,
                                                        users=0, cache_dir=tmp_path / "cache"), log=quiet)
         assert len(judge.requests) == calls  # the judge's answers come from the cache
     assert again["llm"]["calls"] == 0 and again["llm"]["cached"] == 32
@@ -474,10 +476,12 @@ def test_fetch_streams_the_asked_categories(raw_dir: Path, tmp_path: Path) -> No
         dest = tmp_path / "fetched"
         sample = fetch_categories(["Electronics"], dest, base_url=base, max_lines=3, log=quiet)
         record = sample["files"][amazon_raw.review_file("Electronics")]
-        assert not record["complete"] and len((dest / amazon_raw.review_file("Electronics")).read_bytes().splitlines()) == 3
+        assert not record["complete"]
+        assert len((dest / amazon_raw.review_file("Electronics")).read_bytes().splitlines()) == 3
         whole = fetch_categories(["Electronics", "Grocery_and_Gourmet_Food"], dest, base_url=base, log=quiet)
-        assert set(whole["files"]) == {amazon_raw.review_file(c) for c in ("Electronics", "Grocery_and_Gourmet_Food")} | {
-            amazon_raw.meta_file(c) for c in ("Electronics", "Grocery_and_Gourmet_Food")}
+        categories = ("Electronics", "Grocery_and_Gourmet_Food")
+        assert set(whole["files"]) == {amazon_raw.review_file(c) for c in categories} | {
+            amazon_raw.meta_file(c) for c in categories}
         for relative in whole["files"]:
             assert (dest / relative).read_bytes() == (raw_dir / relative).read_bytes()
         messages: list[str] = []

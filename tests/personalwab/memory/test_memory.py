@@ -86,7 +86,8 @@ def test_memory_text_of_every_mode(tiny_data, fake_protocol):
     newest = newest_first(past)[:5]
     blocks = [fake_protocol.behaviour_block(b, i) for i, b in enumerate(newest)]
     assert memory_text(fake_protocol, tiny_data, task, "last", 5) == "\nR:LAST:\n" + "\n".join(blocks)
-    assert memory_text(fake_protocol, tiny_data, task, "last", 5, react=True) == "\n\nR:REACT LAST:\n" + "\n".join(blocks)
+    react = memory_text(fake_protocol, tiny_data, task, "last", 5, react=True)
+    assert react == "\n\nR:REACT LAST:\n" + "\n".join(blocks)
     assert memory_text(fake_protocol, tiny_data, task, "recmind", 5) == "\nR:RECMIND:\n" + "\n".join(
         fake_protocol.recmind_block(b, i) for i, b in enumerate(newest))
     prefs = {"like": ["B1"], "dislike": ["B2"], "expect": []}

@@ -53,7 +53,8 @@ def test_a_tree_at_another_commit_is_refused_unless_unpinned(fake_release_dir, t
 
 def test_a_moved_literal_is_caught_by_the_renderers_shape_check(tmp_path):
     moved = dict(FAKE_TEXTS, **{"memory.behaviour": "R:MEM without placeholders"})
-    pack = write_pack(build_pack(write_release_tree(tmp_path / "tree", moved), allow_unpinned=True), tmp_path / "p.json")
+    built = build_pack(write_release_tree(tmp_path / "tree", moved), allow_unpinned=True)
+    pack = write_pack(built, tmp_path / "p.json")
     with pytest.raises(DataError, match=r"text 'memory.behaviour' has \[\], the renderers need"):
         protocol_from_pack(pack)
 
@@ -182,7 +183,8 @@ def test_reflection_and_interecagent_prompts(fake_protocol):
 
 
 def test_user_simulator_prompts(fake_protocol):
-    profile = "\nG=Female|A=25-34|O=Nurse|P=R:price-high|I=Tea|B=TeaCo|D=R:div-low|X=R:int-medium|T=Warm|R=Brands|F=Taste\n"
+    profile = ("\nG=Female|A=25-34|O=Nurse|P=R:price-high|I=Tea|B=TeaCo|D=R:div-low|X=R:int-medium|T=Warm|R=Brands"
+               "|F=Taste\n")
     assert fake_protocol.profile_block(PROFILE) == profile
     assert fake_protocol.user_prompt(dict(TASK, type="search"), PROFILE) == \
         f"R:USERSIM profile={profile} product=\nR:{FIELDS}\n"
@@ -198,5 +200,6 @@ def test_puma_prompts(fake_protocol):
     assert p.puma_memory([BEHAVIOUR, BEHAVIOUR], "recommend") == \
         "R:pr:Green Tea/Grocery/B000TEA001\n|R:pr:Green Tea/Grocery/B000TEA001\n"
     assert p.puma_param_prompt("Review it", "add_product_review", "M", PRODUCT) == \
-        "R:PARAM Review it\nR:t=Green Tea p=9.99 s=TeaCo c=Grocery\n mem=M tool=add_product_review\n### Tool Parameter:\n"
+        "R:PARAM Review it\nR:t=Green Tea p=9.99 s=TeaCo c=Grocery\n mem=M tool=add_product_review\n" \
+        "### Tool Parameter:\n"
     assert p.puma_search_label_prompt("Find tea", "m1|m2") == "R:QUERY for Find tea from m1|m2"
