@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from PersonalWAB.cli import BAD_INPUT, check_output, run_command
 from PersonalWAB.errors import DataError
 from PersonalWAB import settings
-from PersonalWAB.settings import CONFIG_FLAG, flag_name, make, parse_namespace, settings_fields
-from PersonalWAB.settings import _config_value as config_value
+from PersonalWAB.settings import CONFIG_FLAG, config_value, flag_name, make, parse_namespace, settings_fields
 from PersonalWAB.schema_types import Task
 
 if TYPE_CHECKING:

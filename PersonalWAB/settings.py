@@ -280,7 +280,7 @@ def _flag_names(items: list[Field[Any]]) -> dict[str, Field[Any]]:
     return names
 
 
-def _config_value(item: Field[Any], value: Any, where: str) -> Any:
+def config_value(item: Field[Any], value: Any, where: str) -> Any:
     """A config file's value, converted and checked as the flag's would be."""
     spec = spec_of(item)
     kind = _kind(item)
@@ -328,7 +328,7 @@ def read_config_file(path: str | Path, items: list[Field[Any]]) -> dict[str, Any
             close = difflib.get_close_matches(str(key), [flag_name(i) for i in items], n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise DataError(f"{CONFIG_FLAG} {path}: unknown setting {key!r}{hint}")
-        values[item.name] = _config_value(item, value, f"{CONFIG_FLAG} {path}: {key}")
+        values[item.name] = config_value(item, value, f"{CONFIG_FLAG} {path}: {key}")
     return values
 
 
