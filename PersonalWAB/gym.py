@@ -26,14 +26,38 @@ score the same actions.
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, TypedDict
 
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.metrics import task_score
 from PersonalWAB.schema_types import Task
 from PersonalWAB.types import RESPOND, STOP, Action
+
+
+class GymResetInfo(TypedDict):
+    """`reset`'s info: the task, its track and the tool schemas the agent may call."""
+
+    task_index: int
+    task: Task
+    type: str
+    user_id: str
+    single_turn: bool
+    max_episode_steps: int
+    tools: list[dict[str, Any]]
+
+
+class GymStepInfo(TypedDict):
+    """`step`'s info: what the action was and how it scored, and the task's score so far."""
+
+    steps: int
+    attempt: bool
+    function: str
+    function_acc: float
+    result_acc: float
+    task_score: tuple[float, float]
+    user_message: bool
 
 SINGLE_TURN_STEP_LIMIT = 10  # the release's function-calling agent gives up after 10 calls
 
@@ -86,7 +110,7 @@ class PWABGymEnv:
     def task(self) -> Task | None:
         return self.env.task
 
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, GymResetInfo]:
         """Start an episode: `(observation, info)` with the task, the track and the tool schemas."""
         if seed is not None:
             self.rng = random.Random(seed)
@@ -99,7 +123,7 @@ class PWABGymEnv:
                              "user_id": task["user_id"], "single_turn": self.env.single_turn,
                              "max_episode_steps": self.max_episode_steps, "tools": self.tools}
 
-    def step(self, action: dict[str, Any] | Action) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: dict[str, Any] | Action) -> tuple[str, float, bool, bool, GymStepInfo]:
         """Apply one action: `(observation, reward, terminated, truncated, info)`."""
         if not self.active:
             raise RuntimeError("call reset() before step(), and again after an episode ends")
@@ -113,7 +137,7 @@ class PWABGymEnv:
         if not self.active and not self.env.done:  # the single-turn limit is ours: close the env's episode too
             self.env.done = True
         score = task_score([a.function_acc for a in self.env.attempts], [a.result_acc for a in self.env.attempts])
-        info = {"steps": steps, "attempt": attempt is not None, "function": parsed.name,
+        info: GymStepInfo = {"steps": steps, "attempt": attempt is not None, "function": parsed.name,
                 "function_acc": function_acc, "result_acc": result_acc, "task_score": score,
                 "user_message": parsed.name == RESPOND and not self.env.single_turn}
         return observation, reward_of(function_acc, result_acc), terminated, truncated, info

@@ -220,7 +220,7 @@ def project_observation(repo_root: Path, data_dir: Path, function_file: Path, pa
     record, result, log_path = work / "steps.json", work / "result.json", work / "run.log"
     args = [*turn_args(multiturn, end_index), "--data_dir", str(data_dir), "--recipe", "release",
             "--puma_function_file", str(function_file), "--puma_param_file", str(param_file),
-            "--output", str(result), "--overwrite", "--log_dir", str(work / "results")]
+            "--out", str(result), "--overwrite", "--log_dir", str(work / "results")]
     if multiturn:
         args += ["--user_api_base", str(user_api_base)]
     if protocol_file:

@@ -759,7 +759,7 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, test_count:
                                       "--memory_length", "10", "--mem_token_length", str(setup.mem_token_length),
                                       "--task_split", "test", "--end_index", str(test_count), "--max_concurrency", "1",
                                       "--puma_dtype", "float16",  # the release loads its model in fp16
-                                      "--output", str(ours_path), "--overwrite",
+                                      "--out", str(ours_path), "--overwrite",
                                       *(["--protocol_file", setup.protocol_file] if setup.protocol_file else [])])
     runner.finish(process, "release run.py (puma agent)", log_path)
     theirs_file = next(release_logs.rglob("*.json"), None)

@@ -153,7 +153,7 @@ def run_both(setup: RunSetup, runner: Any, label: str, variant: Variant,
                                           release_argv=release_argv, cwd=folders["release"])
         project_argv = common + file_args(setup, variant, folders["project"]) + [
             "--data_dir", str(setup.data_dir), "--api_base", project_server.url, "--memory_length", "10",
-            "--output", str(folders["project"] / "result.json"), "--log_dir", str(folders["project"] / "results")]
+            "--out", str(folders["project"] / "result.json"), "--log_dir", str(folders["project"] / "results")]
         if multiturn:
             project_argv += ["--user_api_base", project_server.url]
         if setup.protocol_file:

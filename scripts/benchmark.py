@@ -64,7 +64,7 @@ def startup_seconds(data_dir: Path, backend: str) -> float:
         start = time.perf_counter()
         subprocess.run(
             [sys.executable, "run.py", "--data_dir", str(data_dir), "--search_backend", backend,
-             "--end_index", "1", "--output", str(Path(tmp) / "startup.json")],
+             "--end_index", "1", "--out", str(Path(tmp) / "startup.json")],
             cwd=REPO_ROOT, check=True, capture_output=True,
         )
         return time.perf_counter() - start
@@ -161,7 +161,7 @@ def whole_split(data_dir: Path, backend: str, memory: str, concurrency: int, out
     from PersonalWAB.runner.execute import run
 
     config = RunConfig(data_dir=str(data_dir), search_backend=backend, agent_memory=memory,
-                       max_concurrency=concurrency, output=str(out_dir / f"test_split_{memory}.json"))
+                       max_concurrency=concurrency, out=str(out_dir / f"test_split_{memory}.json"))
     header, _, wall = run(config, log=lambda _: None)
     return {"wall_s": round(wall, 2), "tasks": header["results"]["overall"]["total_count"],
             "tasks_per_s": round(header["results"]["overall"]["total_count"] / wall, 1),
@@ -181,7 +181,7 @@ def scripted_llm_split(data_dir: Path, backend: str, out_dir: Path, concurrency:
         config = RunConfig(data_dir=str(data_dir), search_backend=backend, agent_strategy="function_calling",
                            model="openai/scripted", api_base=server.url, agent_memory="relevant",
                            memory_length=50, max_concurrency=concurrency,
-                           output=str(out_dir / "test_split_function_calling_relevant.json"))
+                           out=str(out_dir / "test_split_function_calling_relevant.json"))
         header, _, wall = run(config, log=lambda _: None)
     return {"wall_s": round(wall, 2), "tasks": header["results"]["overall"]["total_count"],
             "max_concurrency": concurrency}

@@ -21,7 +21,7 @@ release's rules.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from PersonalWAB.engines.shared import Engines
 from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS, ToolContext
@@ -31,6 +31,21 @@ from PersonalWAB.errors import EngineError
 from PersonalWAB.protocol import Protocol, load_protocol
 from PersonalWAB.schema_types import Task
 from PersonalWAB.types import RESPOND, STOP, Action, Attempt
+
+
+class ResetInfo(TypedDict):
+    """What `reset` tells the agent beside the first observation."""
+
+    task: Task
+    task_index: int
+
+
+class StepInfo(TypedDict):
+    """What `step` tells beside the observation: the attempt the action scored (None for a message
+    or a function that is not scored) and the steps taken so far."""
+
+    attempt: Attempt | None
+    steps: int
 
 
 def unencodable(value: Any) -> str | None:
@@ -88,7 +103,7 @@ class PWABEnv:
         """Schemas of the named functions (all of the table by default), in the table's order."""
         return [info for info in self.functions_info if names is None or info["function"]["name"] in names]
 
-    def reset(self, task_index: int) -> tuple[str, dict[str, Any]]:
+    def reset(self, task_index: int) -> tuple[str, ResetInfo]:
         if not 0 <= task_index < len(self.tasks):
             raise IndexError(f"task index {task_index} out of range for the {self.task_split!r} split "
                              f"({len(self.tasks)} tasks)")
@@ -106,7 +121,7 @@ class PWABEnv:
                 observation = self._guard(opening, task)
         return observation, {"task": task, "task_index": task_index}
 
-    def step(self, action: Action | dict[str, Any]) -> tuple[str, list[float], bool, dict[str, Any]]:
+    def step(self, action: Action | dict[str, Any]) -> tuple[str, list[float], bool, StepInfo]:
         if self.task is None or self.done:
             raise RuntimeError("call reset() before step(), and not after the episode is done")
         if isinstance(action, dict):
