@@ -138,8 +138,8 @@ class PWABGymEnv:
             self.env.done = True
         score = task_score([a.function_acc for a in self.env.attempts], [a.result_acc for a in self.env.attempts])
         info: GymStepInfo = {"steps": steps, "attempt": attempt is not None, "function": parsed.name,
-                "function_acc": function_acc, "result_acc": result_acc, "task_score": score,
-                "user_message": parsed.name == RESPOND and not self.env.single_turn}
+                             "function_acc": function_acc, "result_acc": result_acc, "task_score": score,
+                             "user_message": parsed.name == RESPOND and not self.env.single_turn}
         return observation, reward_of(function_acc, result_acc), terminated, truncated, info
 
     def close(self) -> None:
