@@ -15,6 +15,7 @@ import PersonalWAB.settings as settings_module
 from PersonalWAB.cli import COMMANDS
 from PersonalWAB.settings import help_problems
 from PUMA.__main__ import STEPS
+from devtools.__main__ import COMMANDS as DEVTOOLS
 from tests.conftest import REPO_ROOT
 
 
@@ -32,10 +33,14 @@ def leaf_commands(table: dict[str, tuple[str, str]], prefix: str) -> list[tuple[
     return found
 
 
-COMMAND_LIST = leaf_commands(COMMANDS, "pwab") + leaf_commands(STEPS, "puma")
+COMMAND_LIST = (leaf_commands(COMMANDS, "pwab") + leaf_commands(STEPS, "puma")
+                + leaf_commands(DEVTOOLS, "python -m devtools"))
+# the scripts with flags (the release worker has none: it reads one JSON request); a package's
+# __main__ is a dispatch table, whose commands are in COMMAND_LIST
 SCRIPTS = sorted(path.relative_to(REPO_ROOT).as_posix() for folder in ("scripts", "scripts/tools", "devtools")
                  for path in (REPO_ROOT / folder).glob("*.py")
-                 if "settings" in path.read_text(encoding="utf-8") and "__main__" in path.read_text(encoding="utf-8"))
+                 if "PersonalWAB.settings import" in path.read_text(encoding="utf-8")
+                 and "__main__" in path.read_text(encoding="utf-8") and path.name != "__main__.py")
 
 
 @pytest.fixture()
