@@ -82,10 +82,10 @@ def test_interrupted_run_resumes_each_task_exactly_once(tiny_data_dir, tiny_engi
     cfg = config(tiny_data_dir, tmp_path, end_index=20)
     with pytest.raises(KeyboardInterrupt):
         run(cfg, log=lambda _: None)
-    header, partial = load_result_file(cfg.output)
+    header, partial = load_result_file(cfg.out)
     assert header is None and len(partial) == 5
     monkeypatch.setattr(HeuristicAgent, "solve", solve)
-    header, path, _ = run(config(tiny_data_dir, tmp_path, end_index=20, resume_from=cfg.output), log=lambda _: None)
+    header, path, _ = run(config(tiny_data_dir, tmp_path, end_index=20, resume_from=cfg.out), log=lambda _: None)
     _, records = load_result_file(path)
     assert sorted(r["task_id"] for r in records) == list(range(20))
     assert header["results"]["overall"]["total_count"] == 20
@@ -102,13 +102,13 @@ def test_errored_tasks_are_recorded_and_retried(tiny_data_dir, tiny_engines, tmp
     monkeypatch.setattr(HeuristicAgent, "solve", fail_on_task_3)
     cfg = config(tiny_data_dir, tmp_path, end_index=6)
     run(cfg, log=lambda _: None)
-    _, records = load_result_file(cfg.output)
+    _, records = load_result_file(cfg.out)
     errored = [r for r in records if "error" in r["info"]]
     assert [r["task_id"] for r in errored] == [3] and "rate limited" in errored[0]["info"]["error"]
     assert errored[0]["action_acc"] == []
     monkeypatch.setattr(HeuristicAgent, "solve", solve)
-    run(config(tiny_data_dir, tmp_path, end_index=6, resume_from=cfg.output), log=lambda _: None)
-    _, records = load_result_file(cfg.output)
+    run(config(tiny_data_dir, tmp_path, end_index=6, resume_from=cfg.out), log=lambda _: None)
+    _, records = load_result_file(cfg.out)
     assert sorted(r["task_id"] for r in records) == list(range(6))
     assert not any("error" in r["info"] for r in records)
 
