@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from PersonalWAB.errors import DataError
+from PUMA.quiet import VERBOSITY_ENV
 from tests.conftest import REPO_ROOT
 
 
@@ -236,7 +237,8 @@ sys.exit(run_step(warn))
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_library_warnings_stay_out_of_a_step_unless_verbose(verbose: bool):
-    env = {k: v for k, v in os.environ.items() if k not in ("PUMA_VERBOSE", "PYTHONWARNINGS")}
+    # a step run in-process earlier in the session leaves its library verbosity variables behind
+    env = {k: v for k, v in os.environ.items() if k not in ("PUMA_VERBOSE", "PYTHONWARNINGS", *VERBOSITY_ENV)}
     if verbose:
         env["PUMA_VERBOSE"] = "1"
     done = subprocess.run([sys.executable, "-c", QUIET_PROBE], cwd=REPO_ROOT, env=env, capture_output=True,
