@@ -28,10 +28,11 @@ import datetime as dt
 import json
 import math
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.data import amazon_raw
@@ -47,8 +48,8 @@ GENERATOR_VERSION = "1.1"  # 1.1: null store / main_category in a few products
 LAYOUTS = ("official", "raw")
 NOTE = "synthetic data; numbers are not comparable to the paper"
 
-_FIRST_MS = int(dt.datetime(2018, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
-_LAST_MS = int(dt.datetime(2023, 12, 31, 23, 59, tzinfo=dt.timezone.utc).timestamp() * 1000)
+_FIRST_MS = int(dt.datetime(2018, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
+_LAST_MS = int(dt.datetime(2023, 12, 31, 23, 59, tzinfo=dt.UTC).timestamp() * 1000)
 _DAY_MS = 86_400_000
 _ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _ACRONYMS = ("usb", "gan", "pd", "led", "rgb", "pbt", "gps", "amoled", "hd", "spf", "iu", "cfu", "lcd", "eva",
@@ -209,7 +210,7 @@ def _rng(seed: int, *labels: object) -> random.Random:
     return random.Random(":".join(str(part) for part in (seed, *labels)))
 
 
-def _pick(rng: random.Random, options: list[Any] | tuple[Any, ...], weights: list[float]) -> Any:
+def _pick(rng: random.Random, options: Sequence[Any], weights: list[float]) -> Any:
     return rng.choices(options, weights=weights, k=1)[0]
 
 
@@ -617,7 +618,8 @@ def _draw_product(rng: random.Random, user: _User, catalogue: _Catalogue, previo
     origin: int | str = loyal.index(store) if store in loyal else "interest" if loyal else "explore"
     carried = catalogue.market.stores[store].types
     complement = catalogue.complements.get((previous.category, previous.type)) if previous else None
-    if complement in carried and previous.category == category and rng.random() < _COMPLEMENT_PROB:
+    if (previous is not None and complement is not None and complement in carried and previous.category == category
+            and rng.random() < _COMPLEMENT_PROB):
         ptype = complement
     else:
         ptype = _pick(rng, carried, _type_weights(user, category, carried))
@@ -955,7 +957,7 @@ def _raw_review(rng: random.Random, user: _User, review: dict[str, Any]) -> dict
 
 def _raw_meta(product: dict[str, Any]) -> dict[str, Any]:
     """A metadata line: the product plus the media and link fields the benchmark drops."""
-    extra = {"images": [], "videos": [], "bought_together": None}
+    extra: dict[str, Any] = {"images": [], "videos": [], "bought_together": None}
     return {key: product[key] if key in product else extra[key] for key in amazon_raw.META_FIELDS}
 
 
