@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from PersonalWAB.data.loader import BenchmarkData
-from PersonalWAB.protocol import Protocol
+from PersonalWAB.protocol import Protocol, own_texts_note
 from PersonalWAB.protocol.spec import TEXTS
 from PersonalWAB.schema_types import Behaviour, Task
 
@@ -108,7 +108,7 @@ class MemoryMode:
     def departure(self) -> str | None:
         """What a run with this mode records as a departure from the release (None: nothing)."""
         parts = ([] if self.in_release else ["the project's memory mode, not in the release"]) + \
-            ([f"texts of its own: {', '.join(sorted(self.own_texts))}"] if self.own_texts else [])
+            ([own_texts_note(self.own_texts)] if self.own_texts else [])
         return f"agent_memory {self.name}: {'; '.join(parts)}" if parts else None
 
 def numbered_memory(request: MemoryRequest, headers: tuple[str, str], behaviours: Behaviours) -> str:

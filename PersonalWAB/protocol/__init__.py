@@ -22,7 +22,7 @@ import re
 import string
 import threading
 from pathlib import Path
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from PersonalWAB.errors import DataError
@@ -57,6 +57,15 @@ def fill_steps(system_prompt: str, max_steps: int) -> str:
     placeholder, and InteRecAgent's one text for both tracks, which the release fills with
     -1 in single-turn (`check_shapes` holds a pack's texts to the project's placeholders)."""
     return system_prompt.replace("<NUM>", str(max_steps))
+
+
+def own_texts_note(texts: Mapping[str, Any]) -> str:
+    """How a run names the texts a memory mode or web function brings beside the release's:
+    their names and a digest of their words. The note is part of the run's protocol record,
+    so a resume with other words is refused, as it is for the protocol's own texts."""
+    from PersonalWAB.protocol.pack import text_digest
+
+    return f"texts of its own: {', '.join(sorted(texts))} (sha256 {text_digest(dict(texts))[:12]})"
 
 
 def _format_template(parts: Iterable[tuple[str, str | None]]) -> str:

@@ -21,7 +21,7 @@ from PersonalWAB.leaderboard.analysis import action_sequence
 from PersonalWAB.llm import LLMReply
 from PersonalWAB.memory import MEMORY_MODES, MemoryMode, memory_text, system_prompt
 from PersonalWAB.memory.base import Behaviours, MemoryRequest
-from PersonalWAB.protocol import project_protocol
+from PersonalWAB.protocol import own_texts_note, project_protocol
 from PersonalWAB.protocol.spec import TEXTS
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.config import RunConfig
@@ -133,10 +133,12 @@ def test_a_new_mode_and_a_new_function_run_end_to_end_labelled_custom(extended, 
                                     end_index=4, out=str(tmp_path / "extended.json")), log=lambda _: None)
     protocol = header["run_args"]["protocol"]
     assert protocol["standard"] is False
-    assert "agent_memory oldest: the project's memory mode, not in the release; texts of its own: " \
-           "memory.oldest.header" in protocol["departures"]
-    assert "web function count_ratings: the project's web function, not in the release; texts of its own: " \
-           "count_ratings.result, tool.count_ratings" in protocol["departures"]
+    assert "agent_memory oldest: the project's memory mode, not in the release; " \
+           f"{own_texts_note(OLDEST_TEXTS)}" in protocol["departures"]
+    assert "web function count_ratings: the project's web function, not in the release; " \
+           f"{own_texts_note(COUNT_TEXTS)}" in protocol["departures"]
+    assert own_texts_note(COUNT_TEXTS).startswith("texts of its own: count_ratings.result, tool.count_ratings (")
+    assert own_texts_note({**COUNT_TEXTS, "count_ratings.result": "{count} reviews"}) != own_texts_note(COUNT_TEXTS)
     _, records = load_result_file(path)
     texts, tasks = project_protocol(), tiny_data.split("test")
     assert len(records) == 4 and len(ScriptedAgent.requests) == 4

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from PersonalWAB.protocol import own_texts_note
 from PersonalWAB.protocol.spec import TEXTS
 from PersonalWAB.schema_types import Product
 
@@ -88,7 +89,7 @@ class WebFunction:
     def departure(self) -> str | None:
         """What every run records while this function is in the table (None: nothing)."""
         parts = ([] if self.in_release else ["the project's web function, not in the release"]) + \
-            ([f"texts of its own: {', '.join(sorted(self.own_texts))}"] if self.own_texts else [])
+            ([own_texts_note(self.own_texts)] if self.own_texts else [])
         return f"web function {self.name}: {'; '.join(parts)}" if parts else None
 
     def __call__(self, context: ToolContext, arguments: dict[str, Any]) -> Any:
