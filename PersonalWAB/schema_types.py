@@ -102,13 +102,26 @@ class EpisodeNotes(TypedDict, total=False):
     puma_function: str  # PUMA's model named no web function
 
 
+class UsageRecord(TypedDict):
+    """A record's `info.usage`: the agent model's tokens per call and what they cost (USD)."""
+
+    completion_tokens: list[int]
+    prompt_tokens: list[int]
+    total_tokens: list[int]
+    completion_price: float
+    prompt_price: float
+    total_price: float
+    extra_calls: NotRequired[int]  # calls that are not steps (replies asked again, reflections, memory updates)
+    extra_price: NotRequired[float]
+
+
 class RecordInfo(EpisodeNotes):
     """A record's `info`: the task, the web function calls, and what the run cost."""
 
     task: TaskSummary
     actions: list[dict[str, Any]]
     user_cost: float
-    usage: dict[str, Any]  # `PersonalWAB.types.Usage.to_dict()`
+    usage: UsageRecord
     leak_guard: NotRequired[list[dict[str, Any]]]  # user messages the leak guard masked
     error: NotRequired[str]  # the task ended in an error: resume runs it again
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from collections.abc import Iterator
 from typing import Any
 
-from PersonalWAB.schema_types import EpisodeNotes
+from PersonalWAB.schema_types import EpisodeNotes, UsageRecord
 
 RESPOND = "respond"
 STOP = "stop"
@@ -67,8 +67,8 @@ class Usage:
     def total_price(self) -> float:
         return self.prompt_price + self.completion_price + self.extra_price
 
-    def to_dict(self) -> dict[str, Any]:
-        usage: dict[str, Any] = {
+    def to_dict(self) -> UsageRecord:
+        usage: UsageRecord = {
             "completion_tokens": self.completion_tokens,
             "prompt_tokens": self.prompt_tokens,
             "total_tokens": self.total_tokens,

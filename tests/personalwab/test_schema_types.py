@@ -8,10 +8,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from PersonalWAB.data import schema
+from PersonalWAB.leaderboard.validate import USAGE_LISTS
 from PersonalWAB.results import HEADER_KEYS, RECORD_KEYS, TASK_INFO_KEYS, build_header
 from PersonalWAB.runner.records import make_record
 from PersonalWAB.schema_types import (Behaviour, Header, Product, Record, RecordInfo, Review, Task, TaskSummary,
-                                      UserProfile, required_keys)
+                                      UsageRecord, UserProfile, required_keys)
 from PersonalWAB.types import Action, Attempt, Episode
 
 
@@ -60,5 +61,7 @@ def test_a_record_and_its_header_hold_the_declared_keys(tiny_data):
     assert set(record) == keys(Record)
     assert set(required_keys(RecordInfo)) <= set(record["info"]) <= keys(RecordInfo)
     assert set(record["info"]["task"]) == keys(TaskSummary)
+    assert set(required_keys(UsageRecord)) <= set(record["info"]["usage"]) <= keys(UsageRecord)
+    assert set(USAGE_LISTS) <= set(required_keys(UsageRecord))
     header = build_header({"num_trials": 1}, [record])
     assert set(HEADER_KEYS) <= set(header) <= keys(Header)
