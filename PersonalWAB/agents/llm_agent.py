@@ -53,7 +53,9 @@ def memory_settings(data: BenchmarkData, config: Any) -> MemorySettings:
             raise ValueError(NEEDS_STORE)
 
         store = InterecMemoryStore(config.interec_memory_file)
-    function_file = load_function_file(config.puma_function_file) if config.puma_function_file else None
+    # task-specific memory formats for the function PUMA's step 3 predicted (the release's --puma_function_file)
+    predicted = config.options("puma").puma_function_file
+    function_file = load_function_file(predicted) if predicted else None
     return MemorySettings(config.agent_memory, config.memory_length, config.seed, function_file=function_file,
                           interec_store=store, random_memory=run_random_memory(data, config))
 

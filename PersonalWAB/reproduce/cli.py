@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 def _prepare(specs: list[RowSpec], settings: ReproduceSettings, check_keys: bool = True) -> list[RunPlan]:
     """Every row checked and planned before anything runs (its finished tasks kept); nothing
     is written but the InteRecAgent memory's copy."""
-    if settings.interec_memory_file and any(spec.memory == "interecagent" for spec in specs) \
+    if settings.interec_memory_file and any(spec.reads_interec_store for spec in specs) \
             and not settings.interec_copy.exists():
         if not Path(settings.interec_memory_file).is_file():
             raise ValueError(f"--interec_memory_file {settings.interec_memory_file}: no such file")

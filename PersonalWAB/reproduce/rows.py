@@ -17,6 +17,7 @@ from typing import Any
 
 from PersonalWAB.agents.registry import option_classes
 from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
+from PersonalWAB.memory.modes import memory_mode
 from PersonalWAB.runner.config import DataChoice, Endpoints, RunConfig, TaskRange
 from PersonalWAB.settings import setting
 
@@ -41,6 +42,11 @@ class RowSpec:
 
     def memory_for(self, track: str) -> str:
         return self.memory or TRACK_MEMORY[track]
+
+    @property
+    def reads_interec_store(self) -> bool:
+        """Whether the row's memory reads (and updates) an InteRecAgent store file."""
+        return self.memory is not None and memory_mode(self.memory).interec_store
 
 
 ROWS: dict[str, RowSpec] = {spec.name: spec for spec in (
@@ -111,7 +117,7 @@ def missing_input(spec: RowSpec, settings: ReproduceSettings) -> str | None:
                                         or (settings.puma_input("puma_function_file")
                                             and settings.puma_input("puma_param_file"))):
         return "--puma_model_path (or --puma_function_file and --puma_param_file)"
-    if spec.memory == "interecagent" and not settings.interec_memory_file:
+    if spec.reads_interec_store and not settings.interec_memory_file:
         return ("--interec_memory_file (create one with python scripts/tools/init_interecagent_memory.py "
                 "--data_dir DIR --out FILE --model MODEL)")
     return None
@@ -168,7 +174,7 @@ def row_config(spec: RowSpec, settings: ReproduceSettings) -> RunConfig:
         max_retries=settings.max_retries,
         out=str(output),
         resume_from=str(output) if output.exists() else None,
-        interec_memory_file=str(settings.interec_copy) if spec.memory == "interecagent" else None,
+        interec_memory_file=str(settings.interec_copy) if spec.reads_interec_store else None,
         agent_options={"puma": option_classes()["puma"](
             puma_generate=puma and bool(settings.puma_input("puma_model_path")),
             puma_model_path=settings.puma_input("puma_model_path") if puma else None,
