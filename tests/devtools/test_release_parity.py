@@ -286,6 +286,7 @@ def test_the_worker_refuses_release_libs_it_would_not_import(tmp_path: Path) -> 
     assert out.returncode != 0 and f"tokenizers is not in --release_libs {tmp_path}" in out.stderr
 
 
+@pytest.mark.slow
 def test_library_versions_of_both_sides_are_reported(tmp_path: Path) -> None:
     from devtools.parity_libraries import release_versions, summary_line
     from devtools.release_worker import LIBRARIES, library_versions

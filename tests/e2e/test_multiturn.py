@@ -57,6 +57,7 @@ def user_says(text):
     return lambda request: ScriptedReply(content=text)
 
 
+@pytest.mark.slow
 def test_the_user_answers_only_messages_and_the_agent_ends_the_episode(tiny_data_dir, tiny_engines, tmp_path):
     def attempt_ask_stop(request):
         n = sum(m["role"] == "assistant" for m in request["messages"])

@@ -113,6 +113,7 @@ def test_errored_tasks_are_recorded_and_retried(tiny_data_dir, tiny_engines, tmp
     assert not any("error" in r["info"] for r in records)
 
 
+@pytest.mark.slow
 def test_killed_process_resumes_each_task_exactly_once(tiny_data_dir, tiny_engines, tmp_path):
     output = tmp_path / "killed.json"
     command = [sys.executable, "run.py", "--data_dir", str(tiny_data_dir), "--task_split", "train",

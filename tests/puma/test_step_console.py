@@ -187,6 +187,7 @@ def test_label_requests_show_progress_and_record_their_cost(tiny_puma_data, tiny
 LOSS_LINE = r"^{step} step 1/(\d+) \(\d+%\), epoch \d+\.\d\d: loss \d+\.\d{{4}}, lr \d\.\d\de[-+]\d\d"
 
 
+@pytest.mark.slow
 def test_sft_and_dpo_show_their_loss_and_keep_its_history(tiny_data, tiny_model_dir: Path, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture):
     from PUMA.data import function_examples
@@ -236,6 +237,7 @@ sys.exit(run_step(warn))
 
 
 @pytest.mark.parametrize("verbose", [False, True])
+@pytest.mark.slow
 def test_library_warnings_stay_out_of_a_step_unless_verbose(verbose: bool):
     # a step run in-process earlier in the session leaves its library verbosity variables behind
     env = {k: v for k, v in os.environ.items() if k not in ("PUMA_VERBOSE", "PYTHONWARNINGS", *VERBOSITY_ENV)}

@@ -83,6 +83,7 @@ def test_generated_tokens_are_counted_up_to_eos(check):
     assert (llm.tokens, llm.calls) == (2 * 6 + 2 * 3, 2)
 
 
+@pytest.mark.slow
 def test_a_failing_phase_is_recorded_and_the_others_still_run(check, monkeypatch, tmp_path: Path):
     def fail(ctx):
         raise MemoryError("out of memory (test)")

@@ -42,6 +42,7 @@ def check_example_run(path, strategy, tasks, data):
     assert report.valid and "custom" in report.flags
 
 
+@pytest.mark.slow
 def test_example_agent_runs_from_the_flag_at_the_repo_root(tiny_data, tiny_engines, tmp_path):
     output = tmp_path / "mine.json"
     with ScriptedLLMServer(tool_caller) as server:

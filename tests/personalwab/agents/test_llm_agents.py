@@ -194,6 +194,7 @@ def test_rate_limit_is_retried_and_counted_once(tiny_data_dir, tiny_engines, tmp
     assert records[0]["action_acc"] == [1.0]
 
 
+@pytest.mark.slow
 def test_persistent_server_error_is_recorded_then_resumed(tiny_data_dir, tiny_engines, tmp_path):
     def broken_for_task_1(request):
         if instruction_of(request) == tiny_engines.data.tasks["test"][1]["task"]:

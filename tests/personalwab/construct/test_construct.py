@@ -220,6 +220,7 @@ def first_raw(out: Path) -> Path:
     return Path(json.loads((out / "data" / "construction_manifest.json").read_text())["raw_dir"])
 
 
+@pytest.mark.slow
 def test_a_changed_setting_reruns_only_what_it_reaches(built, server: ScriptedLLMServer, tmp_path: Path) -> None:
     out = tmp_path / "copy"
     raw = first_raw(built[0])
@@ -355,6 +356,7 @@ def test_repairs_resend_unusable_and_rechecked_answers_while_rounds_remain() -> 
     assert llm.labels == ["writing items", "re-asking for 3 item(s)", "re-asking for 1 item(s)"]
 
 
+@pytest.mark.slow
 def test_unusable_answers_are_sent_back_then_dropped(raw_dir: Path, tmp_path: Path) -> None:
     stubborn = {}
 
@@ -437,6 +439,7 @@ def test_consistency_on_built_and_synthetic_data(built, tiny_data_dir: Path, tmp
     assert built_report["matching"]["cases"] == 12 and synthetic_report["matching"]["cases"] == 16
 
 
+@pytest.mark.slow
 def test_statistics_and_figure(tiny_data, tmp_path: Path) -> None:
     from PersonalWAB.construct.stats import data_statistics, markdown_table, plot_statistics
 

@@ -254,6 +254,7 @@ def test_split_holds_out_the_last_two_items() -> None:
     assert (split.test.inputs, split.test.targets) == ([["a", "b", "c"], ["x"]], ["d", "y"])
 
 
+@pytest.mark.slow
 def test_training_learns_the_pattern_deterministically(tmp_path: Path) -> None:
     data = load_benchmark_data(write_cyclic_data(tmp_path / "data"))
     config = SASRecTrainConfig(epochs=40, seed=3)

@@ -52,6 +52,7 @@ def read_until(fd, needle, buffer, timeout=120.0):
     buffer[0] = buffer[0][position:]
 
 
+@pytest.mark.slow
 def test_human_session_through_a_pseudo_terminal(tiny_data_dir, tiny_engines, tmp_path):
     output = tmp_path / "human.json"
     argv = [sys.executable, str(REPO_ROOT / "run.py"), "--user_mode", "human", "--max_steps", "3",

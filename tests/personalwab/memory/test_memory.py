@@ -296,6 +296,7 @@ def test_offline_initial_memory_reads_the_history_split_only(tiny_data, tiny_dat
         assert all(history[a]["review"]["rating"] <= 2 for a in entry["dislike"])
 
 
+@pytest.mark.slow
 def test_initial_memory_written_by_a_model_resumes(tiny_data, tiny_data_dir, tmp_path):
     users = sorted(tiny_data.histories)
     out = tmp_path / "interec.json"
