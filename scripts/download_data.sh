@@ -13,5 +13,5 @@ if [[ -x "$ROOT/.venv/bin/python" ]]; then
 else
     PYTHON="$(command -v python || command -v python3)"
 fi
-# No `cd`: a relative --dest stays relative to where the script was called from.
+# No `cd`: a relative --out stays relative to where the script was called from.
 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" exec "$PYTHON" -m PersonalWAB.data download "$@"

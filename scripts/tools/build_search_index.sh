@@ -2,7 +2,7 @@
 # Build the BM25 search indexes (Lucene through Pyserini/Anserini, and bm25s) of a data directory.
 #
 #   bash scripts/tools/build_search_index.sh [--data_dir DIR] [--backend lucene|bm25s|all] \
-#       [--threads 2] [--index_dir PATH]
+#       [--threads 2] [--out PATH]
 #
 # Without --data_dir: the official data in PersonalWAB/envs/pwab/data when it has been placed,
 # otherwise data/synthetic/small. Arguments go unchanged to
