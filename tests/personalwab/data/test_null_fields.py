@@ -1,4 +1,4 @@
-"""`null` in product fields (the release repository's GitHub issue 19): the official data has it in `store`,
+"""`null` in product fields: the official data has it in `store`,
 `main_category` and others. The loader accepts it where the release renders the field with
 `str()`, every renderer writes it as the release does ("None"), and the synthetic data has
 such nulls too."""
