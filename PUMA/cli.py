@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from PersonalWAB.cli import BAD_INPUT, check_output, run_command
 from PersonalWAB.errors import DataError
 from PersonalWAB import settings
-from PersonalWAB.settings import CONFIG_FLAG, config_value, flag_name, make, parse_namespace, settings_fields
+from PersonalWAB.settings import CONFIG_FLAG, config_value, flag_name, given, make, parse_namespace, settings_fields
 from PersonalWAB.schema_types import Task
 
 if TYPE_CHECKING:
@@ -39,21 +39,10 @@ def check_step_outputs(config: Any) -> None:
             check_output(getattr(config, item.name), f"--{flag_name(item)}", OUTPUT_FIELDS[item.name])
 
 
-def flag_value(argv: Sequence[str], flag: str) -> str | None:
-    """The last value `argv` gives `flag` (`--flag VALUE` or `--flag=VALUE`), None when it gives none."""
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith(f"{flag}="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
 def chosen_recipe(argv: Sequence[str], default: str = "release") -> str:
     """The `--recipe` a command line asks for: the flag, else its `--config` file's `recipe`,
     else `default` (an unknown name is left for the parser to refuse)."""
-    recipe, config = flag_value(argv, "--recipe"), flag_value(argv, CONFIG_FLAG)
+    recipe, config = given(argv, "--recipe"), given(argv, CONFIG_FLAG)
     if recipe:
         return recipe
     if config:

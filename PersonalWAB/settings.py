@@ -332,18 +332,20 @@ def read_config_file(path: str | Path, items: list[Field[Any]]) -> dict[str, Any
     return values
 
 
-def _config_path(argv: list[str]) -> str | None:
+def given(argv: Sequence[str], flag: str) -> str | None:
+    """The value the command line gives `flag` (None when it gives none), read ahead of the full
+    parse for what decides the other settings' defaults (the --config file, a PUMA step's recipe)."""
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument(CONFIG_FLAG, default=None)
-    known, _ = pre.parse_known_args(argv)
-    return known.config
+    pre.add_argument(flag, dest="value", default=None)
+    known, _ = pre.parse_known_args(list(argv))
+    return known.value
 
 
 def parse_namespace(parser: argparse.ArgumentParser, items: list[Field[Any]],
                     argv: Sequence[str] | None) -> argparse.Namespace:
     """`argv` parsed over the values of its `--config` file (flags override the file)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    path = _config_path(args)
+    path = given(args, CONFIG_FLAG)
     if path is not None:
         from_file = read_config_file(path, items)
         parser.set_defaults(**from_file)
@@ -366,9 +368,7 @@ def make(classes: Sequence[type], namespace: argparse.Namespace) -> list[Any]:
 def parse(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
           description: str | None = None, epilog: str | None = None) -> T:
     """The settings `cls` of a command line: flags over `--config FILE.yaml` over defaults."""
-    parser = build_parser(cls, prog=prog, description=description, epilog=epilog)
-    namespace = parse_namespace(parser, settings_fields(cls), argv)
-    return make([cls], namespace)[0]
+    return parse_many([cls], argv, prog=prog, description=description, epilog=epilog)[0]
 
 
 def parse_many(classes: Sequence[type], argv: Sequence[str] | None = None, *, prog: str | None = None,
