@@ -427,9 +427,8 @@ def read_json(path: str | Path) -> Any:
 
 
 def write_json(path: str | Path, content: Any) -> Path:
+    from PersonalWAB.scratch import atomic_write_text
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(content, ensure_ascii=False, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(content, ensure_ascii=False, indent=1))
     return path

@@ -26,6 +26,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
+from PersonalWAB.scratch import atomic_write_text
+
 RECIPES = ("release", "improved")
 RECORD_NAME = "puma_run.json"
 RECORD_SUFFIX = ".puma_run.json"
@@ -252,14 +254,11 @@ def write_record(output: str | Path, step: str, recipe: Recipe, settings: Any,
     if int(os.environ.get("RANK", "0")) != 0:
         return record_path(output)
     path = record_path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
     record = {"step": step, "recipe": recipe.name, "departures_from_release": recipe.departures(step),
               "all_departures_of_recipe": recipe.departures(),
               "shared_with_release": _book().shared_with_release,
               "readings": reading_lines(step, _plain(settings)),
               "settings": _plain(settings), "inputs": {k: v for k, v in (inputs or {}).items() if v},
               "written": datetime.now(UTC).isoformat(timespec="seconds"), **facts}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(record, indent=1, ensure_ascii=False, default=str))
     return path

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from PersonalWAB.errors import DataError, FatalError
+from PersonalWAB.scratch import output_file_problem
 
 # What a command's bad input or unwritable output raises when the command itself does not say
 # it: the one line of the exception is shown, exit status 2 (never a traceback).
@@ -128,6 +129,9 @@ def output_problem(path: Path | str, flag: str, folder: bool = False) -> str | N
         return _creatable_problem(path, flag, path)
     if path.is_dir():
         return f"{flag} {path}: is a folder; name a file"
+    problem = output_file_problem(path)
+    if problem:  # a FIFO or device would be replaced by the rename that writes the file
+        return f"{flag} {path}: {problem}"
     if path.exists() and not os.access(path, os.W_OK):
         return f"{flag} {path}: the file is not writable (permission denied)"
     return _creatable_problem(path, flag, path.parent)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import itertools
 import os
 import re
 import shutil
@@ -60,41 +61,84 @@ def remove_stale(folder: Path) -> list[Path]:
     return removed
 
 
-def atomic_write_text(path: Path, text: str, exclusive: bool = False) -> None:
-    """Write a whole file or nothing: readers (and a killed writer) never leave half of it.
+# The most a scratch name adds to its target's: ".", "." + a pid (Linux allows 7 digits),
+# "." + the write's number in this process, "." + the longest tag ("partial"); a lock adds
+# ".lock". A target whose scratch name would not fit the file system's limit is refused
+# before anything is written.
+SCRATCH_NAME_OVERHEAD = len("..4194304.999999.partial")
+DEFAULT_NAME_MAX = 255
+# What `os.link` raises where the file system has no hard links (some FUSE and FAT mounts).
+NO_HARD_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EXDEV)
+_WRITES = itertools.count()
 
-    Text that UTF-8 cannot encode (a lone surrogate a model produced) is written as a
-    `\\udXXX` escape, which is what JSON itself would write, so a result file holding one
-    stays valid JSON that reads back to the same string.
+
+def name_too_long(path: Path) -> str | None:
+    """Why `path`'s name cannot be written through a scratch file beside it (None: it can)."""
+    folder = Path(path).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = DEFAULT_NAME_MAX
+    length = len(Path(path).name.encode("utf-8", "surrogateescape"))
+    if length + SCRATCH_NAME_OVERHEAD <= limit:
+        return None
+    return (f"the name is {length} bytes; with its scratch and lock files it needs {length + SCRATCH_NAME_OVERHEAD}, "
+            f"over this file system's limit of {limit}; use a name of at most {limit - SCRATCH_NAME_OVERHEAD} bytes")
+
+
+def output_file_problem(path: Path) -> str | None:
+    """Why the project cannot write `path` whole through a scratch file and a rename: not a
+    regular file (renaming onto a device or FIFO would replace it; as root, /dev/null itself),
+    or a name too long for its scratch file. None when it can."""
+    return not_a_regular_file(path) or name_too_long(path)
+
+
+def atomic_write_bytes(path: Path, data: bytes, exclusive: bool = False) -> None:
+    """Write a whole file or nothing: readers (and a killed writer) never leave half of it.
+    The one writer of every file the project's commands produce.
+
+    A failure (a full disk) leaves the target's last whole version and no scratch file, and
+    raises OSError naming the target, not the scratch file.
 
     `exclusive`: create the file only if the name is free (FileExistsError otherwise), still
     whole: the scratch file is hard-linked into place, so no reader ever sees it empty. On a
     file system without hard links (some FUSE and FAT mounts) the name is claimed with an
     exclusive create and then filled, so a reader may see it empty for that moment."""
-    problem = not_a_regular_file(path)
-    if problem:  # renaming onto a device or FIFO would replace it (as root: /dev/null itself)
+    path = Path(path)
+    problem = output_file_problem(path)
+    if problem:
         raise DataError(f"{path}: {problem}; not written")
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = text.encode("utf-8", "backslashreplace")
-    tmp = scratch_path(path)
-    if not exclusive:
-        try:
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
-        except BaseException:  # a full disk: the target keeps its last whole version, no scratch stays
-            tmp.unlink(missing_ok=True)
-            raise
-        return
+    tmp = scratch_path(path, f"{next(_WRITES)}.tmp")  # numbered: threads may write one file at once
     try:
         tmp.write_bytes(data)
-        os.link(tmp, path)
+        if not exclusive:
+            os.replace(tmp, path)
+            return
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            if exc.errno not in NO_HARD_LINKS:
+                raise
+            with open(path, "xb") as handle:
+                handle.write(data)
     except FileExistsError:
         raise
-    except OSError:  # no hard links here
-        with open(path, "xb") as handle:
-            handle.write(data)
+    except OSError as exc:  # named after the target: the scratch name means nothing to the user
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: Path, text: str, exclusive: bool = False) -> None:
+    """`atomic_write_bytes` of `text` in UTF-8. Text that UTF-8 cannot encode (a lone surrogate
+    a model produced) is written as a `\\udXXX` escape, which is what JSON itself would write,
+    so a result file holding one stays valid JSON that reads back to the same string."""
+    atomic_write_bytes(path, text.encode("utf-8", "backslashreplace"), exclusive)
 
 
 KERNEL_FILE_SYSTEMS = (Path("/proc"), Path("/sys"))  # their files look regular but are no data
@@ -138,6 +182,10 @@ class RunLock:
         """Take the lock or raise DataError naming the holder's pid. In a folder where no file can
         be made (a read-only copy being resumed) no lock is taken: no run can write there either."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        problem = not_a_regular_file(self.path)
+        if problem:  # flock on a FIFO or device fails with a bare "Invalid argument"
+            raise DataError(f"{self.path}: {problem}, not the lock file of {self.target}; remove it or "
+                            "choose another output name")
         while True:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -155,8 +203,14 @@ class RunLock:
             if self._still_named(fd):
                 break
             os.close(fd)  # the holder removed the lock file between our open and flock: take the new one
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # a full disk: leave no empty lock file behind
+            self.path.unlink(missing_ok=True)
+            os.close(fd)
+            raise OSError(exc.errno, f"{exc.strerror}; cannot write the lock of {self.target}", str(self.path)) \
+                from None
         self._fd = fd
 
     def _still_named(self, fd: int) -> bool:

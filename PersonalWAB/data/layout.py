@@ -5,24 +5,16 @@ so both produce files the release's code and this project load the same way."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from PersonalWAB.data.loader import HISTORY_PARTS, INSTRUCTIONS_FILE, PRODUCT_PARTS, PROFILES_FILE
+from PersonalWAB.scratch import atomic_write_bytes as write_atomic  # the one writer, named as its callers know it
 
 
 def json_bytes(content: Any) -> bytes:
     """Compact UTF-8 JSON: the same content always gives the same bytes."""
     return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write through a temporary file and a rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    partial.write_bytes(data)
-    os.replace(partial, path)
 
 
 def _halves(pairs: list[tuple[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -14,7 +14,6 @@ user's past reviews as in the release (`llm_initial_memory`), or, offline, by ra
 from __future__ import annotations
 
 import json
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.errors import DataError
 from PersonalWAB.schema_types import Behaviour
+from PersonalWAB.scratch import atomic_write_text
 
 NEEDS_STORE = ("--agent_memory interecagent needs --interec_memory_file (create one with "
                "scripts/tools/init_interecagent_memory.py)")
@@ -62,11 +62,7 @@ def _checked(content: Any, path: Path) -> dict[str, dict[str, list[str]]]:
 def write_memory_file(path: Path | str, entries: dict[str, dict[str, list[str]]]) -> None:
     """Write the whole file atomically (temp file + rename): a reader or a crash
     never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(entries, indent=2, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(Path(path), json.dumps(entries, indent=2, ensure_ascii=False))
 
 
 def read_memory_file(path: Path | str) -> dict[str, dict[str, list[str]]]:

@@ -27,11 +27,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from PersonalWAB.errors import DataError
+from PersonalWAB.scratch import atomic_write_text
 from PersonalWAB.protocol.spec import (
     RELEASE_COMMIT,
     RELEASE_FILES,
@@ -171,10 +171,7 @@ def build_pack(release_dir: Path | str, allow_unpinned: bool = False) -> dict[st
 def write_pack(pack: dict[str, Any], out: Path | str) -> Path:
     """Write the pack atomically (a reader never sees half a file)."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(pack, indent=1, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, out)
+    atomic_write_text(out, json.dumps(pack, indent=1, ensure_ascii=False))
     return out
 
 
