@@ -69,6 +69,8 @@ class CompareSettings:
     out: str | None = setting(None, "write the report to this file", metavar="FILE", default_text="stdout")
     force: bool = setting(False, "compare files of different splits, data or protocol (the differences then "
                                  "mean little)")
+    allow_mixed_tracks: bool = setting(False, "compare a single-turn with a multi-turn file (the same task is "
+                                              "another problem on each track)")
 
 
 @dataclass
@@ -89,6 +91,7 @@ class ReportSettings:
     compare: str | None = setting(None, "add a section comparing each file with this baseline file (as the "
                                         "compare command does)", metavar="BASELINE")
     force: bool = setting(False, "with --compare: compare files of different splits, data or protocol")
+    allow_mixed_tracks: bool = setting(False, "with --compare: compare a single-turn with a multi-turn file")
     name: list[str] | None = _names()
     data_dir: str | None = _data_dir()
 
@@ -179,13 +182,13 @@ def summarize(argv: list[str] | None = None) -> int:
     return EXIT_INVALID if bad else EXIT_OK
 
 
-def _comparisons(paths: list[Path | str], force: bool) -> list[Any] | int:
+def _comparisons(paths: list[Path | str], force: bool, mixed_tracks: bool) -> list[Any] | int:
     """Each file after the first compared with the first, or the exit status after saying why not:
     2 for files that cannot be compared without --force, 1 for a file that cannot be read."""
     from PersonalWAB.leaderboard.compare import CompareError, compare_files
 
     try:
-        return compare_files(paths, force)
+        return compare_files(paths, force, mixed_tracks)
     except CompareError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -201,7 +204,7 @@ def compare(argv: list[str] | None = None) -> int:
     if len(args.files) < 2:
         print("error: compare needs the baseline file and at least one file to compare with it", file=sys.stderr)
         return EXIT_USAGE
-    comparisons = _comparisons([*args.files], args.force)
+    comparisons = _comparisons([*args.files], args.force, args.allow_mixed_tracks)
     if isinstance(comparisons, int):
         return comparisons
     _emit(RENDERERS[args.format](comparisons), args.out)
@@ -241,7 +244,8 @@ def report(argv: list[str] | None = None) -> int:
     args = _settings(ReportSettings, argv, {"out": True})
     if not _names_match(args):
         return EXIT_USAGE
-    comparisons = _comparisons([args.compare, *args.files], args.force) if args.compare else [None] * len(args.files)
+    comparisons = (_comparisons([args.compare, *args.files], args.force, args.allow_mixed_tracks) if args.compare
+                   else [None] * len(args.files))
     if isinstance(comparisons, int):
         return comparisons
     data = _load_data(args.data_dir)

@@ -4,10 +4,18 @@ both runs, their difference with a paired bootstrap 95% interval and a paired si
 
 Two means over ~2,000 tasks differ by a point or two by chance alone; pairing the tasks takes
 out how hard each one is, so the interval and the test say whether a difference is more than
-that. Runs are compared only on what they share: tasks are matched by (task_id, trial), and
+that. Runs are compared only on what they share: tasks are matched by task_id, each run's score
+of a task being the mean over its trials (the task, not the trial, is what the benchmark
+samples, so runs of 2 and of 1 trial compare task by task without dropping a trial), and
 records that ended in an error are left out of the matching (their score is not the method's;
 resuming the run retries them). Files of different splits, data or protocol (standard vs
-custom) are refused unless forced: their task ids or texts do not mean the same tasks.
+custom) are refused unless forced: their task ids or texts do not mean the same tasks; files of
+the single- and multi-turn tracks unless mixed tracks are allowed: the same task is another
+problem with a simulated user and a step budget.
+
+The verdict of each row follows the test, never the interval alone: a metric on which each run
+scores the same on every task (an agent that records no steps) has no test, and fewer than
+`MIN_TASKS` matched tasks are flagged as too few for the interval and the test.
 """
 
 from __future__ import annotations
@@ -27,23 +35,30 @@ from PersonalWAB.metrics import (EXACT_SIGN_FLIPS, is_errored, paired_bootstrap_
 from PersonalWAB.results import read_run_file
 from PersonalWAB.schema_types import Record, RunArgs
 
-Key = tuple[Any, Any]  # (task_id, trial)
+Key = Any  # a task_id
 METRICS: tuple[tuple[str, Callable[[Record], float]], ...] = (
     ("Function Acc", lambda r: task_score(r["action_acc"], r["res_acc"])[0]),
     ("Result Acc", lambda r: task_score(r["action_acc"], r["res_acc"])[1]),
     ("Avg Steps", lambda r: float(record_steps(r))),
 )
 FLIPS_TITLE = ("Flips, the tasks solved by one run and not the other (solved: Function Acc 1 and best "
-               "Result Acc > 0, i.e. the right function was called and its best result scored above 0):")
-METHOD_NOTE = ("difference: other - baseline over the matched tasks; 95% interval: percentile bootstrap of the "
-               "mean difference, resampling matched tasks (2000 resamples); p: two-sided paired sign-flip "
-               f"permutation test of a zero mean difference (exact up to {EXACT_SIGN_FLIPS} differing tasks, else "
-               "10000 random sign patterns)")
-HEAD = ("type", "tasks", "metric", "baseline", "other", "difference", "95% interval", "p")
+               "Result Acc > 0, i.e. the right function was called and its best result scored above 0; with "
+               "several trials, in more than half of them):")
+MIN_TASKS = 10  # below it a bootstrap interval is too narrow to trust and the test can barely reach p < 0.05
+LEVEL = 0.05  # the verdict's significance level
+METHOD_NOTE = ("difference: other - baseline over the matched tasks, each task's score the mean over its trials; "
+               "95% interval: percentile bootstrap of the mean difference, resampling matched tasks (2000 "
+               "resamples); p: two-sided paired sign-flip permutation test of a zero mean difference (exact up "
+               f"to {EXACT_SIGN_FLIPS} differing tasks, else 10000 random sign patterns); verdict: differs when "
+               f"p < {LEVEL} (the test decides, not the interval); no test when neither run varies across tasks; "
+               f"too few tasks below {MIN_TASKS} matched tasks (no interval shown)")
+HEAD = ("type", "tasks", "metric", "baseline", "other", "difference", "95% interval", "p", "verdict")
+NO_VARIATION = "no test: neither run varies across tasks"
 
 
 class CompareError(Exception):
-    """Two files that cannot be compared (different split, data or protocol) without --force."""
+    """Two files that cannot be compared (different split, data or protocol) without --force,
+    or of different tracks without --allow_mixed_tracks."""
 
 
 @dataclass
@@ -99,20 +114,42 @@ def incompatibilities(baseline: Run, other: Run) -> list[str]:
     return found
 
 
+def track(run_args: RunArgs) -> str | None:
+    """`multi-turn` (max_steps > 0) or `single-turn`; None for a file without run args."""
+    if not run_args:
+        return None
+    max_steps = run_args.get("max_steps", -1)
+    return "multi-turn" if isinstance(max_steps, int) and max_steps > 0 else "single-turn"
+
+
 @dataclass(frozen=True)
 class MetricRow:
-    """One metric over a group's matched tasks."""
+    """One metric over a group's matched tasks; `p_value` None when there is nothing to test."""
 
     label: str
     baseline: float
     other: float
     low: float
     high: float
-    p_value: float
+    p_value: float | None
+    tasks: int
 
     @property
     def difference(self) -> float:
         return self.other - self.baseline
+
+    @property
+    def too_few(self) -> bool:
+        return self.tasks < MIN_TASKS
+
+    @property
+    def verdict(self) -> str:
+        """What the row may claim: decided by the test, with the reasons it cannot decide."""
+        if self.p_value is None:
+            return NO_VARIATION
+        if self.too_few:
+            return f"too few tasks ({self.tasks} < {MIN_TASKS}) to tell"
+        return "differs" if self.p_value < LEVEL else "no difference shown"
 
 
 @dataclass
@@ -137,79 +174,133 @@ class Comparison:
     only_baseline: int
     only_other: int
     forced: list[str] = field(default_factory=list)  # incompatibilities compared anyway
+    trials: tuple[int, int] = (1, 1)  # the most trials of a task in the baseline and in the other run
+    mixed_tracks: str = ""  # the tracks' difference, compared anyway
 
 
-def _group(name: str, pairs: list[tuple[Key, Record, Record]]) -> Group:
-    metrics = []
-    for label, score in METRICS:
-        a = [score(base) for _, base, _ in pairs]
-        b = [score(other) for _, _, other in pairs]
-        low, high = paired_bootstrap_interval(a, b)
-        metrics.append(MetricRow(label, sum(a) / len(a), sum(b) / len(b), low, high, paired_test(a, b)))
-    lost = [key for key, base, other in pairs if is_solved(base) and not is_solved(other)]
-    gained = [key for key, base, other in pairs if is_solved(other) and not is_solved(base)]
+Trials = list[Record]  # a task's records in one run, one per trial
+
+
+def _mean(score: Callable[[Record], float], trials: Trials) -> float:
+    return sum(score(record) for record in trials) / len(trials)
+
+
+def _solved(trials: Trials) -> bool:
+    """Solved in more than half of the task's trials (solved, for a single trial)."""
+    return sum(is_solved(record) for record in trials) * 2 > len(trials)
+
+
+def metric_row(label: str, a: list[float], b: list[float]) -> MetricRow:
+    """One metric's paired statistics; no test when neither run varies from task to task (the
+    sign-flip test would call any constant gap, such as 0 recorded steps, significant)."""
+    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
+    if len(set(a)) == 1 and len(set(b)) == 1:
+        return MetricRow(label, mean_a, mean_b, mean_b - mean_a, mean_b - mean_a, None, len(a))
+    low, high = paired_bootstrap_interval(a, b)
+    return MetricRow(label, mean_a, mean_b, low, high, paired_test(a, b), len(a))
+
+
+def _group(name: str, pairs: list[tuple[Key, Trials, Trials]]) -> Group:
+    metrics = [metric_row(label, [_mean(score, base) for _, base, _ in pairs],
+                          [_mean(score, other) for _, _, other in pairs]) for label, score in METRICS]
+    lost = [key for key, base, other in pairs if _solved(base) and not _solved(other)]
+    gained = [key for key, base, other in pairs if _solved(other) and not _solved(base)]
     return Group(name, len(pairs), metrics, lost, gained)
 
 
-def _order(key: Key) -> tuple[tuple[int, Any], ...]:
-    """Sort (task_id, trial) keys numerically, any odd non-integer id after the integers."""
-    return tuple((0, part) if isinstance(part, int) else (1, str(part)) for part in key)
+def _order(key: Key) -> tuple[int, Any]:
+    """Sort task ids numerically, any odd non-integer id after the integers."""
+    return (0, key) if isinstance(key, int) else (1, str(key))
 
 
-def compare_runs(baseline: Run, other: Run, force: bool = False) -> Comparison:
-    """The comparison of `other` with `baseline`; CompareError when their tasks or protocol
-    differ and not `force`. A task's type is the baseline record's."""
+def by_task(run: Run) -> dict[Key, Trials]:
+    """A run's usable records grouped by task_id, in trial order."""
+    tasks: dict[Key, Trials] = {}
+    for (task_id, _), record in sorted(run.records.items(), key=lambda item: str(item[0][1])):
+        tasks.setdefault(task_id, []).append(record)
+    return tasks
+
+
+def track_problem(baseline: Run, other: Run) -> str | None:
+    """Why the two runs' tracks differ (None when they match or one is unknown)."""
+    tracks = track(baseline.run_args), track(other.run_args)
+    if None in tracks or tracks[0] == tracks[1]:
+        return None
+    return f"{tracks[0]} vs {tracks[1]} track"
+
+
+def compare_runs(baseline: Run, other: Run, force: bool = False, mixed_tracks: bool = False) -> Comparison:
+    """The comparison of `other` with `baseline`, task by task (each run's trials of a task
+    averaged); CompareError when their tasks or protocol differ and not `force`, or their tracks
+    and not `mixed_tracks`. A task's type is the baseline record's."""
     problems = incompatibilities(baseline, other)
     if problems and not force:
         raise CompareError(f"cannot compare {baseline.path} with {other.path}: {'; '.join(problems)} "
                            "(pass --force to compare anyway)")
-    keys = sorted(baseline.records.keys() & other.records.keys(), key=_order)
-    pairs = [(key, baseline.records[key], other.records[key]) for key in keys]
-    by_type: dict[str, list[tuple[Key, Record, Record]]] = {}
+    mixed = track_problem(baseline, other)
+    if mixed and not mixed_tracks:
+        raise CompareError(f"cannot compare {baseline.path} with {other.path}: {mixed}: the same task is another "
+                           "problem on each track (pass --allow_mixed_tracks 1 to compare anyway)")
+    base_tasks, other_tasks = by_task(baseline), by_task(other)
+    keys = sorted(base_tasks.keys() & other_tasks.keys(), key=_order)
+    pairs = [(key, base_tasks[key], other_tasks[key]) for key in keys]
+    by_type: dict[str, list[tuple[Key, Trials, Trials]]] = {}
     for pair in pairs:
-        by_type.setdefault(str(pair[1]["info"]["task"]["type"]), []).append(pair)
+        by_type.setdefault(str(pair[1][0]["info"]["task"]["type"]), []).append(pair)
     names = [*TASK_TYPES, *sorted(set(by_type) - set(TASK_TYPES))]
     groups = [_group(name, by_type[name]) for name in names if name in by_type]
     if pairs:
         groups.append(_group("overall", pairs))
-    return Comparison(baseline, other, groups, len(keys), len(baseline.records) - len(keys),
-                      len(other.records) - len(keys), problems)
+    trials = (max(map(len, base_tasks.values()), default=1), max(map(len, other_tasks.values()), default=1))
+    return Comparison(baseline, other, groups, len(keys), len(base_tasks) - len(keys),
+                      len(other_tasks) - len(keys), problems, trials, mixed or "")
 
 
-def compare_files(paths: list[Path | str], force: bool = False) -> list[Comparison]:
+def compare_files(paths: list[Path | str], force: bool = False, mixed_tracks: bool = False) -> list[Comparison]:
     """Each file after the first compared with the first (the baseline)."""
     baseline = load_run(paths[0])
-    return [compare_runs(baseline, load_run(path), force) for path in paths[1:]]
+    return [compare_runs(baseline, load_run(path), force, mixed_tracks) for path in paths[1:]]
 
 
 # -- rendering ----------------------------------------------------------------------------------
-
-def task_label(key: Key) -> str:
-    """A task id, with its trial when the run has several."""
-    task_id, trial = key
-    return str(task_id) if trial == 0 else f"{task_id} (trial {trial})"
-
 
 def _value(label: str, value: float, signed: bool = False) -> str:
     return f"{value:{'+' if signed else ''}.{2 if label == 'Avg Steps' else 3}f}"
 
 
 def metric_cells(row: MetricRow) -> list[str]:
-    """baseline, other, difference, interval and p of one metric as text."""
+    """baseline, other, difference, interval, p and verdict of one metric as text (no interval
+    for too few tasks, no p where there is no test)."""
+    shown = row.p_value is not None and not row.too_few
+    interval = f"[{_value(row.label, row.low, True)}, {_value(row.label, row.high, True)}]" if shown else "-"
+    p = "-" if row.p_value is None else "<0.001" if row.p_value < 0.001 else f"{row.p_value:.3f}"
     return [_value(row.label, row.baseline), _value(row.label, row.other), _value(row.label, row.difference, True),
-            f"[{_value(row.label, row.low, True)}, {_value(row.label, row.high, True)}]",
-            "<0.001" if row.p_value < 0.001 else f"{row.p_value:.3f}"]
+            interval, p, row.verdict]
 
 
 def about_lines(comparison: Comparison) -> list[str]:
     """What was compared: the two files, what each left out, how many tasks matched."""
     c = comparison
     lines = [f"baseline: {c.baseline.describe()}", f"other: {c.other.describe()}",
-             f"matched by (task_id, trial): {c.matched} tasks; unmatched: {c.only_baseline} only in the baseline, "
-             f"{c.only_other} only in the other"]
+             f"matched by task_id: {c.matched} tasks; unmatched: {c.only_baseline} only in the baseline, "
+             f"{c.only_other} only in the other", trials_line(c)]
     if c.forced:
         lines.append(f"compared despite: {'; '.join(c.forced)} (--force)")
+    if c.mixed_tracks:
+        lines.append(f"compared despite: {c.mixed_tracks} (--allow_mixed_tracks)")
+    small = [g.name for g in c.groups if g.tasks < MIN_TASKS]
+    if small:
+        lines.append(f"too few tasks for the interval and test (< {MIN_TASKS}) in: {', '.join(small)}")
     return lines
+
+
+def trials_line(comparison: Comparison) -> str:
+    """How trials entered the comparison: each task's score is the mean over its trials."""
+    base, other = comparison.trials
+    if base == other == 1:
+        return "trials: one per task in each run"
+    return (f"trials: up to {base} per task in the baseline and {other} in the other; each task's score is the "
+            "mean over its trials in each run, so no trial is dropped")
 
 
 def flip_lines(comparison: Comparison) -> list[str]:
@@ -222,8 +313,7 @@ def flip_lines(comparison: Comparison) -> list[str]:
             continue
         for keys, who in ((group.lost, "the baseline"), (group.gained, "the other")):
             if keys:
-                lines.append(f"{group.name}: {len(keys)} solved by {who} only: "
-                             + ", ".join(task_label(k) for k in keys))
+                lines.append(f"{group.name}: {len(keys)} solved by {who} only: " + ", ".join(map(str, keys)))
     return lines
 
 
@@ -237,7 +327,7 @@ def render_text(comparisons: list[Comparison]) -> str:
     for c in comparisons:
         rows = [list(HEAD), *_table_rows(c)]
         widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
-        table = [" ".join(cell.ljust(w) if i in (0, 2) else cell.rjust(w) for i, (cell, w) in
+        table = [" ".join(cell.ljust(w) if i in (0, 2, 8) else cell.rjust(w) for i, (cell, w) in
                           enumerate(zip(r, widths))).rstrip() for r in rows]
         blocks.append("\n".join([f"{c.other.path} vs baseline {c.baseline.path}", *about_lines(c), "", *table, "",
                                  FLIPS_TITLE, *(f"  {line}" for line in flip_lines(c))]))
@@ -249,7 +339,7 @@ def render_markdown(comparisons: list[Comparison]) -> str:
     for c in comparisons:
         out += [f"## {md_cell(str(c.other.path))} vs baseline {md_cell(str(c.baseline.path))}", ""]
         out += [f"- {md_cell(line)}" for line in about_lines(c)] + [""]
-        out += ["| " + " | ".join(HEAD) + " |", "|---|---:|---|" + "---:|" * (len(HEAD) - 3)]
+        out += ["| " + " | ".join(HEAD) + " |", "|---|---:|---|" + "---:|" * (len(HEAD) - 4) + "---|"]
         out += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in _table_rows(c)]
         out += ["", FLIPS_TITLE, ""] + [f"- {md_cell(line)}" for line in flip_lines(c)] + [""]
     out.append(METHOD_NOTE)
