@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
-from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, run_track, validate_file
+from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, read_valid, run_track
 from PersonalWAB.schema_types import RunArgs
 from PersonalWAB.metrics import interval
 
@@ -112,7 +112,7 @@ def summarize_files(paths: list[Path | str],
     """Rows (ranked) for the files that could be scored, and every file's validation report."""
     if names and len(names) != len(paths):
         raise ValueError(f"{len(names)} --name values for {len(paths)} files: give one per file or none")
-    reports = [validate_file(p) for p in paths]
+    reports = [read_valid(p) for p in paths]  # an invalid file is refused (InvalidResultFile)
     rows = [row_from_report(rep, names[i] if names else None) for i, rep in enumerate(reports)]
     return rank([r for r in rows if r is not None]), reports
 
@@ -167,8 +167,9 @@ COMPARED = (("avg_action_acc", "F. Acc"), ("avg_res_acc", "R. Acc"))
 def comparisons(members: list[Row]) -> list[str]:
     """For each pair of neighbours in a ranked table where at least one ran several trials: whether
     their overall F. Acc and R. Acc differ by more than their 95% intervals allow. A difference is
-    *inside* the intervals when they overlap (a single trial's interval is its value): the two
-    runs are then not reliably ordered."""
+    *inside* the intervals when they overlap: the two runs are then not reliably ordered. Only
+    intervals with width can say more: a single trial's (its value) or that of trials which all
+    scored the same measures no run-to-run noise, so beside one nothing is claimed."""
     lines = []
     for rank, (a, b) in enumerate(zip(members, members[1:]), 1):
         if a.trials is None and b.trials is None:
@@ -177,8 +178,10 @@ def comparisons(members: list[Row]) -> list[str]:
             low_a, high_a = a.interval("overall", key) or (a.score("overall", key),) * 2
             low_b, high_b = b.interval("overall", key) or (b.score("overall", key),) * 2
             inside = max(low_a, low_b) <= min(high_a, high_b)
+            flat = [row.name for row, low, high in ((a, low_a, high_a), (b, low_b, high_b)) if high - low <= 0]
             verdict = ("inside their 95% intervals: not a reliable difference" if inside else
-                       "outside their 95% intervals")
+                       f"not judged: the interval of {' and '.join(flat)} has no width (one trial, or trials that "
+                       "all scored the same)" if flat else "outside their 95% intervals")
             lines.append(f"#{rank} {a.name} ({a.num_trials} trial{'s' * (a.num_trials > 1)}) vs #{rank + 1} {b.name} "
                          f"({b.num_trials} trial{'s' * (b.num_trials > 1)}): overall {label} "
                          f"{_fmt(a.score('overall', key))} [{low_a:.3f}, {high_a:.3f}] vs "
@@ -197,7 +200,7 @@ def render_markdown(rows: list[Row]) -> str:
         columns = _columns(members[0].track)
         head = ["#", "Method"] + [f"{GROUP_TITLES[g]} {label}" for g in GROUPS for _, label in columns]
         head += ["Cost ($)", "Format errors", "Flags"]
-        out += [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += [f"### {md_cell(title)}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for i, row in enumerate(members, 1):
             cells = [str(i), md_cell(row.name)] + [_cell(row, g, k) for g in GROUPS for k, _ in columns]
             cells += [f"{row.total_cost:.4f}", str(row.format_errors), md_cell(", ".join(row.flags))]
@@ -211,7 +214,9 @@ def render_markdown(rows: list[Row]) -> str:
 
 
 def md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A Markdown table cell or line: `|` and line breaks kept from breaking the table, and `<`, `>`,
+    `&` escaped, so text from a result file (a method name, a path) is shown, never run as HTML."""
+    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def render_html_tables(rows: list[Row]) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from PersonalWAB.leaderboard.__main__ import main
 from PersonalWAB.leaderboard.compare import MIN_TASKS, NO_VARIATION, compare_files
+from PersonalWAB.leaderboard.summarize import Row, comparisons
 from PersonalWAB.results import build_header
 
 
@@ -25,7 +26,7 @@ def record(task_id: int, res: float, trial: int = 0, steps: int = 1) -> dict:
 
 def write(path: Path, records: list[dict], num_trials: int = 1, max_steps: int = -1) -> Path:
     run_args = {"agent_strategy": "heuristic", "agent_memory": "last", "task_split": "test", "num_trials": num_trials,
-                "max_steps": max_steps, "data_source": "official"}
+                "max_steps": max_steps, "data_source": "official", "project_version": "0"}
     path.write_text(json.dumps([build_header(run_args, records), *records]))
     return path
 
@@ -80,3 +81,20 @@ def test_constant_metrics_have_no_test(tmp_path, capsys):
     assert main(["compare", str(base), str(custom)]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if "Avg Steps" in line]
     assert len(lines) == 2 and all("<0.001" not in line and line.endswith(NO_VARIATION) for line in lines)
+
+
+def _row(name: str, score: float, bounds: tuple[float, float] | None) -> Row:
+    trials = None if bounds is None else {"num_trials": 2, "results": {"overall": {
+        key: {"ci95": list(bounds)} for key in ("avg_action_acc", "avg_res_acc")}}}
+    stats = {"overall": {"avg_action_acc": score, "avg_res_acc": score}}
+    return Row(name, Path(f"{name}.json"), "single-turn", "official", stats, 0.0, [], True, trials)
+
+
+def test_summarize_claims_a_difference_only_between_intervals_with_width():
+    flat = comparisons([_row("a", 0.8, (0.8, 0.8)), _row("b", 0.6, (0.6, 0.6))])
+    assert all(note.endswith("not judged: the interval of a and b has no width (one trial, or trials that all "
+                             "scored the same)") for note in flat)
+    wide = comparisons([_row("a", 0.8, (0.75, 0.85)), _row("b", 0.6, (0.55, 0.65))])
+    assert all(note.endswith("outside their 95% intervals") for note in wide)
+    single = comparisons([_row("a", 0.8, (0.75, 0.85)), _row("b", 0.6, None)])
+    assert all("the interval of b has no width" in note for note in single)

@@ -148,8 +148,9 @@ def test_summarize_shows_intervals_and_says_when_a_difference_is_inside_them(tri
     for note, key in zip(notes, ("avg_action_acc", "avg_res_acc")):
         (low_a, high_a), (low_b, high_b) = rows[0].interval("overall", key), rows[1].interval("overall", key)
         inside = max(low_a, low_b) <= min(high_a, high_b)
+        flat = high_a <= low_a or high_b <= low_b
         assert note.endswith("inside their 95% intervals: not a reliable difference" if inside else
-                             "outside their 95% intervals")
+                             "all scored the same)" if flat else "outside their 95% intervals")
     table = render_markdown(rows)
     sampled = next(r for r in rows if r.name == "sampled")
     half = (sampled.interval("overall", "avg_res_acc")[1] - sampled.interval("overall", "avg_res_acc")[0]) / 2
