@@ -146,6 +146,14 @@ class ProtocolRecord(TypedDict):
     standard: bool
 
 
+class ShardPlan(TypedDict):
+    """Which tasks a shard ran: `selected` tasks were chosen by the run's range and order, and
+    `task_ids` (in run order) are the shard's part of them (`PersonalWAB.shards`)."""
+
+    selected: int
+    task_ids: list[int]
+
+
 class RunArgs(TypedDict, total=False):
     """A result file's `run_args`: the run's resolved settings (every field of `RunConfig`) and
     what the run records beside them. Only the keys read outside the runner are named here;
@@ -169,6 +177,8 @@ class RunArgs(TypedDict, total=False):
     user_simulator_note: str
     cost_note: str
     agent_settings: dict[str, Any]
+    shard: str | None  # `I/N` of a shard (`--shard`), None for a whole run
+    shard_plan: ShardPlan  # a shard's tasks
 
 
 # Per task type and "overall": total_count, avg_interaction_times, avg_action_acc, avg_res_acc.

@@ -1,4 +1,4 @@
-"""Command line: python -m PersonalWAB.leaderboard {validate,summarize,compare,plot,report,pack} ...
+"""Command line: python -m PersonalWAB.leaderboard {validate,summarize,compare,plot,report,pack,merge} ...
 
 Exit status: 0 when everything given was valid and done, 1 when a file is invalid (or could
 not be used), 2 for usage errors (bad arguments, unreadable --data_dir, files that cannot be
@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("PersonalWAB.leaderboard.commands:report", "one self-contained HTML page per result file"),
     "pack": ("PersonalWAB.leaderboard.commands:pack", "the submission bundle: compressed file, checksums, validation "
                                                       "summary"),
+    "merge": ("PersonalWAB.leaderboard.merge:merge", "join the result files of one run's shards (pwab run --shard "
+                                                     "I/N) into the run's result file"),
 }
 
 

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Iterator, Mapping
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.metrics import compute_statistics, count_format_errors, record_cost, trial_statistics
@@ -293,6 +293,23 @@ class _Checker:
             self.add(ERROR, f"run_args.task_split {self.split!r} is not 'test' or 'train'", 0)
         if self.data is not None and "data_source" in run_args and run_args["data_source"] != self.data.source:
             self.add(WARNING, f"the run used {run_args['data_source']} but --data_dir holds {self.data.source}")
+        shard = run_args.get("shard")
+        if shard is not None:
+            self.flag(f"shard {shard}")
+            self.flag("partial split")
+            self.add(WARNING, f"shard {shard} of a run, not a whole run: join all its shards with pwab leaderboard "
+                              "merge")
+            if self.shard_task_ids() is None:
+                self.add(ERROR, "run_args.shard_plan does not list the shard's task ids", 0)
+
+    def shard_task_ids(self) -> list[int] | None:
+        """The tasks a shard's run holds (`run_args.shard_plan`); None for a whole run or a plan unreadable."""
+        plan = self.result.run_args.get("shard_plan")
+        task_ids = plan.get("task_ids") if isinstance(plan, dict) else None
+        if self.result.run_args.get("shard") is None or not isinstance(task_ids, list) \
+                or not all(_is_int(t) for t in task_ids):
+            return None
+        return task_ids
 
     def _unknown_settings(self, what: str) -> None:
         """A file whose settings were removed says nothing of how it was run: invalid, never standard."""
@@ -355,6 +372,7 @@ class _Checker:
         num_trials = self.result.run_args.get("num_trials")
         multi_turn = run_track(self.result) == "multi-turn"
         seen: dict[tuple[int, int], int] = {}
+        shard_ids = set(self.shard_task_ids() or ())
         all_ok = True
         for offset, record in enumerate(self.result.records):
             element = offset + self.result.first_element
@@ -371,6 +389,9 @@ class _Checker:
                 self.add(ERROR, f"task_id {task_id} is out of range: {limit}", element, record)
             elif task_id < start or (end is not None and task_id >= end):
                 self.add(ERROR, f"task_id {task_id} is outside the run's range {start}-{end}", element, record)
+            elif shard_ids and task_id not in shard_ids:
+                self.add(ERROR, f"task_id {task_id} is not a task of shard {self.result.run_args.get('shard')} "
+                                "(run_args.shard_plan)", element, record)
             elif self.split_tasks is not None:
                 self._check_against_split(record, element, self.split_tasks)
             if _is_int(num_trials) and not 0 <= trial < num_trials:
@@ -467,16 +488,20 @@ class _Checker:
                             + "; ".join(mismatches), element, record)
 
     def _check_coverage(self, seen: dict[tuple[int, int], int], start: int, end: int | None) -> None:
-        if self.result.header is None or end is None:
+        shard_ids = self.shard_task_ids()
+        if self.result.header is None or (end is None and shard_ids is None):
             return
+        expected = shard_ids if shard_ids is not None else range(start, cast(int, end))
+        where = (f"of shard {self.result.run_args.get('shard')}" if shard_ids is not None
+                 else f"in range {start}-{end}")
         trials = self.result.run_args.get("num_trials", 1)
         for trial in range(trials if _is_int(trials) and trials > 0 else 1):
-            missing = [t for t in range(start, end) if (trial, t) not in seen]
+            missing = [t for t in expected if (trial, t) not in seen]
             if missing:
                 self.flag("partial split")
                 shown = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
-                self.add(WARNING, f"trial {trial} has no record for {len(missing)} of the {end - start} tasks "
-                                  f"in range {start}-{end} (task ids {shown})")
+                self.add(WARNING, f"trial {trial} has no record for {len(missing)} of the {len(expected)} tasks "
+                                  f"{where} (task ids {shown})")
 
     # -- header ---------------------------------------------------------------------------
     def check_header(self, statistics: dict[str, dict[str, float]], total_cost: float) -> None:

@@ -14,6 +14,7 @@ from PersonalWAB.engines.search import BACKENDS
 from PersonalWAB.envs.users import USER_MODES
 from PersonalWAB.memory import MEMORY_MODES
 from PersonalWAB.settings import parse_many, resolved, resume_keys, setting, settings_fields
+from PersonalWAB.shards import SHARD_HELP, shard_setting
 
 DESCRIPTION = "Evaluate an agent on PersonalWAB."
 # run_args the runner works out (not settings) that a resumed run must share too
@@ -92,6 +93,9 @@ class RunConfig(TaskRange, DataChoice, Endpoints):
                                       "({singleturn,multiturn}/step..._MMDDHHMM.json)")
     seed: int = setting(2024, "seed of random memory, shuffling and the offline user", resume=True)
     shuffle: bool = setting(False, "run the tasks in a seeded random order")
+    shard: str | None = setting(None, f"{SHARD_HELP} with pwab leaderboard merge; taken from the tasks after "
+                                      "--start_index/--end_index and --shuffle, every trial of a task in one shard",
+                                metavar="I/N", kind=shard_setting, resume=True)
     num_trials: int = setting(1, "runs of every task")
     num_gpus: int | None = setting(
         None, "accepted so that the release's run.py command lines run unchanged; the release reads no GPU count "

@@ -4,7 +4,6 @@ the tasks, checkpointing each record as it finishes (a `RunOutcome`)."""
 
 from __future__ import annotations
 
-import random
 import time
 import traceback
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from PersonalWAB.runner.pool import finished_records
 from PersonalWAB.runner.records import default_output_path, make_record
 from PersonalWAB.runner.resume import kept_and_left, resumes_in_place
 from PersonalWAB.schema_types import Header, Record, RunArgs, Task
+from PersonalWAB.shards import Shard, task_selection
 
 if TYPE_CHECKING:
     from PersonalWAB.data.loader import BenchmarkData
@@ -103,14 +103,20 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     if config.start_index >= end:
         raise SettingsError(f"--start_index {config.start_index}: the {config.task_split} split has only "
                             f"{len(tasks)} tasks")
-    task_ids = list(range(config.start_index, end))
-    if config.shuffle:
-        random.Random(config.seed).shuffle(task_ids)
+    task_ids = task_selection(config.start_index, end, config.shuffle, config.seed)
+    selected = len(task_ids)
+    if config.shard:
+        task_ids = Shard.parse(config.shard).take(task_ids)
+        if not task_ids:
+            raise SettingsError(f"--shard {config.shard}: the {selected} selected task(s) leave this shard none; "
+                                f"split them into at most {selected} shards")
     # RunArgs names only the settings read outside the runner: the rest are RunConfig's fields
     run_args = cast(RunArgs, {**config.settings(), "data_dir": str(data.data_dir), "data_source": data.source,
                 "data_fingerprint": data.fingerprint, "project_version": __version__,
                 "protocol": protocol_record(protocol, config), "protocol_texts_digest": protocol.texts_digest,
                 "embedding_backend": embedding_backend})
+    if config.shard:  # which tasks of the selection the shard holds: what a merge checks the shards against
+        run_args["shard_plan"] = {"selected": selected, "task_ids": task_ids}
     if config.user_mode == "offline":
         run_args["user_simulator_note"] = OFFLINE_USER_NOTE
     settings = agent_settings(config)
