@@ -63,6 +63,20 @@ def _index_is_current(index_dir: Path, protocol: Protocol, data: BenchmarkData) 
         index_mismatch(index_dir, protocol.contents_fingerprint, data.products_fingerprint) is None
 
 
+def _recommender_is_stale(data: BenchmarkData, log: Callable[[str], None]) -> bool:
+    """A checkpoint trained here on these files before they were edited is trained again, with a
+    warning. One made for other data (another item map) is left for the run to refuse by name."""
+    from PersonalWAB.engines.recommender.engine import foreign_recommender, trained_on_other_data
+
+    checkpoint = data.artifacts.checkpoint
+    if foreign_recommender(checkpoint, data.artifacts.item_map, data.products) is not None:
+        return False
+    if not trained_on_other_data(checkpoint, data.fingerprint):
+        return False
+    log(f"warning: {checkpoint} was trained on the files of {data.data_dir} before they changed; training it again")
+    return True
+
+
 def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lucene",), recommender: bool = True,
                     review_embeddings: bool = False, memory_embeddings: bool = False, force: bool = False,
                     log: Callable[[str], None] = print, protocol: Protocol | None = None,
@@ -91,7 +105,7 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
             build_index(backend, data.products, index_dir, protocol.product_block, protocol.contents_fingerprint,
                         products_fingerprint=data.products_fingerprint)
             seconds[f"{backend}_index"] = time.perf_counter() - start
-    if recommender and (force or not artifacts.checkpoint.exists()):
+    if recommender and (force or not artifacts.checkpoint.exists() or _recommender_is_stale(data, log)):
         from PersonalWAB.engines.recommender.train import SASRecTrainConfig, train_sasrec
 
         if not data.is_synthetic:

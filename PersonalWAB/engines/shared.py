@@ -117,10 +117,25 @@ class Engines:
                     from PersonalWAB.engines.recommender.engine import SASRecRecommender
 
                     try:
+                        self._check_recommender_inputs()
                         self._recommender = SASRecRecommender(self.checkpoint, self.item_map)
                     except DataError as exc:
                         raise EngineError(f"{exc}; {rebuild_hint(self.data.data_dir)}") from exc
         return self._recommender
+
+    def _check_recommender_inputs(self) -> None:
+        """Refuse a checkpoint and item map made for other data: they load, but answer `[]` or
+        items of another catalogue, and every recommend task would score 0 as the agent's fault."""
+        from PersonalWAB.engines.recommender.engine import foreign_recommender, trained_on_other_data
+
+        if not self.checkpoint.is_file():
+            return  # SASRecRecommender names the missing checkpoint
+        problem = foreign_recommender(self.checkpoint, self.item_map, self.data.products)
+        if problem:
+            raise DataError(problem)
+        if trained_on_other_data(self.checkpoint, self.data.fingerprint):
+            raise DataError(f"{self.checkpoint}: was trained on other data than the files of {self.data.data_dir} "
+                            "(its record's data_fingerprint differs)")
 
     def check(self, search: bool, recommender: bool) -> None:
         """Open and probe the engines a run needs, before its first task: a broken artefact

@@ -79,6 +79,56 @@ def load_model(path: Path, device: str = "cpu", num_heads: int = DEFAULT_NUM_HEA
     return model.to(device).eval()
 
 
+def checkpoint_record_path(checkpoint: Path) -> Path:
+    """`<checkpoint>.json`: how a trained checkpoint was made and what it was trained on."""
+    return checkpoint.with_name(checkpoint.name + ".json")
+
+
+def provenance(checkpoint: Path, item_map: Path, data_fingerprint: str) -> dict[str, str]:
+    """What a trained checkpoint records about its inputs, so it is never used with others."""
+    from PersonalWAB.digests import file_sha256
+
+    return {"checkpoint_sha256": file_sha256(checkpoint), "item_map_sha256": file_sha256(item_map),
+            "data_fingerprint": data_fingerprint}
+
+
+def _record(checkpoint: Path) -> dict[str, object]:
+    """The checkpoint's record, {} when it has none (the official checkpoint) or none readable."""
+    try:
+        record = read_json(checkpoint_record_path(checkpoint))
+    except DataError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def foreign_recommender(checkpoint: Path, item_map: Path, products: Mapping[str, object]) -> str | None:
+    """Why this checkpoint and item map cannot serve these products (None: they can): the item
+    map is missing, either file is not the one the checkpoint's record names, or the item map
+    shares no ASIN with the products. Each would make every recommendation empty or
+    meaningless, and every recommend task score 0 as an agent failure."""
+    from PersonalWAB.digests import file_sha256
+
+    if not item_map.is_file():
+        return (f"{checkpoint}: its item map {item_map} is missing; a checkpoint is usable only with the item "
+                "map it was trained with")
+    record = _record(checkpoint)
+    for path, key in ((checkpoint, "checkpoint_sha256"), (item_map, "item_map_sha256")):
+        if key in record and record[key] != file_sha256(path):
+            return (f"{path}: is not the file {checkpoint_record_path(checkpoint)} records ({key} differs); "
+                    "the checkpoint and its item map were replaced or copied from another data folder")
+    asins = load_item_map(item_map)
+    if products and not any(asin in products for asin in asins):
+        return (f"{item_map}: none of its {len(asins)} ASINs is among the {len(products)} products of this data; "
+                "the recommender was built for another data folder")
+    return None
+
+
+def trained_on_other_data(checkpoint: Path, data_fingerprint: str) -> bool:
+    """Whether the checkpoint's record names data other than these files (edited since training)."""
+    recorded = _record(checkpoint).get("data_fingerprint")
+    return recorded is not None and recorded != data_fingerprint
+
+
 class SASRecRecommender:
     """Top-k next-item ASINs from a SASRec checkpoint, restricted to the item map's items."""
 

@@ -18,6 +18,7 @@ recommender's quality is stated rather than assumed.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import sys
@@ -34,11 +35,11 @@ from tqdm import tqdm
 
 from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
-from PersonalWAB.engines.recommender.engine import SASRecRecommender, load_item_map
+from PersonalWAB.engines.recommender.engine import SASRecRecommender, load_item_map, provenance
 from PersonalWAB.engines.recommender.sasrec import SASRec, SASRecConfig
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import ArtifactPaths
-from PersonalWAB.scratch import atomic_write_text, scratch_path
+from PersonalWAB.scratch import atomic_write_bytes, atomic_write_text
 from PersonalWAB.settings import parse_many, resolved, setting
 
 TRAINING_SPLITS = ("history", "train")
@@ -264,15 +265,18 @@ def popularity_metrics(item_map: Mapping[str, int], held_out: HeldOut) -> dict[s
     return ranking_metrics([popular] * len(held_out.targets), held_out.targets)
 
 
-def save_checkpoint(model: SASRec, checkpoint_path: Path, report: dict[str, Any]) -> None:
-    """A plain state dict (the official layout) plus `<checkpoint>.json` saying how it was made."""
-    checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
-    partial = scratch_path(checkpoint_path, "partial")
-    # Saved through a file object: torch names the archive's root folder after the file it
-    # writes, which for a scratch name (it holds the pid) would make equal models' files differ.
-    with partial.open("wb") as handle:
-        torch.save(model.state_dict(), handle)
-    partial.replace(checkpoint_path)
+def save_checkpoint(model: SASRec, checkpoint_path: Path, report: dict[str, Any], item_map_path: Path | None = None,
+                    data_fingerprint: str = "") -> None:
+    """A plain state dict (the official layout) plus `<checkpoint>.json` saying how it was made and,
+    given the item map and data it was trained on, their digests (`engine.provenance`), so it is
+    never used with others."""
+    # Saved into memory: torch names the archive's root folder after a file it writes, which
+    # for a scratch name (it holds the pid) would make equal models' files differ.
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    atomic_write_bytes(checkpoint_path, buffer.getvalue())
+    if item_map_path is not None:
+        report = {**report, **provenance(checkpoint_path, item_map_path, data_fingerprint)}
     atomic_write_text(checkpoint_path.with_name(checkpoint_path.name + ".json"), json.dumps(report, indent=2))
 
 
@@ -395,7 +399,7 @@ def train_sasrec(
         "checkpoint": str(checkpoint_path),
         "item_map": str(item_map_path),
     }
-    save_checkpoint(model, checkpoint_path, report)
+    save_checkpoint(model, checkpoint_path, report, item_map_path, data.fingerprint)
     return report
 
 
