@@ -22,6 +22,7 @@ STEPS: dict[str, tuple[str, str]] = {
     "sft": ("PUMA.sft:main", "step 2: LoRA SFT on function / param / function_param data"),
     "generate": ("PUMA.generate:main", "step 3: function predictions or parameter candidates from a model"),
     "score": ("PUMA.score:main", "step 4: the benchmark's score of every parameter candidate"),
+    "merge_shards": ("PUMA.merge_shards:main", "steps 3-4 in shards: join the parts of generate/score --shard I/N"),
     "dpo_data": ("PUMA.dpo_data:main", "step 5: chosen / rejected pairs from the scored candidates"),
     "merge": ("PUMA.merge:main", "step 6a: merge a LoRA adapter into its base model"),
     "dpo": ("PUMA.dpo:main", "step 6b: DPO with LoRA on the merged SFT model"),

@@ -22,7 +22,7 @@ from typing import Any
 
 from PersonalWAB.agents.base import Agent
 from PersonalWAB.data.instruction_files import read_instruction_outputs
-from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
 from PersonalWAB.data.schema import REVIEW, TASK_FUNCTIONS, TASK_TYPE_OF_FUNCTION
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.errors import DataError
@@ -258,6 +258,38 @@ def check_settings(config: Any) -> str | None:
                       "--puma_model_path": puma.puma_model_path if puma.puma_generate else None})
     except ValueError as error:
         return str(error).replace("this step runs", "this run uses")
+    return None if puma.puma_generate else files_cover_the_run(config)
+
+
+def files_cover_the_run(config: Any) -> str | None:
+    """Without live generation each task the run runs needs its function and parameter outputs in the
+    files: files made for another split or data folder would end every task in an error, and so would
+    the resume printed after it. What is wrong, or None."""
+    from PersonalWAB.paths import default_data_dir
+    from PUMA.step_inputs import holding_split, refuse_part
+
+    puma = puma_settings(config)
+    data = load_benchmark_data(config.data_dir or default_data_dir())
+    if config.task_split not in data.tasks:
+        return None  # the run's own checks name the split
+    split = data.split(config.task_split)
+    tasks = split[config.start_index:config.task_end(len(split))]
+    for flag, path, what in (("--puma_function_file", puma.puma_function_file, "function"),
+                             ("--puma_param_file", puma.puma_param_file, "parameter")):
+        try:
+            refuse_part(flag, path)
+        except DataError as error:
+            return str(error)
+        outputs = load_output_file(str(path), what)  # both given: checked before
+        missing = [task["task"] for task in tasks if task["task"] not in outputs]
+        if missing:
+            other = holding_split(data, list(outputs), config.task_split)
+            hint = (f"it holds the {other!r} split's instructions: give the files made for the "
+                    f"{config.task_split} split" if other else
+                    "it was made for another data folder or split: give the files generated for this run's data and "
+                    "split")
+            return (f"{flag} {path}: no {what} output for {len(missing)} of the {len(tasks)} {config.task_split} "
+                    f"task(s) this run runs (e.g. {missing[0][:80]!r}); {hint}")
     return None
 
 

@@ -117,12 +117,15 @@ def fit_prompts(pairs: list[dict[str, Any]], examples: list[dict[str, Any]], con
 def build_dpo_data(config: DPODataConfig, log: Callable[[str], None] = print) -> Path:
     from PUMA.modeling import read_json, write_json
     from PUMA.recipe import check_inputs, get_recipe, write_record
+    from PUMA.step_inputs import check_scores_and_examples, refuse_part
 
     recipe: Recipe = get_recipe(config.recipe)
     inputs = {"--scores_file": config.scores_file, "--param_data": config.param_data}
     check_inputs(recipe, inputs)
+    refuse_part("--scores_file", config.scores_file)
     scores = read_json(config.scores_file)
     examples = read_json(config.param_data)
+    check_scores_and_examples(config.scores_file, scores, config.param_data, examples)
     pairs = make_pairs(scores, examples, recipe.skip_uninformative_pairs)
     shortened = fit_prompts(pairs, examples, config) if recipe.keep_prompt_whole else 0
     path = write_json(config.output_file, pairs)

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from PersonalWAB.settings import setting
+from PersonalWAB.shards import SHARD_HELP, shard_setting
 from PUMA.modeling import DTYPES
 from PUMA.prompting import FUNCTION_NEW_TOKENS
 from PUMA.recipe import RECIPES
@@ -98,6 +99,9 @@ class GenerateConfig:
     gpu_memory_utilization: float = setting(0.9, "vllm: share of GPU memory for weights and KV cache")
     protocol_file: str | None = setting(None, "release recipe: the protocol pack whose texts rebuild the prompts",
                                         default_text="the release pack when placed, else the project's")
+    shard: str | None = setting(None, f"{SHARD_HELP} with puma merge_shards (the data file's instructions in order; "
+                                "sampling draws each part apart, greedy and beam decoding give the unsharded outputs)",
+                                metavar="I/N", kind=shard_setting)
 
 
 BACKENDS = ("auto", "hf", "vllm")
@@ -244,6 +248,7 @@ def generate_outputs(config: GenerateConfig, prompts: list[str], log: Callable[[
 def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) -> Path:
     from PUMA.modeling import local_files_only, read_json, write_json
     from PUMA.lineage import check_carried
+    from PUMA.merge_shards import shard_part, shard_plan
     from PUMA.recipe import check_inputs, get_recipe, write_record
 
     if config.mode not in ("function", "param"):
@@ -261,6 +266,8 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
     examples = read_json(config.data_file)
     if config.max_examples > 0:
         examples = examples[:config.max_examples]
+    part, places = shard_part(list(dict.fromkeys(e["instruction"] for e in examples)), config.shard)
+    examples = [e for e in examples if e["instruction"] in part]
     cue = None
     if release:
         from PersonalWAB.protocol import load_protocol
@@ -286,8 +293,10 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
                  if release and config.mode == "param" else "the data file's prompts",
                  prompt_cut=None if release else config.max_prompt_tokens, input_notes=notes,
                  batching="left-padded batches (the release: one prompt per generate call; the same outputs, "
-                          "measured by the parity harness)")
-    log(f"{path}: {config.mode} outputs for {len(result)} instructions")
+                          "measured by the parity harness)",
+                 **({"shard_plan": shard_plan(places, result)} if config.shard else {}))
+    shard = f", shard {config.shard}" if config.shard else ""
+    log(f"{path}: {config.mode} outputs for {len(result)} instructions{shard}")
     return path
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 from PersonalWAB.engines.search import BACKENDS as SEARCH_BACKENDS
 from PersonalWAB.settings import setting
+from PersonalWAB.shards import SHARD_HELP, shard_setting
 from PUMA.recipe import RECIPES, Recipe
 from PersonalWAB.schema_types import Task
 
@@ -64,6 +65,8 @@ class ScoreConfig:
                           choices=RECIPES)
     protocol_file: str | None = setting(None, "protocol pack whose texts render the function results",
                                         default_text="the release pack when placed, else the project's")
+    shard: str | None = setting(None, f"{SHARD_HELP} with puma merge_shards (the instructions in task order)",
+                                metavar="I/N", kind=shard_setting)
 
 
 def score_jobs(engines: Any, jobs: list[tuple[Task, str, str]],
@@ -164,9 +167,11 @@ def scoring_facts(recipe: Recipe | str, tasks: list[Task] | None = None) -> dict
 
 
 def load_engines(data_dir: str | None, search_backend: str, protocol_file: str | None, task_split: str,
-                 log: Callable[[str], None] = print) -> tuple[Any, Any, list[Task]]:
+                 log: Callable[[str], None] = print,
+                 check: Callable[[Any], None] | None = None) -> tuple[Any, Any, list[Task]]:
     """The benchmark data, its engines (search index and recommender built if missing) and the
-    tasks of `task_split`, which is checked to hold tasks before anything is built."""
+    tasks of `task_split`, which is checked to hold tasks before anything is built, as `check`
+    checks the data (the step's inputs against it)."""
     from PersonalWAB.build import build_artifacts
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.engines.shared import shared_engines
@@ -177,35 +182,57 @@ def load_engines(data_dir: str | None, search_backend: str, protocol_file: str |
     protocol = load_protocol(protocol_file)
     data = load_benchmark_data(data_dir or default_data_dir())
     tasks = nonempty_split(data, task_split, "--task_split")
+    if check is not None:
+        check(data)
     build_artifacts(data, (search_backend,), recommender=True, log=log, protocol=protocol)
     return data, shared_engines(data, search_backend, protocol), tasks
+
+
+def score_summary(scores: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """The record's counts of a scores file: candidates, instructions and their mean Result Acc."""
+    total = sum(len(v) for v in scores.values())
+    mean = sum(s for v in scores.values() for s in v.values()) / max(total, 1)
+    return {"candidates": total, "instructions": len(scores), "mean_result_acc": mean}
 
 
 def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
     from PersonalWAB.errors import DataError
     from PersonalWAB.memory import load_function_file
+    from PUMA.merge_shards import shard_part, shard_plan
     from PUMA.modeling import read_json, write_json
     from PUMA.recipe import check_inputs, get_recipe, write_record
+    from PUMA.step_inputs import check_split_file, refuse_part
 
     recipe = get_recipe(config.recipe)
     inputs = {"--candidates_file": config.candidates_file, "--function_file": config.function_file}
     check_inputs(recipe, inputs)
+    refuse_part("--candidates_file", config.candidates_file)
     raw = read_json(config.candidates_file)
     if not isinstance(raw, dict):
         raise DataError(f"{config.candidates_file}: expected a JSON object mapping instruction text to candidates")
     candidates = {k: v if isinstance(v, list) else [v] for k, v in raw.items()}
     functions = load_function_file(config.function_file) if config.function_file else None
-    _, engines, tasks = load_engines(config.data_dir, config.search_backend, config.protocol_file,
-                                     config.task_split, log)
-    scores = score_candidates(engines, tasks, candidates, functions, recipe)
-    path = write_json(config.output_file, scores)
-    total = sum(len(v) for v in scores.values())
-    mean = sum(s for v in scores.values() for s in v.values()) / max(total, 1)
+
+    def inputs_belong(data: Any) -> None:
+        check_split_file("--candidates_file", config.candidates_file, candidates, data, config.task_split,
+                         "--task_split")
+        if config.function_file and functions is not None:
+            check_split_file("--function_file", config.function_file, functions, data, config.task_split,
+                             "--task_split")
+
+    data, engines, tasks = load_engines(config.data_dir, config.search_backend, config.protocol_file,
+                                        config.task_split, log, check=inputs_belong)
     unscored = sum(1 for instruction in tasks_by_instruction(tasks) if instruction not in candidates)
-    write_record(path, "score", recipe, config, inputs, candidates=total, instructions=len(scores),
-                 mean_result_acc=mean, instructions_without_candidates=unscored,
-                 **scoring_facts(recipe, tasks))
-    log(f"{path}: {total} candidates of {len(scores)} instructions scored (mean Result Acc {mean:.4f})")
+    part, places = shard_part([i for i in tasks_by_instruction(tasks) if i in candidates], config.shard)
+    scores = score_candidates(engines, tasks, {i: c for i, c in candidates.items() if i in part}, functions, recipe)
+    path = write_json(config.output_file, scores)
+    summary = score_summary(scores)
+    write_record(path, "score", recipe, config, inputs, **summary, instructions_without_candidates=unscored,
+                 data_fingerprint=data.fingerprint, **scoring_facts(recipe, tasks),
+                 **({"shard_plan": shard_plan(places, scores)} if config.shard else {}))
+    shard = f", shard {config.shard}" if config.shard else ""
+    log(f"{path}: {summary['candidates']} candidates of {summary['instructions']} instructions scored (mean Result "
+        f"Acc {summary['mean_result_acc']:.4f}){shard}")
     return path
 
 

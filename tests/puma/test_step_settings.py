@@ -21,6 +21,7 @@ from tests.conftest import REPO_ROOT
 STEP_SETTINGS = {"data": ("PUMA.data", "DataConfig"), "sft": ("PUMA.sft", "SFTConfig"),
                  "generate": ("PUMA.generate", "GenerateConfig"), "score": ("PUMA.score", "ScoreConfig"),
                  "dpo_data": ("PUMA.dpo_data", "DPODataConfig"), "merge": ("PUMA.merge", "MergeConfig"),
+                 "merge_shards": ("PUMA.merge_shards", "MergeShardsConfig"),
                  "dpo": ("PUMA.dpo", "DPOStepConfig"), "grpo": ("PUMA.grpo", "GRPOStepConfig"),
                  "fast_test": ("PUMA.fast_test", "FastTestConfig"),
                  "tiny_model": ("PUMA.tiny_model", "TinyModelConfig"),
