@@ -57,6 +57,10 @@ TRANSPORT_FAILURE_LIMIT = 5
 # Exception classes (anywhere in the chain) meaning no HTTP answer came back.
 TRANSPORT_CLASSES = frozenset({"TransportError", "APIConnectionError", "Timeout", "APITimeoutError"})
 
+# What the HTTP client says when the connection closed before the announced body length arrived.
+TRUNCATED_HINT = "without sending complete message body"
+# What litellm says (with its own traceback) when a completion has no message it can read.
+UNREADABLE_HINT = "Invalid response object"
 _import_lock = threading.Lock()
 _litellm: Any = None
 
@@ -198,17 +202,29 @@ def transport_problem(exc: BaseException) -> str | None:
     reason = unreachable_reason(exc)
     if reason:
         return reason
-    for link in exception_chain(exc):
+    chain = list(exception_chain(exc))
+    for link in chain:  # the cause first: litellm wraps each of these in a generic connection error
         if isinstance(link, UnusableResponse):
             return str(link)
         if isinstance(link, ValueError) and type(link).__name__ == "JSONDecodeError":
             return f"answered with a body that is not valid JSON, e.g. truncated ({link})"
         if TRANSPORT_CLASSES & {cls.__name__ for cls in type(link).__mro__}:
+        if type(link).__name__ == "RemoteProtocolError" and TRUNCATED_HINT in str(link):
+            return f"answered with a truncated body ({one_line(str(link))[:200]})"
+        if UNREADABLE_HINT in str(link):
+            return (f"answered with a completion whose message cannot be read, e.g. `\"message\": null` "
+                    f"({type(chain[-1]).__name__}: {one_line(str(chain[-1]))[:200]})")
+    for link in chain:
             return f"gave no answer ({type(link).__name__}: {str(link)[:200]})"
     return None
 
 
 def failure_kind(exc: Exception) -> str:
+def one_line(text: str) -> str:
+    """An error text as one line, without the traceback some providers' errors carry."""
+    return " ".join(text.split("Traceback (most recent call last)", 1)[0].split())
+
+
     """How to treat a failed call: "retry" (rate limits, timeouts, lost connections, HTTP
     408/429/5xx), "task" (this request alone is unusable: too long, refused by a content
     policy; other tasks may still succeed) or "fatal" (missing or refused credentials, an
@@ -492,7 +508,7 @@ class LLMClient:
             return self._transport_error(exc, problem, attempts)
         status = status_of(exc)
         name = type(exc).__name__
-        detail = self._redact(str(exc))[:500]
+        detail = self._redact(one_line(str(exc)))[:500]
         message = (
             f"model {self.model!r}: {name} (HTTP {status if status is not None else 'n/a'}) "
             f"after {attempts} attempt(s): {detail}"

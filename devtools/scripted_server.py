@@ -33,7 +33,9 @@ ERROR_TYPES = {
 
 @dataclass
 class ScriptedReply:
-    """One answer of the server: a completion, or an HTTP error when `status` is not 200."""
+    """One answer of the server: a completion, or an HTTP error when `status` is not 200.
+    A faulty server: `truncate` sends half the body and hangs up; `null_message` sends
+    `"message": null`."""
 
     content: str | None = None
     tool_calls: list[tuple[str, str]] | tuple[tuple[str, str], ...] = ()
@@ -41,6 +43,8 @@ class ScriptedReply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     delay_s: float = 0.0
+    truncate: bool = False
+    null_message: bool = False
 
 
 Responder = Callable[[dict], ScriptedReply] | list[ScriptedReply]
@@ -126,9 +130,13 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
             extra = {"Retry-After": "0"} if reply.status == 429 else {}
             self._send_json(reply.status, error_body(reply.status, message), extra)
             return
-        self._send_json(200, owner._completion(body, reply))
+        completion = owner._completion(body, reply)
+        if reply.null_message:
+            completion["choices"][0]["message"] = None
+        self._send_json(200, completion, truncate=reply.truncate)
 
-    def _send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+    def _send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None,
+                   truncate: bool = False) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -136,6 +144,12 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
+        if truncate:  # the announced length never arrives: the client sees a body cut short
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         self.wfile.write(data)
 
 

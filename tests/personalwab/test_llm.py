@@ -272,3 +272,21 @@ def test_scripted_server_repeats_last_reply_and_stops_by_itself() -> None:
         with pytest.raises(urllib.error.URLError):
             urllib.request.urlopen(server.url + "/chat/completions", data=b"{}", timeout=2)
     assert contents == ["a", "b", "b"]
+
+
+def test_a_truncated_body_is_recorded_as_truncated_not_as_a_connection_error() -> None:
+    with ScriptedLLMServer([ScriptedReply(content="cut short", truncate=True)]) as server:
+        with pytest.raises(LLMError) as caught:
+            client_for(server, max_retries=1).complete(HELLO)
+    message = str(caught.value)
+    assert "answered with a truncated body" in message and "Connection error" not in message
+    assert len(server.requests) == 2  # retried like a lost connection
+
+
+def test_a_null_message_is_one_line_without_the_server_traceback() -> None:
+    with ScriptedLLMServer([ScriptedReply(content="x", null_message=True)]) as server:
+        with pytest.raises(LLMError) as caught:
+            client_for(server, max_retries=0).complete(HELLO)
+    message = str(caught.value)
+    assert 'message cannot be read, e.g. `"message": null`' in message
+    assert "\n" not in message and "Traceback" not in message
