@@ -31,7 +31,7 @@ EXIT_OK, EXIT_REFUSED = 0, 2
 # run_args that say where and how a shard ran, not what it computed: they may differ between shards
 WHERE_AND_HOW = ("shard", "shard_plan", "out", "log_dir", "resume_from", "overwrite", "resume_headerless", "verbose",
                  "quiet", "max_concurrency", "max_retries", "data_dir", "api_base", "user_api_base", "num_gpus",
-                 "cost_note")
+                 "cost_note", "cache")
 SHOWN = 8  # task ids named in one message
 
 
