@@ -56,11 +56,11 @@ LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 TRANSPORT_FAILURE_LIMIT = 5
 # Exception classes (anywhere in the chain) meaning no HTTP answer came back.
 TRANSPORT_CLASSES = frozenset({"TransportError", "APIConnectionError", "Timeout", "APITimeoutError"})
-
 # What the HTTP client says when the connection closed before the announced body length arrived.
 TRUNCATED_HINT = "without sending complete message body"
 # What litellm says (with its own traceback) when a completion has no message it can read.
 UNREADABLE_HINT = "Invalid response object"
+
 _import_lock = threading.Lock()
 _litellm: Any = None
 
@@ -208,23 +208,23 @@ def transport_problem(exc: BaseException) -> str | None:
             return str(link)
         if isinstance(link, ValueError) and type(link).__name__ == "JSONDecodeError":
             return f"answered with a body that is not valid JSON, e.g. truncated ({link})"
-        if TRANSPORT_CLASSES & {cls.__name__ for cls in type(link).__mro__}:
         if type(link).__name__ == "RemoteProtocolError" and TRUNCATED_HINT in str(link):
             return f"answered with a truncated body ({one_line(str(link))[:200]})"
         if UNREADABLE_HINT in str(link):
             return (f"answered with a completion whose message cannot be read, e.g. `\"message\": null` "
                     f"({type(chain[-1]).__name__}: {one_line(str(chain[-1]))[:200]})")
     for link in chain:
+        if TRANSPORT_CLASSES & {cls.__name__ for cls in type(link).__mro__}:
             return f"gave no answer ({type(link).__name__}: {str(link)[:200]})"
     return None
 
 
-def failure_kind(exc: Exception) -> str:
 def one_line(text: str) -> str:
     """An error text as one line, without the traceback some providers' errors carry."""
     return " ".join(text.split("Traceback (most recent call last)", 1)[0].split())
 
 
+def failure_kind(exc: Exception) -> str:
     """How to treat a failed call: "retry" (rate limits, timeouts, lost connections, HTTP
     408/429/5xx), "task" (this request alone is unusable: too long, refused by a content
     policy; other tasks may still succeed) or "fatal" (missing or refused credentials, an
