@@ -1,16 +1,25 @@
 """Deterministic scripted "models" for the scripted server: they read the task from the
 request and answer the way a sensible agent would, so runs against them are
-reproducible and exercise the whole agent loop with zero model latency."""
+reproducible and exercise the whole agent loop with zero model latency.
+
+`conversation` plays both sides of the multi-turn track from one server (give it as
+`--api_base` and `--user_api_base`): as the agent it calls a function, asks the user about
+the result, calls again with the user's answer and stops; as the LLM user it answers each
+message. So the LLM-user path, its requests and its cost, runs offline end to end."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from PersonalWAB.agents.heuristic import choose_function
 from devtools.scripted_server import ScriptedReply
 
 PLAIN_REVIEW = "I like it. It works as described and the quality is good."
+AGENT_OBSERVATION = re.compile(r"^USER \S+: ")  # how an agent's first user message opens
+QUESTION = "I tried {name} for you. Does that fit, or is there something I should take into account?"
+USER_ANSWER = "Close, but keep in mind what I asked: {instruction}"
 
 
 def instruction_of(request: dict[str, Any]) -> str:
@@ -41,3 +50,46 @@ def react_writer(request: dict[str, Any]) -> ScriptedReply:
     name, arguments = sensible_call(instruction_of(request))
     return ScriptedReply(
         content=f"Thought:\nThe user wants this.\nAction:\n{name}\nArguments:\n{json.dumps(arguments)}")
+
+
+def is_agent_request(request: dict[str, Any]) -> bool:
+    """An agent's request opens its conversation with the task (`USER <id>: ...`); the LLM
+    user's opens with its greeting answered by the instruction."""
+    first_user = next((m for m in request["messages"] if m["role"] == "user"), None)
+    return first_user is not None and bool(AGENT_OBSERVATION.match(str(first_user.get("content") or "")))
+
+
+def conversation(request: dict[str, Any]) -> ScriptedReply:
+    """The agent or the LLM user, whichever sent the request (see the module docstring); a
+    side request of one system message (a reflection, a memory update) is answered empty."""
+    if not any(m["role"] == "user" for m in request["messages"]):
+        return ScriptedReply(content="")
+    if not is_agent_request(request):
+        instruction = request["messages"][2]["content"] if len(request["messages"]) > 2 else ""
+        return ScriptedReply(content=USER_ANSWER.format(instruction=instruction))
+    instruction = instruction_of(request)
+    name, arguments = sensible_call(instruction)
+    turn = sum(m["role"] == "assistant" for m in request["messages"])
+    if turn == 1:
+        return _agent_reply(request, "respond", QUESTION.format(name=name))
+    if turn == 2:
+        answer = str(request["messages"][-1].get("content") or "")
+        if name == "search_product_by_query":
+            arguments = {"query": f"{instruction} {answer}"}
+        elif name == "add_product_review":
+            arguments = {"review": f"{PLAIN_REVIEW} {answer}"}
+        return _agent_reply(request, name, arguments)
+    if turn > 2:
+        return _agent_reply(request, "stop", {})
+    return _agent_reply(request, name, arguments)
+
+
+def _agent_reply(request: dict[str, Any], name: str, arguments: dict[str, Any] | str) -> ScriptedReply:
+    """An action in the format the request asks for: a tool call (or a plain message for
+    `respond`) when tools are offered, ReAct text otherwise."""
+    if request.get("tools"):
+        if name == "respond":
+            return ScriptedReply(content=str(arguments))
+        return ScriptedReply(tool_calls=[(name, json.dumps(arguments))])
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return ScriptedReply(content=f"Thought:\nThe user wants this.\nAction:\n{name}\nArguments:\n{raw}")

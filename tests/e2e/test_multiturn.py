@@ -16,7 +16,7 @@ from PersonalWAB.metrics import compute_statistics, task_score
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
-from devtools.responders import instruction_of, sensible_call
+from devtools.responders import conversation, instruction_of, is_agent_request, sensible_call
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 from PersonalWAB.types import Action
 
@@ -119,6 +119,22 @@ def test_the_step_limit_ends_it_and_the_best_valid_attempt_counts(tiny_data_dir,
     assert header["results"]["overall"]["avg_res_acc"] == pytest.approx(expected)
     assert header["results"]["overall"]["avg_interaction_times"] == 5.0
     assert any(r["res_acc"][1] > r["res_acc"][2] for r in records)  # the last attempt is not what counts
+
+
+def test_one_scripted_server_plays_agent_and_llm_user_offline(tiny_data_dir, tiny_engines, tmp_path):
+    """The offline path of scripts/run_multiturn.sh (docs/multiturn.md): the agent asks the user,
+    the LLM user answers from the same loopback server, and its calls are counted and priced."""
+    with ScriptedLLMServer(conversation) as server:
+        header, records, _ = run_multiturn(server, server, tiny_data_dir, tmp_path, "both.json")
+        requests = list(server.requests)
+    user_requests = [r for r in requests if not is_agent_request(r)]
+    assert len(user_requests) == len(records) == 3  # one question per task, answered by the LLM user
+    assert header["total user cost"] > 0 and all(r["info"]["user_cost"] > 0 for r in records)
+    for record in records:  # call, ask (a message, not an action), call again with the answer, stop
+        first, second, last = record["info"]["actions"]
+        assert first["name"] == second["name"] and last["name"] == "stop" and steps(record) == 4
+        if first["name"] != "get_recommendations_by_history":
+            assert first["arguments"] != second["arguments"]  # the user's answer went into the second call
 
 
 def test_leak_guard_when_asked_for(tiny_data_dir, tiny_data, tiny_engines, tmp_path):
