@@ -22,7 +22,12 @@ and, over the group's tasks:
 - `function_pass^j` for j = 1..k: the chance that j trials drawn from the k all call the
   right function (tau-bench's pass^j estimator, the mean over tasks of C(c, j) / C(k, j)
   with c the task's trials with Function Acc 1); `pass^k` is the share of tasks right in
-  every trial;
+  every trial. Nearly every agent calls the right function, so this says little;
+- `solved_pass^j`: the same estimator over *solved* trials, those with Function Acc 1 and a
+  best Result Acc at or above `solved_threshold` (the run's `--solved_threshold`, default
+  `SOLVED_THRESHOLD` = 0.5: the target in the top half of the results, or a review whose
+  MiniLM cosine to the real one is at least 0.5), with the threshold it used; files whose
+  run_args record no threshold (older versions, the release) have none;
 - `result_identical`: the share of tasks whose best Result Acc is the same (within 1e-9)
   in every trial.
 
@@ -46,6 +51,7 @@ from PersonalWAB.schema_types import Record, Statistics
 
 LEVEL = 0.95
 SAME_RESULT = 1e-9  # best Result Acc values closer than this are the same
+SOLVED_THRESHOLD = 0.5  # best Result Acc at or above which a trial with the right function counts as solved
 STATISTICS = ("avg_action_acc", "avg_res_acc", "avg_interaction_times")
 INTERVAL_NOTE = ("95% t-interval of the mean over trials: mean ± t(0.975, k-1) * std / sqrt(k), "
                  "kept within [0, 1] for the accuracies")
@@ -74,8 +80,12 @@ def count_format_errors(records: list[Record]) -> int:
 
 
 def record_steps(record: Record) -> int:
-    """Agent model calls of a task run (one usage entry per call)."""
-    return len(record["info"]["usage"]["completion_tokens"])
+    """Avg Steps' count for a task run: the actions the agent sent to the environment. The
+    built-in agents record one model call (usage entry) per action, so that count is theirs
+    and the release's; a record says `info.steps` only where the two differ (an agent that
+    calls no model, or several per action)."""
+    steps = record["info"].get("steps")
+    return steps if isinstance(steps, int) else len(record["info"]["usage"]["completion_tokens"])
 
 
 def record_cost(record: Record) -> float:
@@ -187,8 +197,16 @@ def pass_hat(correct: list[int], trials: int) -> dict[str, float]:
             for j in range(1, trials + 1)}
 
 
-def trial_statistics(records: list[Record], num_trials: int) -> dict[str, Any] | None:
-    """The header's `trials` section for a run of `num_trials` trials (None below 2)."""
+def solved_threshold_of(run_args: Any) -> float | None:
+    """The run's `solved_threshold` when it records a number in [0, 1], else None."""
+    value = run_args.get("solved_threshold") if isinstance(run_args, dict) else None
+    return float(value) if isinstance(value, (int, float)) and 0 <= value <= 1 else None
+
+
+def trial_statistics(records: list[Record], num_trials: int,
+                     solved_threshold: float | None = None) -> dict[str, Any] | None:
+    """The header's `trials` section for a run of `num_trials` trials (None below 2); with
+    `solved_threshold`, pass^j over solved trials too."""
     if num_trials < 2 or not records:
         return None
     by_trial = [[r for r in records if r["trial"] == trial] for trial in range(num_trials)]
@@ -209,11 +227,17 @@ def trial_statistics(records: list[Record], num_trials: int) -> dict[str, Any] |
                                 math.inf if key == "avg_interaction_times" else 1.0)
         entry["function_pass^k"] = pass_hat([sum(s[0] == 1 for s in scores) for scores in tasks.values()],
                                             num_trials)
+        if solved_threshold is not None:
+            entry["solved_pass^k"] = pass_hat([sum(s[0] == 1 and s[1] >= solved_threshold for s in scores)
+                                               for scores in tasks.values()], num_trials)
         entry["result_identical"] = fmean(
             len(scores) == num_trials and max(s[1] for s in scores) - min(s[1] for s in scores) <= SAME_RESULT
             for scores in tasks.values())
         results[group] = entry
-    return {"num_trials": num_trials, "interval": INTERVAL_NOTE, "results": results}
+    trials = {"num_trials": num_trials, "interval": INTERVAL_NOTE, "results": results}
+    if solved_threshold is not None:
+        trials["solved_threshold"] = solved_threshold
+    return trials
 
 
 def interval(trials: dict[str, Any] | None, group: str, key: str) -> tuple[float, float] | None:
@@ -226,7 +250,10 @@ def interval(trials: dict[str, Any] | None, group: str, key: str) -> tuple[float
 def format_trial_table(trials: dict[str, Any]) -> str:
     """The spread printed after a run's table: mean ± std [95% interval] per type."""
     k = trials["num_trials"]
-    lines = [f"Across {k} trials (mean ± std [95% interval]; pass^{k}: right function in all {k}; "
+    threshold = trials.get("solved_threshold")
+    pass_key, meaning = (("solved_pass^k", f"solved (right function, best Result Acc >= {threshold}) in all {k}")
+                         if threshold is not None else ("function_pass^k", f"right function in all {k}"))
+    lines = [f"Across {k} trials (mean ± std [95% interval]; pass^{k}: {meaning}; "
              "same R. Acc: best Result Acc identical in every trial)",
              f"{'type':<10} {'tasks':>6} {'Function Acc':>30} {'Result Acc':>30} {f'pass^{k}':>7} {'same R. Acc':>11}"]
     for group, entry in trials["results"].items():
@@ -235,7 +262,7 @@ def format_trial_table(trials: dict[str, Any]) -> str:
             s = entry[key]
             cells.append(f"{s['mean']:.3f} ± {s['std']:.3f} [{s['ci95'][0]:.3f}, {s['ci95'][1]:.3f}]")
         lines.append(f"{group:<10} {entry['tasks']:>6} {cells[0]:>30} {cells[1]:>30} "
-                     f"{entry['function_pass^k'][f'pass^{k}']:>7.3f} {entry['result_identical']:>11.3f}")
+                     f"{entry[pass_key][f'pass^{k}']:>7.3f} {entry['result_identical']:>11.3f}")
     return "\n".join(lines)
 
 

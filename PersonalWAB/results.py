@@ -38,7 +38,8 @@ import orjson
 
 from PersonalWAB.errors import DataError
 from PersonalWAB.gc_pause import gc_paused
-from PersonalWAB.metrics import compute_statistics, is_errored, record_cost, record_user_cost, trial_statistics
+from PersonalWAB.metrics import (compute_statistics, is_errored, record_cost, record_user_cost, solved_threshold_of,
+                                 trial_statistics)
 from PersonalWAB.protocol.spec import RELEASE_SHORT
 from PersonalWAB.schema_types import Header, ProtocolRecord, Record, RunArgs, Task, TaskSummary, required_keys
 from PersonalWAB.scratch import RunLock, atomic_write_text
@@ -77,7 +78,7 @@ def build_header(run_args: RunArgs, records: list[Record]) -> Header:
         "results": compute_statistics(records),
         "total user cost": sum(record_user_cost(r) for r in records),
     }
-    trials = trial_statistics(records, run_args.get("num_trials", 1))
+    trials = trial_statistics(records, run_args.get("num_trials", 1), solved_threshold_of(run_args))
     if trials is not None:
         header[TRIALS_KEY] = trials
     return header

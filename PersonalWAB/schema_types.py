@@ -123,6 +123,7 @@ class RecordInfo(EpisodeNotes):
     user_cost: float
     usage: UsageRecord
     leak_guard: NotRequired[list[dict[str, Any]]]  # user messages the leak guard masked
+    steps: NotRequired[int]  # actions sent to the environment, where they differ from the model calls
     error: NotRequired[str]  # the task ended in an error: resume runs it again
 
 
@@ -179,6 +180,9 @@ class RunArgs(TypedDict, total=False):
     agent_settings: dict[str, Any]
     shard: str | None  # `I/N` of a shard (`--shard`), None for a whole run
     shard_plan: ShardPlan  # a shard's tasks
+    run_name: str | None  # `--run_name`
+    tag: list[str] | None  # `--tag KEY=VALUE`, in the order given
+    solved_threshold: float  # best Result Acc from which a trial counts as solved (pass^k)
 
 
 # Per task type and "overall": total_count, avg_interaction_times, avg_action_acc, avg_res_acc.

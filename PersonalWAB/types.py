@@ -95,7 +95,7 @@ class Episode:
 
     @property
     def steps(self) -> int:
-        """Agent model calls: the benchmark's Avg Steps counts these."""
+        """Agent model calls (one per action for the built-in agents, whose Avg Steps counts them)."""
         return self.usage.calls
 
     def record_action(self, action: Action) -> None:

@@ -76,11 +76,16 @@ class Row:
 
 
 def method_name(run_args: RunArgs, path: Path) -> str:
-    """A readable method name from the run args (the file name when there are none)."""
+    """A readable method name from the run args (the file name when there are none), led by
+    the run's `--run_name` and followed by its `--tag`s when it has them."""
     if not run_args:
         return path.stem
     model = run_args.get("model") or "offline"
-    return f"{run_args.get('agent_strategy', '?')}, memory {run_args.get('agent_memory', '?')} ({model})"
+    name = f"{run_args.get('agent_strategy', '?')}, memory {run_args.get('agent_memory', '?')} ({model})"
+    if run_args.get("run_name"):
+        name = f"{run_args['run_name']}: {name}"
+    tags = run_args.get("tag")
+    return f"{name} [{', '.join(map(str, tags))}]" if isinstance(tags, list) and tags else name
 
 
 def row_from_report(report: ValidationReport, name: str | None = None) -> Row | None:

@@ -21,7 +21,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, TypeGuard, cast
 
 from PersonalWAB.data.schema import TASK_TYPES
-from PersonalWAB.metrics import compute_statistics, count_format_errors, record_cost, trial_statistics
+from PersonalWAB.metrics import (compute_statistics, count_format_errors, record_cost, solved_threshold_of,
+                                 trial_statistics)
 from PersonalWAB.results import (
     HEADER_KEYS,
     RECORD_KEYS,
@@ -597,7 +598,8 @@ def validate_result(result: RunFile, data: Any | None = None) -> ValidationRepor
         report.format_errors = count_format_errors(result.records)
         checker.check_header(report.statistics, report.total_cost)
         trials = result.run_args.get("num_trials", 1)
-        report.trials = trial_statistics(result.records, trials if _is_int(trials) else 1)
+        report.trials = trial_statistics(result.records, trials if _is_int(trials) else 1,
+                                         solved_threshold_of(result.run_args))
         checker.check_trials(report.trials)
     else:
         checker.add(NOTE, "header statistics not checked: some records are malformed")

@@ -28,7 +28,8 @@ class SettingsError(ValueError):
 def check_settings(config: RunConfig, keys: bool = True) -> None:
     """Raise SettingsError for the first setting that cannot work; `keys=False` leaves out the
     provider keys (for a plan that sends nothing, such as a cost estimate)."""
-    checks = (_check_numbers, _check_track, _check_agent, _check_endpoints, _check_inputs, _check_output)
+    checks = (_check_numbers, _check_labels, _check_track, _check_agent, _check_endpoints, _check_inputs,
+              _check_output)
     for check in checks + ((_check_keys,) if keys else ()):
         problem = check(config)
         if problem:
@@ -50,6 +51,30 @@ def _check_numbers(c: RunConfig) -> str | None:
         return (f"--memory_length {c.memory_length} with --agent_memory {c.agent_memory} would put no memory "
                 "in the prompt: give a length >= 1, or --agent_memory none")
     return None
+
+
+def _check_labels(c: RunConfig) -> str | None:
+    for tag in c.tag or []:
+        key, sep, _ = tag.partition("=")
+        if not sep or not key.strip():
+            return f"--tag {tag!r}: must be KEY=VALUE, e.g. --tag lr=1e-4"
+    if not 0 <= c.solved_threshold <= 1:
+        return f"--solved_threshold {c.solved_threshold}: must be a Result Acc in [0, 1]"
+    if c.log_to:
+        from PersonalWAB.runner.trackers import missing_package
+
+        return missing_package(c.log_to)
+    return None
+
+
+def setting_warnings(c: RunConfig) -> list[str]:
+    """Settings that work but spend for nothing: trials of a model sampled greedily repeat
+    each other (up to provider nondeterminism) and pay every time."""
+    if c.num_trials > 1 and c.temperature == 0 and c.model:
+        return [f"--num_trials {c.num_trials} at --temperature 0: greedy sampling gives nearly the same replies in "
+                "every trial, so the trials cost more without measuring run-to-run noise; set --temperature "
+                "(e.g. 1.0) to sample"]
+    return []
 
 
 def _check_track(c: RunConfig) -> str | None:

@@ -30,6 +30,7 @@ from PersonalWAB.runner.config import parse_config
 from PersonalWAB.runner.execute import RunPlan, execute, prepare
 from PersonalWAB.runner.labels import result_notes
 from PersonalWAB.runner.resume import resume_command
+from PersonalWAB.runner.trackers import log_outcome
 
 EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -74,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
               "tool arguments could not be read, asked again until the limit; they are scored as they stand "
               "(info.format_error)")
     print(f"result file: {outcome.output}")
+    tracked = log_outcome(config.log_to, outcome.header, outcome.output)
+    if tracked:
+        print(tracked)
     if errors["overall"]:
         print(f"{errors['overall']} task(s) ended in an error and score 0 until run again (rows marked under "
               f"'errored'); finish them with:\n  {resume_command(config, outcome.output)}", file=sys.stderr)

@@ -13,6 +13,7 @@ from PersonalWAB.agents.registry import STRATEGIES, builtin, option_classes
 from PersonalWAB.engines.search import BACKENDS
 from PersonalWAB.envs.users import USER_MODES
 from PersonalWAB.memory import MEMORY_MODES
+from PersonalWAB.metrics import SOLVED_THRESHOLD
 from PersonalWAB.settings import parse_many, resolved, resume_keys, setting, settings_fields
 from PersonalWAB.shards import SHARD_HELP, shard_setting
 
@@ -88,7 +89,17 @@ class RunConfig(TaskRange, DataChoice, Endpoints):
     resume_headerless: bool = setting(
         False, "let --resume_from keep the records of a file that holds no run settings (an older format): only "
                "each record's task is checked, not the run's settings")
-    verbose: bool = setting(False, "print each task's scores and error tracebacks")
+    verbose: bool = setting(False, "print each action the agent takes with the start of its observation, each "
+                                   "task's scores and error tracebacks")
+    run_name: str | None = setting(None, "a name for the run, recorded in the header and shown by the leaderboard "
+                                         "tools (not compared on resume)", metavar="NAME")
+    tag: list[str] | None = setting(None, "a KEY=VALUE label of the run, repeatable (--tag lr=1e-4 --tag sweep=a): "
+                                          "recorded in the header and shown with the run name", nargs=1,
+                                    metavar="KEY=VALUE")
+    log_to: str | None = setting(None, "also log the run's metrics and settings to an experiment tracker (its "
+                                       "package must be installed)", choices=["tensorboard", "wandb", "mlflow"])
+    solved_threshold: float = setting(SOLVED_THRESHOLD, "best Result Acc at or above which a trial with the right "
+                                                        "function counts as solved (pass^k across --num_trials)")
     log_dir: str = setting("results", "folder of derived result names "
                                       "({singleturn,multiturn}/step..._MMDDHHMM.json)")
     seed: int = setting(2024, "seed of random memory, shuffling and the offline user", resume=True)

@@ -17,12 +17,13 @@ from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import record_cost, record_user_cost
 from PersonalWAB.progress import log_line
 from PersonalWAB.results import ResultWriter
-from PersonalWAB.runner.checks import SettingsError, check_settings, output_target
+from PersonalWAB.runner.checks import SettingsError, check_settings, output_target, setting_warnings
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.labels import UNPRICED_NOTE, protocol_record
 from PersonalWAB.runner.pool import finished_records
 from PersonalWAB.runner.records import default_output_path, make_record
 from PersonalWAB.runner.resume import kept_and_left, resumes_in_place
+from PersonalWAB.runner.trace import trace_lines
 from PersonalWAB.schema_types import Header, Record, RunArgs, Task
 from PersonalWAB.shards import Shard, task_selection
 
@@ -85,6 +86,8 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     from PersonalWAB.protocol import load_protocol
 
     check_settings(config, keys=check_keys)
+    for warning in setting_warnings(config):
+        log(f"warning: {warning}")
     get_user(config.user_mode, config.user_model, config.user_api_base, config.seed)  # fail early on bad settings
     try:
         embedding_backend = default_backend()
@@ -225,8 +228,10 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
                 writer.add(record)
                 bar.update(record)
                 if config.verbose:
-                    log(f"task {record['task_id']} ({record['info']['task']['type']}): "
-                        f"action_acc {record['action_acc']} res_acc {[round(r, 3) for r in record['res_acc']]}")
+                    log("\n".join([f"task {record['task_id']} ({record['info']['task']['type']}, trial "
+                                    f"{record['trial']}):", *trace_lines(record),
+                                    f"  action_acc {record['action_acc']} "
+                                    f"res_acc {[round(r, 3) for r in record['res_acc']]}"]))
                 if max_usd is not None:
                     spent, done = spent + record_cost(record) + record_user_cost(record), done + 1
                     if spent >= max_usd and done < len(plan.jobs):

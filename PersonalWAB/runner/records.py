@@ -39,6 +39,8 @@ def make_record(task_id: int, trial: int, task: Task, env: PWABEnv, episode: Epi
         "user_cost": episode.user_cost,
         "usage": episode.usage.to_dict(),
     }
+    if env.steps != episode.usage.calls:  # an agent that does not make one model call per action
+        info["steps"] = env.steps
     if env.leak_flags:
         info["leak_guard"] = env.leak_flags
     info.update(episode.notes)

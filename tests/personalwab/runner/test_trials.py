@@ -121,7 +121,7 @@ def test_validate_recomputes_the_spread_exactly(trial_runs, tiny_data, tmp_path)
     report = validate_file(path, tiny_data)
     content = json.loads(path.read_text())
     assert report.valid and report.trials == content[0]["trials"]
-    assert report.trials == trial_statistics(content[1:], 3)
+    assert report.trials == trial_statistics(content[1:], 3, content[0]["run_args"]["solved_threshold"])
 
     tampered = copy.deepcopy(content)
     tampered[0]["trials"]["results"]["overall"]["avg_res_acc"]["std"] /= 2
