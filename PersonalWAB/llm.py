@@ -37,6 +37,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from PersonalWAB.errors import FatalError
+from PersonalWAB.response_cache import current_scope
 
 PLACEHOLDER_KEY = "sk-no-key-required"
 RETRYABLE_STATUS = frozenset({408, 429})
@@ -398,6 +399,14 @@ class LLMClient:
         or when this was the TRANSPORT_FAILURE_LIMIT-th request in a row to fail unanswered."""
         litellm = load_litellm()
         params = self._params(messages, tools, kwargs)
+        scope = current_scope()  # the task's response cache, if the run has one
+        key = scope.key(params) if scope is not None else None
+        if scope is not None and key is not None:
+            stored = scope.cache.get(key)
+            if stored is not None:
+                reply = self._stored_reply(stored)
+                scope.hit(reply.prompt_price + reply.completion_price)
+                return reply
         attempt = 0
         while True:
             try:
@@ -413,6 +422,9 @@ class LLMClient:
                 attempt += 1
             else:
                 ENDPOINTS.answered(self.endpoint)
+                if scope is not None and key is not None:
+                    scope.cache.put(key, {"message": reply.message, "prompt_tokens": reply.prompt_tokens,
+                                          "completion_tokens": reply.completion_tokens})
                 return reply
 
     def _params(self, messages: list[dict], tools: list[dict] | None, extra: dict) -> dict:
@@ -483,6 +495,13 @@ class LLMClient:
             completion_price=completion_price,
             price_known=known,
         )
+
+    def _stored_reply(self, stored: dict) -> LLMReply:
+        """A cached answer, priced as this client prices a call (what the cache spared)."""
+        prompt, completion = int(stored["prompt_tokens"]), int(stored["completion_tokens"])
+        prompt_price, completion_price, known = self._price(prompt, completion)
+        return LLMReply(message=stored["message"], prompt_tokens=prompt, completion_tokens=completion,
+                        prompt_price=prompt_price, completion_price=completion_price, price_known=known)
 
     def _price(self, prompt: int, completion: int) -> tuple[float, float, bool]:
         """USD from litellm's bundled price table; models it does not list cost 0, unknown."""

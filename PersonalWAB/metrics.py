@@ -98,6 +98,18 @@ def record_user_cost(record: Record) -> float:
     return float(record["info"].get("user_cost") or 0.0)
 
 
+def record_saved_usd(record: Record) -> float:
+    """What the response cache spared a task run's calls (0 for a run without one)."""
+    value = record["info"].get("cache_saved_usd")
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+
+
+def record_paid_usd(record: Record) -> float:
+    """What a task run's model calls were paid: the agent's and the user's cost, less what
+    the response cache answered (its calls are counted in the cost, as the first run paid them)."""
+    return record_cost(record) + record_user_cost(record) - record_saved_usd(record)
+
+
 def compute_statistics(records: list[Record]) -> Statistics:
     """Per task type and overall: count, Avg Steps, Function Acc, Result Acc."""
     groups: dict[str, list[Record]] = {kind: [] for kind in TASK_TYPES}

@@ -41,6 +41,7 @@ from PersonalWAB.gc_pause import gc_paused
 from PersonalWAB.metrics import (compute_statistics, is_errored, record_cost, record_user_cost, solved_threshold_of,
                                  trial_statistics)
 from PersonalWAB.protocol.spec import RELEASE_SHORT
+from PersonalWAB.response_cache import cache_totals
 from PersonalWAB.schema_types import Header, ProtocolRecord, Record, RunArgs, Task, TaskSummary, required_keys
 from PersonalWAB.scratch import RunLock, atomic_write_text
 
@@ -78,6 +79,9 @@ def build_header(run_args: RunArgs, records: list[Record]) -> Header:
         "results": compute_statistics(records),
         "total user cost": sum(record_user_cost(r) for r in records),
     }
+    cached = cache_totals(records)
+    if cached is not None:
+        header["cache"] = cached
     trials = trial_statistics(records, run_args.get("num_trials", 1), solved_threshold_of(run_args))
     if trials is not None:
         header[TRIALS_KEY] = trials

@@ -125,6 +125,8 @@ class RecordInfo(EpisodeNotes):
     leak_guard: NotRequired[list[dict[str, Any]]]  # user messages the leak guard masked
     steps: NotRequired[int]  # actions sent to the environment, where they differ from the model calls
     error: NotRequired[str]  # the task ended in an error: resume runs it again
+    cache_hits: NotRequired[int]  # calls the response cache answered (a run with --cache)
+    cache_saved_usd: NotRequired[float]  # their cost, counted in `usage` and `user_cost` but not paid
 
 
 class Record(TypedDict):
@@ -195,6 +197,7 @@ Header = TypedDict("Header", {
     "results": Statistics,
     "total user cost": NotRequired[float],
     "trials": NotRequired[dict[str, Any]],  # the spread across trials (`PersonalWAB.metrics.trial_statistics`)
+    "cache": NotRequired[dict[str, Any]],  # with a response cache: `hits` (calls it answered), `saved_usd` (not paid)
 })
 
 

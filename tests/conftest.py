@@ -14,6 +14,7 @@ import PersonalWAB  # noqa: F401  (first: it sets the OpenMP wait policy before 
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.pop("PWAB_CACHE", None)  # a developer's response cache must not answer the tests' model calls
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

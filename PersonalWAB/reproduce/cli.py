@@ -2,11 +2,14 @@
 model, row by row, with the cost known before any paid call.
 
 Every row's settings are checked and its data loaded first (`prepare`, nothing written),
-then the tasks left of every row are estimated (`cost`); `--dry_run` stops there and
-`--max_usd` refuses to start above the estimate. The rows then run one after another
-(`execute`, each checkpointing its own result file under `--out`); the cost so far is
-carried over as the budget of the next row, and a row that reaches it stops cleanly. Re-running
-the same command keeps every finished task, runs what is missing and reuses finished rows.
+then the tasks left of every row are estimated (`cost`); `--dry_run` stops there.
+`--max_usd` is the budget of the whole reproduction: what the result files under `--out`
+already paid counts, and it refuses to start when that plus the estimate is above it. The rows
+then run one after another (`execute`, each checkpointing its own result file under `--out`);
+the cost so far is carried over as the budget of the next row, and a row that reaches it stops
+cleanly, keeping the tasks in flight. Every model answer goes to the response cache
+(`<out>/cache` unless `--cache`), so re-running the same command after a stop or a kill keeps
+every finished task, replays the answers it received and pays only for what is missing.
 At the end the comparison with the paper (`table`) is printed and written under `--out`.
 
 Exit status as `run.py`'s: 0 done; 1 a fatal model error; 2 a bad setting (nothing run),
@@ -28,7 +31,7 @@ from tqdm import tqdm
 from PersonalWAB.agents.registry import option_classes
 from PersonalWAB.cli import check_output
 from PersonalWAB.errors import DataError, FatalError
-from PersonalWAB.metrics import record_cost, record_user_cost
+from PersonalWAB.metrics import record_paid_usd
 from PersonalWAB.reproduce.cost import (RowEstimate, estimate_row, format_estimates, total_usd,
                                         usd_text)
 from PersonalWAB.reproduce.paper import compared_row, track_note, track_table
@@ -61,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     settings = parse_settings(argv)
     again = shlex.join(["pwab", "reproduce", *argv])
-    if settings.sample < 1 or (settings.max_usd is not None and settings.max_usd <= 0):
-        error("--sample must be at least 1 and --max_usd above 0")
+    if settings.sample < 1:
+        error("--sample must be at least 1")
         return EXIT_SETTINGS
     try:
         check_output(settings.out_dir, "--out", folder=True)
@@ -83,11 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     if settings.dry_run:
         print("dry run: no request was sent")
         return 0
-    refusal = _over_budget(estimates, settings.max_usd)
+    paid = sum(record_paid_usd(record) for plan in plans for record in plan.kept)
+    refusal = _over_budget(estimates, settings.max_usd, paid)
     if refusal:
         error(refusal)
         return EXIT_SETTINGS
-    code = _run_rows(specs, plans, settings.max_usd, again)
+    code = _run_rows(specs, plans, settings.max_usd, paid, again)
     if code not in (0, EXIT_TASK_ERRORS):
         return code
     _compare(specs, settings)
@@ -116,22 +120,25 @@ def _prepare(specs: list[RowSpec], settings: ReproduceSettings, check_keys: bool
     return plans
 
 
-def _over_budget(estimates: list[RowEstimate], max_usd: float | None) -> str | None:
-    """Why the rows may not start under `--max_usd` (None: they may)."""
+def _over_budget(estimates: list[RowEstimate], max_usd: float | None, paid: float) -> str | None:
+    """Why the rows may not start under `--max_usd`, which `paid` (by the rows' result files)
+    already used (None: they may)."""
     if max_usd is None:
         return None
     total = total_usd(estimates)
     if total is None:
         unpriced = "; ".join(e.note for e in estimates if e.usd is None)
         return f"--max_usd {max_usd} cannot be kept: {unpriced}; nothing was run (leave --max_usd out)"
-    if total > max_usd:
-        return f"the estimate {usd_text(total)} is above --max_usd {max_usd}; nothing was run"
+    if paid + total > max_usd:
+        earlier = f" plus {usd_text(paid)} paid by the result files under --out" if paid else ""
+        return f"the estimate {usd_text(total)}{earlier} is above --max_usd {max_usd}; nothing was run"
     return None
 
 
-def _run_rows(specs: list[RowSpec], plans: list[RunPlan], max_usd: float | None, again: str) -> int:
-    """Run the rows in turn; the exit status (a stop prints what was kept and how to go on)."""
-    spent, errored = 0.0, False
+def _run_rows(specs: list[RowSpec], plans: list[RunPlan], max_usd: float | None, paid: float, again: str) -> int:
+    """Run the rows in turn, `paid` already spent of `max_usd` by their result files; the exit
+    status (a stop prints what was kept and how to go on)."""
+    spent, errored = paid, False
     with tqdm(total=len(plans), desc="rows", unit="row") as bar:
         for spec, plan in zip(specs, plans):
             bar.set_postfix_str(spec.name)
@@ -140,7 +147,7 @@ def _run_rows(specs: list[RowSpec], plans: list[RunPlan], max_usd: float | None,
                 bar.update(1)
                 continue
             if max_usd is not None and spent >= max_usd:
-                _report_stop(spec, plan, f"stopped at --max_usd {max_usd} (the rows before cost ${spent:.4f})",
+                _report_stop(spec, plan, f"stopped at --max_usd {max_usd} (the result files paid ${spent:.4f})",
                              again, "with a higher --max_usd, or without it, ")
                 return EXIT_BUDGET
             try:
@@ -161,8 +168,7 @@ def _run_rows(specs: list[RowSpec], plans: list[RunPlan], max_usd: float | None,
                 _report_stop(spec, plan, "stopped", again)
                 return EXIT_SETTINGS
             kept = {(r["trial"], r["task_id"]) for r in plan.kept}
-            spent += sum(record_cost(r) + record_user_cost(r) for r in outcome.records
-                         if (r["trial"], r["task_id"]) not in kept)
+            spent += sum(record_paid_usd(r) for r in outcome.records if (r["trial"], r["task_id"]) not in kept)
             errored = errored or any("error" in r["info"] for r in outcome.records)
             bar.update(1)
     return EXIT_TASK_ERRORS if errored else 0

@@ -11,6 +11,8 @@ take the track script's memory (single-turn `last`, multi-turn `relevant`); PUMA
 
 from __future__ import annotations
 
+import argparse
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from PersonalWAB.agents.registry import option_classes
 from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
 from PersonalWAB.memory.modes import memory_mode
 from PersonalWAB.runner.config import DataChoice, Endpoints, RunConfig, TaskRange
+from PersonalWAB.response_cache import OFF, cache_folder
 from PersonalWAB.settings import setting
 
 SINGLE, MULTI = "single", "multi"
@@ -62,6 +65,17 @@ ROWS: dict[str, RowSpec] = {spec.name: spec for spec in (
 )}
 
 
+def usd_budget(text: str) -> float:
+    """A `--max_usd` value: a finite amount above 0 (the parser's usage error otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an amount of USD, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite amount of USD above 0, got {text!r}")
+    return value
+
+
 @dataclass
 class ReproduceSettings(TaskRange, DataChoice, Endpoints):
     """What one `pwab reproduce` is asked for (its flags; those it shares with `run.py` are
@@ -78,7 +92,8 @@ class ReproduceSettings(TaskRange, DataChoice, Endpoints):
     sample: int = setting(DEFAULT_SAMPLE, "tasks per row whose requests are rendered for the cost estimate")
     dry_run: bool = setting(False, "print the cost estimate and stop (no request)")
     max_usd: float | None = setting(
-        None, "refuse to start above this estimate; stop (resumable) when the calls cost this much", kind=float)
+        None, "the reproduction's budget in USD, counting what its result files already paid: refuse to start "
+              "when the estimate would exceed it; stop (resumable) when the calls cost this much", kind=usd_budget)
     # the puma strategy's input settings (its --puma_* flags), filled from the same command line
     puma: Any = field(default=None)
 
@@ -96,6 +111,12 @@ class ReproduceSettings(TaskRange, DataChoice, Endpoints):
     def puma_input(self, name: str) -> str | None:
         """One of the puma row's input settings (`puma_model_path`, ...); None when not given."""
         return getattr(self.puma, name, None)
+
+    @property
+    def cache_dir(self) -> Path | None:
+        """The response cache every row uses (None: `--cache off`): a reproduction run again
+        after a stop or a kill never pays twice for an answer it received."""
+        return cache_folder(self.cache, self.out_dir / "cache")
 
     @property
     def track_dir(self) -> Path:
@@ -172,6 +193,7 @@ def row_config(spec: RowSpec, settings: ReproduceSettings) -> RunConfig:
         protocol_file=settings.protocol_file,
         max_concurrency=settings.max_concurrency,
         max_retries=settings.max_retries,
+        cache=str(settings.cache_dir) if settings.cache_dir is not None else OFF,
         out=str(output),
         resume_from=str(output) if output.exists() else None,
         interec_memory_file=str(settings.interec_copy) if spec.reads_interec_store else None,

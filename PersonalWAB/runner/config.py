@@ -14,6 +14,7 @@ from PersonalWAB.engines.search import BACKENDS
 from PersonalWAB.envs.users import USER_MODES
 from PersonalWAB.memory import MEMORY_MODES
 from PersonalWAB.metrics import SOLVED_THRESHOLD
+from PersonalWAB.response_cache import ENV_VAR as CACHE_ENV_VAR
 from PersonalWAB.settings import parse_many, resolved, resume_keys, setting, settings_fields
 from PersonalWAB.shards import SHARD_HELP, shard_setting
 
@@ -54,6 +55,10 @@ class Endpoints:
         None, "base URL of an OpenAI-compatible server (vLLM, Ollama, ...) for the agent's model")
     user_api_base: str | None = setting(None, "the same for the user simulator's model")
     max_retries: int = setting(5, "retries of a model call on rate limits, timeouts and server errors")
+    cache: str | None = setting(
+        None, "folder of the response cache: a model call answered there before (the same request, trial and "
+              "task) is not sent or paid again; off: no cache", metavar="DIR",
+        default_text=f"${CACHE_ENV_VAR} if set, else none (pwab reproduce: <out>/cache)")
     max_concurrency: int = setting(1, "tasks run at once (threads); raise it for API models that allow it")
 
 

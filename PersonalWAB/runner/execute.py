@@ -4,6 +4,7 @@ the tasks, checkpointing each record as it finishes (a `RunOutcome`)."""
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -14,8 +15,9 @@ from typing import TYPE_CHECKING, Literal, cast
 from PersonalWAB import __version__
 from PersonalWAB.agents.registry import agent_settings
 from PersonalWAB.errors import DataError, FatalError
-from PersonalWAB.metrics import record_cost, record_user_cost
+from PersonalWAB.metrics import record_paid_usd
 from PersonalWAB.progress import log_line
+from PersonalWAB.response_cache import ResponseCache, cache_folder, task_scope
 from PersonalWAB.results import ResultWriter
 from PersonalWAB.runner.checks import SettingsError, check_settings, output_target, setting_warnings
 from PersonalWAB.runner.config import RunConfig
@@ -141,9 +143,10 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float
     The result file and the file being resumed are locked first, for the run's life: a run
     that shares one with a live run stops here (DataError naming its pid).
 
-    `max_usd`: raise BudgetReached (the finished tasks checkpointed) once the tasks this call
-    ran (the agent's and the user's calls) cost that much and tasks are left; tasks in flight
-    are dropped, as on Ctrl-C. Models without a price count as 0."""
+    `max_usd`: once the tasks this call ran paid that much for their calls (the agent's and
+    the user's, less what the response cache answered), no task starts any more; the tasks in
+    flight finish and are kept (their calls are paid for), then BudgetReached is raised when
+    tasks are left. Models without a price count as 0."""
     writer = ResultWriter(plan.output, plan.run_args, plan.kept)
     try:
         writer.hold(*([plan.output] if plan.claim != "unique" else []),
@@ -166,6 +169,8 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
     from PersonalWAB.types import Episode
 
     config, data, tasks, run_args, protocol = plan.config, plan.data, plan.tasks, plan.run_args, plan.protocol
+    folder = cache_folder(config.cache)
+    cache = ResponseCache(folder) if folder is not None else None
     for path in remove_stale(plan.output.parent):
         log(f"removed {path}, left by a run that was killed")
     kinds = {tasks[tid]["type"] for _, tid in plan.jobs}
@@ -193,7 +198,7 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
             warm_up()
     first_errors = FirstErrors(log)
 
-    def run_one(trial: int, task_id: int) -> Record:
+    def run_task(trial: int, task_id: int) -> Record:
         user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries)
         env = PWABEnv(engines, config.task_split, user, config.max_steps, protocol=protocol,
                       leak_guard=config.leak_guard, trial=trial)
@@ -214,6 +219,17 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
             episode.user_cost = user.cost
         return make_record(task_id, trial, tasks[task_id], env, episode)
 
+    over_budget = threading.Event()  # no task starts once set: the ones not started are left for a resume
+
+    def run_one(trial: int, task_id: int) -> Record | None:
+        if over_budget.is_set():
+            return None
+        with task_scope(cache, trial, task_id) as scope:
+            record = run_task(trial, task_id)
+        if scope is not None:
+            record["info"]["cache_hits"], record["info"]["cache_saved_usd"] = scope.hits, scope.saved_usd
+        return record
+
     plan.output = writer.start(unique=plan.claim == "unique", replace=plan.claim == "replace")
     plan.writer = writer
     resumed = f"; {len(plan.kept)} kept from {config.resume_from}" if config.resume_from else ""
@@ -221,10 +237,13 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
         f"with {config.agent_strategy}, memory {config.agent_memory}, {protocol.name} texts{resumed}; "
         f"results in {plan.output}")
     start = time.perf_counter()
-    spent, done = 0.0, 0
+    spent, finished = 0.0, 0
     with RunProgress(len(plan.jobs) + len(plan.kept), plan.kept) as bar:
         try:
             for record in finished_records(plan.jobs, run_one, config.max_concurrency):
+                if record is None:  # not started: the budget was spent
+                    continue
+                finished += 1
                 writer.add(record)
                 bar.update(record)
                 if config.verbose:
@@ -232,10 +251,14 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
                                     f"{record['trial']}):", *trace_lines(record),
                                     f"  action_acc {record['action_acc']} "
                                     f"res_acc {[round(r, 3) for r in record['res_acc']]}"]))
-                if max_usd is not None:
-                    spent, done = spent + record_cost(record) + record_user_cost(record), done + 1
-                    if spent >= max_usd and done < len(plan.jobs):
-                        raise BudgetReached(spent, max_usd)
+                spent += record_paid_usd(record)
+                if max_usd is not None and spent >= max_usd and finished < len(plan.jobs) \
+                        and not over_budget.is_set():
+                    over_budget.set()
+                    log(f"the budget of ${max_usd:.4f} is spent (${spent:.4f}): no more tasks start; the tasks "
+                        "in flight finish and are kept")
+            if max_usd is not None and over_budget.is_set() and finished < len(plan.jobs):
+                raise BudgetReached(spent, max_usd)
         except BaseException:
             writer.save_before_stop()
             raise

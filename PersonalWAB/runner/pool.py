@@ -5,12 +5,13 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
-from PersonalWAB.schema_types import Record
+R = TypeVar("R")  # what a task run gives back (a Record)
 
 
-def finished_records(jobs: list[tuple[int, int]], run_one: Callable[[int, int], Record],
-                     workers: int) -> Iterator[Record]:
+def finished_records(jobs: list[tuple[int, int]], run_one: Callable[[int, int], R],
+                     workers: int) -> Iterator[R]:
     """Run the jobs on `workers` threads and yield each record as it finishes.
 
     The threads are daemons and the caller only ever waits on a queue, so Ctrl-C (or a
@@ -21,7 +22,7 @@ def finished_records(jobs: list[tuple[int, int]], run_one: Callable[[int, int], 
     pending: queue.Queue[tuple[int, int]] = queue.Queue()
     for job in jobs:
         pending.put(job)
-    done: queue.Queue[Record | BaseException] = queue.Queue()  # a record, or what a task let through
+    done: queue.Queue[R | BaseException] = queue.Queue()  # a record, or what a task let through
     stop = threading.Event()
 
     def work() -> None:

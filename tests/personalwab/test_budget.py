@@ -1,0 +1,78 @@
+"""`--max_usd` is the budget of a whole reproduction: the tasks in flight at a stop are kept, the
+printed command run again spends nothing more, a rerun after a kill pays for no answer twice,
+and an amount that is not a finite number above 0 is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from PersonalWAB.metrics import record_paid_usd
+from PersonalWAB.reproduce.cli import main
+from PersonalWAB.results import load_result_file
+from devtools.responders import instruction_of, tool_caller
+from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+
+TASKS = 6
+
+
+@pytest.fixture(autouse=True)
+def no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def reproduce(server: ScriptedLLMServer, data_dir: Path, out: Path, *extra: str) -> int:
+    return main(["--model", "openai/gpt-4o-mini", "--api_base", server.url, "--data_dir", str(data_dir),
+                 "--rows", "none", "--out", str(out), "--end_index", str(TASKS), *extra])
+
+
+def expensive(request: dict) -> ScriptedReply:
+    """A million prompt tokens a call: $0.15 with gpt-4o-mini; slow enough that two are in flight."""
+    reply = tool_caller(request)
+    reply.prompt_tokens, reply.delay_s = 1_000_000, 0.3
+    return reply
+
+
+@pytest.mark.parametrize("amount", ["nan", "inf", "-1", "0", "lots"])
+def test_max_usd_must_be_a_finite_amount_above_zero(amount, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["--model", "openai/gpt-4o-mini", "--max_usd", amount, "--dry_run"])
+    assert stopped.value.code == 2
+    assert "argument --max_usd: expected" in capsys.readouterr().err
+
+
+def test_a_stop_keeps_the_tasks_in_flight_and_the_same_command_spends_nothing_more(tiny_engines, tiny_data_dir,
+                                                                                    tmp_path, capsys):
+    budget = ("--max_usd", "0.4", "--max_concurrency", "2", "--cache", "off")
+    with ScriptedLLMServer(expensive) as server:
+        assert reproduce(server, tiny_data_dir, tmp_path, *budget) == 4
+        paid = list(server.requests)
+    _, records = load_result_file(tmp_path / "singleturn" / "none.json")
+    assert 3 <= len(records) < TASKS
+    assert len(records) == len(paid)  # every answer paid for is kept, those in flight at the stop too
+    assert sum(map(record_paid_usd, records)) == pytest.approx(0.15 * len(records), rel=0.01)
+    assert "no more tasks start; the tasks in flight finish and are kept" in capsys.readouterr().out
+    with ScriptedLLMServer(expensive) as server:
+        assert reproduce(server, tiny_data_dir, tmp_path, *budget) == 2  # the printed command, run again
+        assert server.requests == []
+    assert "paid by the result files under --out is above --max_usd 0.4" in capsys.readouterr().err
+    with ScriptedLLMServer(tool_caller) as server:
+        assert reproduce(server, tiny_data_dir, tmp_path, "--cache", "off") == 0
+        assert len(server.requests) == TASKS - len(records)
+    assert not set(map(instruction_of, paid)) & set(map(instruction_of, server.requests))
+
+
+def test_a_rerun_after_a_kill_pays_for_no_answer_twice(tiny_engines, tiny_data_dir, tmp_path):
+    with ScriptedLLMServer(tool_caller) as server:
+        assert reproduce(server, tiny_data_dir, tmp_path) == 0
+        assert len(server.requests) == TASKS
+        assert (tmp_path / "cache" / "responses.sqlite3").is_file()  # the reproduction's own cache, by default
+        row = tmp_path / "singleturn" / "none.json"
+        header, records = load_result_file(row)
+        row.unlink()  # killed after its answers arrived, before any checkpoint
+        assert reproduce(server, tiny_data_dir, tmp_path) == 0
+        assert len(server.requests) == TASKS  # nothing sent again
+    rerun_header, rerun = load_result_file(row)
+    assert rerun_header is not None and rerun_header["cache"]["hits"] == TASKS
+    assert [r["traj"] for r in rerun] == [r["traj"] for r in records]
