@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("PersonalWAB.leaderboard.commands:report", "one self-contained HTML page per result file"),
     "pack": ("PersonalWAB.leaderboard.commands:pack", "the submission bundle: compressed file, checksums, validation "
                                                       "summary"),
+    "export": ("PersonalWAB.leaderboard.export:main", "one row per task run (task x trial) with every scored field: "
+                                                     "csv, jsonl or parquet"),
     "merge": ("PersonalWAB.leaderboard.merge:merge", "join the result files of one run's shards (pwab run --shard "
                                                      "I/N) into the run's result file"),
 }
