@@ -129,10 +129,9 @@ def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any =
     `config.model_path` and the pairs from `config.data_file` unless given (the training
     benchmark passes in-memory ones); a given model is wrapped with LoRA in place."""
     from datasets import Dataset
-    from peft import get_peft_model
     from trl import DPOConfig
 
-    from PUMA.lora import lora_config, model_and_tokenizer, trainable_in_float32
+    from PUMA.lora import model_and_tokenizer, with_lora
     from PUMA.modeling import read_json
     from PUMA.recipe import get_recipe
 
@@ -143,7 +142,7 @@ def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any =
             raise ValueError(f"{config.data_file}: no preference pairs (all candidates scored alike?)")
     model, tokenizer = model_and_tokenizer(config.model_path, config.bf16, config.fp16, model, tokenizer)
     dataset = Dataset.from_list(encode_pairs(config, tokenizer, pairs))
-    model = trainable_in_float32(get_peft_model(model, lora_config(config)), config)
+    model = with_lora(model, config)
     args = DPOConfig(output_dir=config.output_dir, beta=config.beta, learning_rate=config.learning_rate,
                      num_train_epochs=config.num_train_epochs, max_length=None,
                      gradient_checkpointing=config.gradient_checkpointing, **config.trainer_arguments())
@@ -155,7 +154,7 @@ def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any =
 def train_dpo(config: DPOStepConfig) -> Path:
     """Train and save the DPO LoRA adapter (and tokenizer) in `output_dir`; returns it."""
     from PUMA.lineage import check_carried
-    from PUMA.lora import run_facts, save_adapter
+    from PUMA.lora import resume_point, run_facts, save_adapter
     from PUMA.modeling import local_files_only
     from PUMA.recipe import check_inputs, get_recipe, write_record
     from PUMA.train_progress import TrainingProgress
@@ -168,19 +167,23 @@ def train_dpo(config: DPOStepConfig) -> Path:
     local_files_only(config.model_path, "--model_path")  # a model it cannot load ends here, before the libraries load
     trainer, tokenizer = build_dpo_trainer(config)
     progress = TrainingProgress.attach(trainer, "dpo")
-    result = trainer.train()
+    resumed = resume_point(config.resume, config.output_dir)
+    result = trainer.train(resume_from_checkpoint=resumed)
     out = save_adapter(trainer, tokenizer, config.output_dir)
     write_record(out, "dpo", recipe, config, inputs, train_loss=result.training_loss,
                  optimizer_steps=trainer.state.global_step, pairs=len(trainer.train_dataset), input_notes=notes,
-                 loss_history=progress.history, **run_facts(trainer, config, "dpo"))
+                 loss_history=progress.history, resumed_from=resumed, **run_facts(trainer, config, "dpo"))
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     from PUMA.cli import parse_step
+    from PUMA.lora import main_process
 
     config = parse_step(DPOStepConfig, argv, "python -m PUMA.dpo", __doc__, "dpo")
-    print(f"DPO LoRA adapter saved in {train_dpo(config)}")
+    out = train_dpo(config)
+    if main_process():
+        print(f"DPO LoRA adapter saved in {out}")
     return 0
 
 

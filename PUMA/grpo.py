@@ -230,7 +230,7 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
     from trl import GRPOConfig, GRPOTrainer
 
     from PUMA.modeling import load_causal_lm, load_tokenizer, torch_dtype
-    from PUMA.lora import lora_config
+    from PUMA.lora import lora_config, main_process
     from PUMA.train_progress import TrainingProgress
 
     backend = check_config(config)
@@ -251,7 +251,8 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
         generation_kwargs=decoding_left_to_the_model() if backend == "hf" else None,
     )
     log_path = Path(config.output_dir) / "grpo_log.jsonl"
-    log_path.unlink(missing_ok=True)
+    if not config.resume and main_process():  # one process starts the log afresh
+        log_path.unlink(missing_ok=True)
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=Dataset.from_list(examples),
                           processing_class=tokenizer, peft_config=lora_config(config),
                           callbacks=[RewardLog(log_path, log).callback])
@@ -277,17 +278,18 @@ def decoding_left_to_the_model() -> dict[str, Any]:
 
 def train_grpo(config: GRPOStepConfig, log: Callable[[str], None] = print) -> Path:
     """Train and save the GRPO LoRA adapter (and tokenizer) in `output_dir`; returns it."""
-    from PUMA.lora import save_adapter
+    from PUMA.lora import resume_point, save_adapter
     from PUMA.modeling import local_files_only
 
     local_files_only(config.model_path, "--model_path")  # a model it cannot load ends here, before the libraries load
     trainer, tokenizer = build_grpo_trainer(config, log=log)
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume_point(config.resume, config.output_dir))
     return save_adapter(trainer, tokenizer, config.output_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
     from PUMA.cli import parse_step
+    from PUMA.lora import main_process
 
     config = parse_step(GRPOStepConfig, argv, "python -m PUMA.grpo", __doc__, "grpo")
     try:
@@ -295,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"GRPO LoRA adapter saved in {train_grpo(config)}")
+    out = train_grpo(config)
+    if main_process():
+        print(f"GRPO LoRA adapter saved in {out}")
     return 0
 
 

@@ -59,6 +59,19 @@ def world_size_from_env() -> int:
     return size
 
 
+def main_process() -> bool:
+    """Whether this is the run's rank-0 process, the one that writes (RANK, set by the launchers;
+    a plain run is it)."""
+    return int(os.environ.get("RANK", "").strip() or 0) == 0
+
+
+def nodes_from_env() -> int:
+    """The number of machines the processes run on (WORLD_SIZE over the launcher's processes per
+    node, LOCAL_WORLD_SIZE); 1 without a launcher."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "").strip() or 1)
+    return max(world_size_from_env() // max(local, 1), 1)
+
+
 @dataclass(frozen=True)
 class BatchLayout:
     """The batch a step trains with, resolved against the world size."""
@@ -113,6 +126,9 @@ class LoRATrainingConfig:
                              "package must be installed)")
     seed: int = setting(42, "seed of the trainer's shuffling, dropout and LoRA initialisation")
     max_steps: int = setting(-1, "stop after this many optimizer steps; -1: the epochs decide")
+    resume: bool = setting(False, "continue from the newest checkpoint in --out (--save_strategy's checkpoint-N) "
+                           "when there is one: an interrupted run, started again as it was (same processes and "
+                           "nodes), takes the steps it had left", aliases=("no-resume",))
 
     def check(self) -> None:
         """Settings errors before any model is loaded."""
@@ -302,12 +318,23 @@ def run_facts(trainer: Any, config: LoRATrainingConfig, step: str) -> dict[str, 
     order = ("the release's: accumulation carried over epoch ends (transformers 4.45)"
              if getattr(trainer, "release_epochs", False) else "each epoch's last accumulation stepped on its own")
     optimizer = getattr(args, "optim", None)
-    facts = {**layout.facts(), "precision": precision, "trainable_dtype": ",".join(dtypes),
+    facts = {**layout.facts(), "nodes": nodes_from_env(), "fsdp": bool(getattr(trainer, "is_fsdp_enabled", False)),
+             "precision": precision, "trainable_dtype": ",".join(dtypes),
              "optimizer": str(getattr(optimizer, "value", optimizer)), "epoch_order": order,
              "launch_departures": extra}
     if extra:
         facts["departures_from_release"] = get_recipe(config.recipe).departures(step) + extra
     return facts
+
+
+def resume_point(resume: bool, output_dir: str) -> str | None:
+    """The checkpoint `--resume 1` continues from: the newest in the step's `--out`, None without
+    one (the run then starts from the beginning) or without `--resume`."""
+    if not resume or not Path(output_dir).is_dir():
+        return None
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(output_dir)
 
 
 def lora_config(config: LoRATrainingConfig) -> Any:
@@ -316,6 +343,16 @@ def lora_config(config: LoRATrainingConfig) -> Any:
     return LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                       target_modules=_names(config.lora_target_modules),
                       modules_to_save=_names(config.modules_to_save) or None, bias="none", task_type="CAUSAL_LM")
+
+
+def with_lora(model: Any, config: LoRATrainingConfig) -> Any:
+    """`model` with the step's LoRA adapter, its random matrices drawn from `--seed`, so every
+    process of a run, and a run on another number of processes, starts from the same adapter."""
+    import torch
+    from peft import get_peft_model
+
+    torch.manual_seed(config.seed)
+    return trainable_in_float32(get_peft_model(model, lora_config(config)), config)
 
 
 def model_and_tokenizer(model_path: str, bf16: bool, fp16: bool, model: Any = None,

@@ -263,10 +263,9 @@ def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = Non
     """The LoRA SFT trainer (not yet run) and its tokenizer. Model and tokenizer come from
     `config.model_path` and the examples from the config's data files unless given; a given
     model is wrapped with LoRA in place."""
-    from peft import get_peft_model
     from transformers import TrainingArguments
 
-    from PUMA.lora import lora_config, model_and_tokenizer, trainable_in_float32
+    from PUMA.lora import model_and_tokenizer, with_lora
     from PUMA.recipe import get_recipe
 
     config.check()
@@ -276,7 +275,7 @@ def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = Non
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.enable_input_require_grads()
-    model = trainable_in_float32(get_peft_model(model, lora_config(config)), config)
+    model = with_lora(model, config)
     args = TrainingArguments(output_dir=config.output_dir, num_train_epochs=config.num_train_epochs,
                              learning_rate=config.learning_rate, remove_unused_columns=False,
                              dataloader_num_workers=0, **config.trainer_arguments())
@@ -289,7 +288,7 @@ def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = Non
 def train_sft(config: SFTConfig) -> Path:
     """Fine-tune and save the LoRA adapter (and tokenizer) in `output_dir`; returns it."""
     from PUMA.lineage import check_carried
-    from PUMA.lora import run_facts, save_adapter
+    from PUMA.lora import resume_point, run_facts, save_adapter
     from PUMA.modeling import local_files_only
     from PUMA.recipe import check_inputs, get_recipe, write_record
     from PUMA.train_progress import TrainingProgress
@@ -301,12 +300,13 @@ def train_sft(config: SFTConfig) -> Path:
     local_files_only(config.model_path, "--model_path")  # a model it cannot load ends here, before the libraries load
     trainer, tokenizer = build_sft_trainer(config)
     progress = TrainingProgress.attach(trainer, "sft")
-    result = trainer.train()
+    resumed = resume_point(config.resume, config.output_dir)
+    result = trainer.train(resume_from_checkpoint=resumed)
     out = save_adapter(trainer, tokenizer, config.output_dir)
     write_record(out, "sft", recipe, config, {**data_files(config), "--model_path": config.model_path},
                  train_loss=result.training_loss, optimizer_steps=trainer.state.global_step,
                  trainable_parameters=sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
-                 input_notes=notes, loss_history=progress.history,
+                 input_notes=notes, loss_history=progress.history, resumed_from=resumed,
                  **run_facts(trainer, config, "sft"))
     return out
 
@@ -314,8 +314,11 @@ def train_sft(config: SFTConfig) -> Path:
 def main(argv: list[str] | None = None) -> int:
     from PUMA.cli import parse_step
 
+    from PUMA.lora import main_process
+
     out = train_sft(parse_step(SFTConfig, argv, "python -m PUMA.sft", __doc__, "sft"))
-    print(f"LoRA adapter saved in {out}")
+    if main_process():
+        print(f"LoRA adapter saved in {out}")
     return 0
 
 

@@ -8,6 +8,8 @@
 # Evaluate the adapter with step 7: run.py --agent_strategy puma --puma_generate 1 --puma_model_path OUTPUT_DIR
 # GPUS, PRECISION (default: RECIPE's GPU precision), DEEPSPEED (default none) and PUMA_PYTHON choose the
 # launch: python -m PUMA.launch --help.
+# NNODES, NODE_RANK, MASTER_ADDR and MASTER_PORT run it over several machines (started on each), CPU_PROCESSES=N
+# on N CPU processes (a check), FSDP=fsdp2 or DEEPSPEED=zero3 shards a model too large for one GPU.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=python

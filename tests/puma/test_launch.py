@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from PUMA.launch import LaunchError, LaunchPlan, count_gpus, main, plan_launch
+from PUMA.launch import CPU_ENV, LaunchError, LaunchPlan, count_gpus, main, plan_launch
 from tests.conftest import REPO_ROOT
 
 RELEASE_DS = ("--deepspeed", "PUMA/configs/deepspeed_zero2_release.json")
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node")
+ACCELERATE = ("-m", "accelerate.commands.launch", "--config_file")
+LAUNCH_VARIABLES = ("CUDA_VISIBLE_DEVICES", "GPUS", "RECIPE", "DEEPSPEED", "PRECISION", "PUMA_PYTHON", "FSDP",
+                    "CPU_PROCESSES", "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
 def installed(python: str) -> bool:
@@ -98,7 +101,7 @@ def test_gpus_come_from_gpus_cuda_visible_devices_or_nvidia_smi(tmp_path: Path):
 def test_main_prints_the_launch_line_and_runs_the_step(monkeypatch, capsys):
     ran = []
     monkeypatch.setattr(os, "execvpe", lambda file, args, env: ran.append((file, args, env)))
-    for name in ("GPUS", "RECIPE", "PRECISION", "DEEPSPEED", "PUMA_PYTHON"):
+    for name in LAUNCH_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     main(["dpo", "--", "--recipe", "release", "--fp16"])
@@ -112,6 +115,74 @@ def test_main_prints_the_launch_line_and_runs_the_step(monkeypatch, capsys):
         main(["merge", "--", "--adapter_path", "x"])  # only the training steps are launched
 
 
+def test_cpu_processes_take_the_gpu_launcher_on_the_cpu():
+    p = plan("sft", 4, CPU_PROCESSES="2")  # in place of the GPUs there are; no DeepSpeed default on the CPU
+    assert p.launcher == ("py", *ACCELERATE, "PUMA/configs/accelerate_multi_gpu.yaml", "--num_processes", "2")
+    assert p.train_args == () and p.env == CPU_ENV and p.world_size == 2
+    assert p.summary() == "PUMA launch: recipe release, 2 CPU process(es), py -m accelerate.commands.launch... fp32"
+    one = plan("dpo", 0, CPU_PROCESSES="1")
+    assert one.launcher == ("py", *ACCELERATE, "PUMA/configs/accelerate_single_gpu.yaml", "--num_processes", "1")
+    for env, message in ((dict(CPU_PROCESSES="0"), "CPU_PROCESSES=0: expected a whole number of at least 1"),
+                         (dict(CPU_PROCESSES="two"), "CPU_PROCESSES=two: expected a whole number"),
+                         (dict(CPU_PROCESSES="2", DEEPSPEED="zero3"), "DeepSpeed trains on GPUs"),
+                         (dict(CPU_PROCESSES="2", FSDP="fsdp2"), "FSDP shards over GPUs")):
+        with pytest.raises(LaunchError, match=message) as error:
+            plan("sft", 2, **env)
+        assert error.value.status == 2
+
+
+def test_nodes_meet_at_the_master_through_either_launcher():
+    nodes = dict(NNODES="2", NODE_RANK="1", MASTER_ADDR="10.0.0.1", MASTER_PORT="29400")
+    p = plan("sft", 4, installed, **nodes)  # the release's DeepSpeed: torchrun's static rendezvous
+    assert p.launcher == ("py", "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", "1", "--master_addr",
+                          "10.0.0.1", "--master_port", "29400", "--nproc_per_node", "4")
+    assert p.world_size == 8 and p.summary().startswith("PUMA launch: recipe release, 4 GPU(s) on each of 2 nodes")
+    p = plan("dpo", 4, DEEPSPEED="none", **nodes)  # accelerate counts the processes of every node
+    assert p.launcher == ("py", *ACCELERATE, "PUMA/configs/accelerate_multi_gpu.yaml", "--num_processes", "8",
+                          "--num_machines", "2", "--machine_rank", "1", "--main_process_ip", "10.0.0.1",
+                          "--main_process_port", "29400")
+    p = plan("grpo", 0, CPU_PROCESSES="1", NNODES="2", NODE_RANK="0", MASTER_ADDR="127.0.0.1")
+    assert p.launcher[4] == "PUMA/configs/accelerate_multi_gpu.yaml" and p.launcher[-4:] == (
+        "--main_process_ip", "127.0.0.1", "--main_process_port", "29500")
+    port = plan("sft", 2, RECIPE="improved", MASTER_PORT="29611")  # one node, a fixed port (tests, shared hosts)
+    assert port.launcher[-8:] == ("--num_machines", "1", "--machine_rank", "0", "--main_process_ip", "127.0.0.1",
+                                  "--main_process_port", "29611")
+    for env, message in ((dict(NNODES="2"), "NNODES=2: set MASTER_ADDR to node 0's address"),
+                         (dict(NNODES="2", NODE_RANK="2", MASTER_ADDR="h"), "NODE_RANK=2: expected 0 .. NNODES-1"),
+                         (dict(MASTER_PORT="port"), "MASTER_PORT=port: expected a whole number")):
+        with pytest.raises(LaunchError, match=message):
+            plan("sft", 1, installed, **env)
+    with pytest.raises(LaunchError, match="NNODES=2: no GPU here; set CPU_PROCESSES"):
+        plan("sft", 0, NNODES="2", MASTER_ADDR="h")
+
+
+def test_fsdp2_through_accelerate_instead_of_deepspeed():
+    p = plan("sft", 2, RECIPE="improved", FSDP="fsdp2")
+    assert p.launcher == ("py", *ACCELERATE, "PUMA/configs/accelerate_fsdp2.yaml", "--num_processes", "2")
+    assert p.train_args == ("--bf16",) and (REPO_ROOT / "PUMA/configs/accelerate_fsdp2.yaml").is_file()
+    assert plan("sft", 2, FSDP="fsdp2", DEEPSPEED="none").launcher[4] == "PUMA/configs/accelerate_fsdp2.yaml"
+    for env, message in ((dict(FSDP="fsdp2", DEEPSPEED="zero3"), "FSDP=fsdp2 with DEEPSPEED=zero3: choose one"),
+                         (dict(FSDP="fsdp1"), "FSDP=fsdp1: expected fsdp2 or none")):
+        with pytest.raises(LaunchError, match=message):
+            plan("sft", 2, **env)
+    with pytest.raises(LaunchError, match="FSDP shards over GPUs"):
+        plan("sft", 0, FSDP="fsdp2")
+
+
+def test_a_global_batch_the_processes_do_not_divide_is_refused_before_any_starts(monkeypatch):
+    ran = []
+    monkeypatch.setattr(os, "execvpe", lambda file, args, env: ran.append(args))
+    for name in LAUNCH_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CPU_PROCESSES", "3")
+    with pytest.raises(ValueError, match="global batch 64 .* is not a multiple of 3 process"):
+        main(["sft", "--", "--model_path", "m"])
+    with pytest.raises(ValueError, match="global batch 10 .* is not a multiple of 3 process"):
+        main(["dpo", "--", "--global_batch_size", "10"])
+    main(["sft", "--", "--global_batch_size", "12"])
+    assert ran and "--global_batch_size" in ran[0]
+
+
 def _run_script(tmp_path: Path, script: str, gpus: int, **env: str) -> tuple[int, list[str], str]:
     """Run a training script with `gpus` fake GPUs and a fake step Python (PUMA_PYTHON) that prints
     its argv (and answers the deepspeed check with FAKE_DEEPSPEED_RC)."""
@@ -122,8 +193,7 @@ def _run_script(tmp_path: Path, script: str, gpus: int, **env: str) -> tuple[int
                                       'printf "%s\\n" "$@"\n')
     for name in ("nvidia-smi", "fake-python"):
         (fake / name).chmod(0o755)
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("CUDA_VISIBLE_DEVICES", "GPUS", "RECIPE", "DEEPSPEED", "PRECISION", "PUMA_PYTHON")}
+    clean = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
     done = subprocess.run(["bash", f"PUMA/scripts/{script}"], cwd=REPO_ROOT, capture_output=True, text=True,
                           env={**clean, "PATH": f"{fake}:{clean['PATH']}", "PUMA_PYTHON": str(fake / "fake-python"),
                                **env})
@@ -149,6 +219,14 @@ def test_release_scripts_launch_deepspeed_zero2_fp16_on_gpus(tmp_path: Path, scr
     assert rc == 0 and argv[:2] == ["-m", module] and "--fp16" not in argv and "--deepspeed" not in argv
     rc, _, err = _run_script(tmp_path, script, 1, RECIPE="other")
     assert rc == 2 and "RECIPE=other: expected release or improved" in err
+
+
+def test_scripts_take_the_nodes_from_the_environment(tmp_path: Path):
+    nodes = dict(NNODES="2", NODE_RANK="1", MASTER_ADDR="10.0.0.1", MASTER_PORT="29400")
+    for script in ("finetune_function_param.sh", "dpo_llama.sh", "grpo_llama.sh"):
+        rc, argv, err = _run_script(tmp_path, script, 2, DEEPSPEED="none", **nodes)
+        assert rc == 0 and argv[argv.index("--num_processes") + 1] == "4", err
+        assert argv[argv.index("--machine_rank") + 1] == "1" and argv[argv.index("--main_process_ip") + 1] == "10.0.0.1"
 
 
 def test_grpo_script_passes_its_flags_after_the_launch_flags(tmp_path: Path):
