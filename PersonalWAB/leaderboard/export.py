@@ -91,7 +91,7 @@ def export_rows(paths: list[Path | str]) -> list[dict[str, Any]]:
 
 def load_dataframe(paths: list[Path | str] | Path | str) -> Any:
     """The rows of result files as a pandas DataFrame (pandas imported here, not before)."""
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]
 
     return pd.DataFrame(export_rows([paths] if isinstance(paths, (str, Path)) else list(paths)))
 
@@ -114,13 +114,13 @@ def jsonl_table(rows: list[dict[str, Any]]) -> str:
 
 
 def write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     pq.write_table(pa.Table.from_pylist(rows), out)
 
 
-def parquet_problem(out: str | None) -> str | None:
+def parquet_problem(out: Path | None) -> str | None:
     """Why parquet cannot be written: no --out, or no pyarrow."""
     if out is None:
         return "--format parquet writes a file: give --out PATH"
@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(ExportSettings, argv, description="One row per task run (task x trial) of result files, with every "
                                                   "scored field.")
     check_command_outputs(args, {"out": False})
-    problem = parquet_problem(args.out) if args.format == "parquet" else None
+    out = Path(args.out) if args.out else None
+    problem = parquet_problem(out) if args.format == "parquet" else None
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
@@ -144,14 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if out is None:
+        sys.stdout.write(csv_table(rows) if args.format == "csv" else jsonl_table(rows))
+        return EXIT_OK
     if args.format == "parquet":
-        write_parquet(rows, Path(args.out))
+        write_parquet(rows, out)
     else:
-        text = csv_table(rows) if args.format == "csv" else jsonl_table(rows)
-        if args.out:
-            atomic_write_text(Path(args.out), text)
-        else:
-            sys.stdout.write(text)
-    if args.out:
-        print(f"{len(rows)} rows ({len(args.files)} file(s)) written to {args.out}", file=sys.stderr)
+        atomic_write_text(out, csv_table(rows) if args.format == "csv" else jsonl_table(rows))
+    print(f"{len(rows)} rows ({len(args.files)} file(s)) written to {out}", file=sys.stderr)
     return EXIT_OK
