@@ -233,7 +233,8 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
     plan.output = writer.start(unique=plan.claim == "unique", replace=plan.claim == "replace")
     plan.writer = writer
     resumed = f"; {len(plan.kept)} kept from {config.resume_from}" if config.resume_from else ""
-    log(f"running {len(plan.jobs)} task(s) of the {config.task_split} split ({data.source}) "
+    shard = f" (shard {config.shard})" if config.shard else ""
+    log(f"running {len(plan.jobs)} task(s){shard} of the {config.task_split} split ({data.source}) "
         f"with {config.agent_strategy}, memory {config.agent_memory}, {protocol.name} texts{resumed}; "
         f"results in {plan.output}")
     start = time.perf_counter()
