@@ -11,10 +11,12 @@ they still load and resume, with only their tasks checked.
 
 `--resume_from` keeps a file's finished records only when the file belongs to
 the run being resumed: the settings the runner marks as resume keys must be equal (the protocol's
-texts by their digest) and every record must be the task it claims to be. A record
-whose scores are not lists of equal length of finite numbers in [0, 1], or whose cost
-is not a finite number, is left out with a note (its task runs again). A file of
-records without the run's settings is refused unless `allow_headerless`.
+texts by their digest) and every record must be the task it claims to be. A record that
+`leaderboard validate` would refuse (`record_faults`: scores outside [0, 1], a function
+accuracy other than 0 or 1, a cost that is no finite non-negative number, ...) is left out
+with a note (its task runs again), so the header written at the end, computed from the kept
+records, is one validate accepts. A file of records without the run's settings is refused
+unless `allow_headerless`.
 
 A running `ResultWriter` holds `RunLock`s on its file and on the file being resumed, so
 two live runs never share one; a write that fails (a full disk) leaves the file's last
@@ -36,6 +38,7 @@ from typing import Any, Final, cast
 
 import orjson
 
+from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.errors import DataError
 from PersonalWAB.gc_pause import gc_paused
 from PersonalWAB.metrics import (compute_statistics, is_errored, record_cost, record_user_cost, solved_threshold_of,
@@ -48,6 +51,7 @@ from PersonalWAB.scratch import RunLock, atomic_write_text
 HEADER_KEYS = required_keys(Header)
 RECORD_KEYS = required_keys(Record)
 TASK_INFO_KEYS = required_keys(TaskSummary)
+USAGE_LISTS = ("completion_tokens", "prompt_tokens", "total_tokens")
 UNFINISHED_KEY = "unfinished"
 TRIALS_KEY: Final = "trials"  # the header's spread across trials (`PersonalWAB.metrics.trial_statistics`)
 TEXTS_KEYS = ("protocol", "protocol_texts_digest")  # compared together: one message names both runs' texts
@@ -183,6 +187,28 @@ def load_result_file(path: Path | str) -> tuple[Header | None, list[Record]]:
     return parsed.header, parsed.records
 
 
+# What the release's run.py records that decides what was run: a file in its format (no
+# `project_version`) is labelled from these, so a file that lacks one cannot be labelled at all.
+RELEASE_LABEL_KEYS = ("env", "model", "user_mode", "user_model", "agent_strategy", "agent_memory", "memory_length",
+                      "task_split", "max_steps", "start_index", "end_index", "num_trials")
+# What only this project's runs record beside their settings (never the release's run.py).
+PROJECT_LABEL_KEYS = ("data_source", "data_fingerprint", "protocol", "protocol_texts_digest")
+
+
+def label_keys_lacking(run_args: Mapping[str, Any]) -> list[str]:
+    """The run_args keys a file's labels (data origin; standard or custom) are derived from that
+    it lacks ([] when its labels can be derived). A file of this project (`project_version`)
+    needs the keys it records beside its settings (files of versions before the protocol record
+    need only `data_source`); one without `project_version` is in the release's format only when
+    it records none of them and every key of the release's run.py that decides the run."""
+    if "project_version" in run_args:
+        needed = PROJECT_LABEL_KEYS if "protocol" in run_args else ("data_source",)
+        return [key for key in ("agent_strategy", *needed) if key not in run_args]
+    if any(key in run_args for key in PROJECT_LABEL_KEYS):
+        return ["project_version"]
+    return [key for key in RELEASE_LABEL_KEYS if key not in run_args]
+
+
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:20] + "..."
@@ -226,23 +252,58 @@ def _is_score(value: Any) -> bool:
         and 0 <= value <= 1
 
 
-def record_problem(record: Record) -> str | None:
-    """What makes a task record's numbers unusable (None when they are fine): scores that are
-    not one finite value in [0, 1] per attempt in both lists, or a cost that is no finite number."""
+def _is_cost(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def record_faults(record: Any) -> list[str]:
+    """Everything that makes a task record unusable ([] when it is fine): the one set of record
+    checks, so `leaderboard validate` and `--resume_from` accept exactly the same records."""
+    if not isinstance(record, dict):
+        return [f"not a task record (got {type(record).__name__})"]
+    missing = [key for key in RECORD_KEYS if key not in record]
+    if missing:
+        return [f"missing key(s) {', '.join(missing)}"]
+    faults = [f"{key} must be an integer, got {record[key]!r}" for key in ("task_id", "trial")
+              if not isinstance(record[key], int) or isinstance(record[key], bool)]
     action_acc, res_acc = record["action_acc"], record["res_acc"]
     if not isinstance(action_acc, list) or not isinstance(res_acc, list):
-        return "action_acc and res_acc are not lists"
+        return [*faults, "action_acc and res_acc must be lists (one value per attempt)"]
     if len(action_acc) != len(res_acc):
-        return f"action_acc has {len(action_acc)} values, res_acc {len(res_acc)}"
-    bad = next((f"{name} {value!r}" for name, values in (("action_acc", action_acc), ("res_acc", res_acc))
-                for value in values if not _is_score(value)), None)
-    if bad:
-        return f"{bad} is not a number in [0, 1]"
-    try:
-        costs = (record_cost(record), record_user_cost(record))
-    except (TypeError, ValueError, AttributeError):
-        return "its cost is not a number"
-    return None if all(math.isfinite(cost) for cost in costs) else "its cost is not a finite number"
+        faults.append(f"action_acc has {len(action_acc)} values but res_acc has {len(res_acc)}")
+    for name, values in (("action_acc", action_acc), ("res_acc", res_acc)):
+        for i, value in enumerate(values):
+            if not _is_score(value):
+                faults.append(f"{name}[{i}] = {value!r} is not a number in [0, 1]")
+            elif name == "action_acc" and value not in (0, 1):
+                faults.append(f"action_acc[{i}] = {value!r}: function accuracy is 0 or 1")
+    if not isinstance(record["traj"], list):
+        faults.append("traj must be a list of chat messages")
+    return faults + _info_faults(record["info"])
+
+
+def _info_faults(info: Any) -> list[str]:
+    if not isinstance(info, dict):
+        return ["info must be an object"]
+    task, usage = info.get("task"), info.get("usage")
+    if not isinstance(task, dict) or any(key not in task for key in TASK_INFO_KEYS):
+        return [f"info.task must hold {', '.join(TASK_INFO_KEYS)}"]
+    if task["type"] not in TASK_TYPES:
+        return [f"info.task.type {task['type']!r} is not one of {', '.join(TASK_TYPES)}"]
+    if not isinstance(usage, dict) or any(not isinstance(usage.get(key), list) for key in USAGE_LISTS):
+        return [f"info.usage must hold the lists {', '.join(USAGE_LISTS)}"]
+    costs = (usage.get("total_price", 0.0), info.get("user_cost") or 0.0)
+    if not all(_is_cost(cost) for cost in costs):
+        return [f"info.usage.total_price / info.user_cost must be non-negative numbers, got {costs}"]
+    if not isinstance(info.get("actions", []), list):
+        return ["info.actions must be a list"]
+    return []
+
+
+def record_problem(record: Record) -> str | None:
+    """The first of `record_faults` (None when the record is fine)."""
+    faults = record_faults(record)
+    return faults[0] if faults else None
 
 
 def resumable_records(path: Path | str, run_args: RunArgs, tasks: list[Task],
@@ -266,6 +327,10 @@ def resumable_records(path: Path | str, run_args: RunArgs, tasks: list[Task],
                             "--resume_headerless to keep its records anyway (each is still checked against its task)")
         notes.append(f"{path} records no run settings (an older format): only its tasks were checked")
     else:
+        lacking = label_keys_lacking(parsed.run_args)
+        if lacking:
+            raise DataError(f"{path}: cannot derive label: run_args lacks {', '.join(lacking)}, so resume cannot "
+                            "check that it belongs to this run (settings removed by hand?)")
         differing = resume_mismatches(parsed.run_args, run_args, keys)
         if differing:
             raise DataError(f"{path} belongs to another run ({'; '.join(differing)}): resume it with the "

@@ -32,7 +32,8 @@ def full_split_file(path: Path, seed: int, multi_turn: bool) -> None:
                      {"role": "tool", "tool_call_id": "c", "name": action["name"], "content": "Product 1: ..."}],
             "trial": 0,
         })
-    run_args = {"agent_strategy": "function_calling", "model": f"model-{seed}", "agent_memory": "last",
-                "task_split": "test", "start_index": 0, "end_index": -1, "num_trials": 1,
-                "max_steps": 10 if multi_turn else -1, "data_source": "official", "search_backend": "lucene"}
+    run_args = {"env": "pwab", "agent_strategy": "function_calling", "model": f"model-{seed}", "user_mode": "no",
+                "user_model": "gpt-4o", "agent_memory": "last", "memory_length": 10, "task_split": "test",
+                "start_index": 0, "end_index": -1, "num_trials": 1,
+                "max_steps": 10 if multi_turn else -1}  # the release's run.py's run_args: labelled from these
     path.write_text(json.dumps([build_header(run_args, records), *records]))

@@ -1,8 +1,8 @@
 """Command line: python -m PersonalWAB.leaderboard {validate,summarize,compare,plot,report,pack,merge} ...
 
-Exit status: 0 when everything given was valid and done, 1 when a file is invalid (or could
-not be used), 2 for usage errors (bad arguments, unreadable --data_dir, files that cannot be
-compared without --force).
+Exit status: 0 when everything given was valid and done, 2 for bad input: a file that is
+invalid or cannot be read, bad arguments, an unreadable --data_dir, files that cannot be
+compared without --force.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 
 from PersonalWAB.cli import dispatch
 
-EXIT_INVALID = 1
+EXIT_INVALID = 2
 
 # command -> ("module:function" run with the remaining arguments, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {

@@ -1,9 +1,10 @@
 """The leaderboard's commands, each a function of its own command line with its own settings:
 `python -m PersonalWAB.leaderboard validate|summarize|compare|plot|report|pack ...`.
 
-Exit status: 0 when everything given was valid and done, 1 when a file is invalid (or could
-not be used), 2 for usage errors (bad arguments, unreadable --data_dir, files that cannot be
-compared without --force, an --out that cannot be written).
+Exit status: 0 when everything given was valid and done, 2 for bad input: a file that is
+invalid or cannot be read (every command reads files through `validate.read_valid`, so each
+refuses such a file with the same one-line message), bad arguments, an unreadable --data_dir,
+files that cannot be compared without --force, an --out that cannot be written.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.errors import DataError
 from PersonalWAB.settings import parse, setting
 
-EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 2, 2
 T = TypeVar("T")
 
 DATA_DIR_HELP = "benchmark data folder: also check task ids, types and targets against its split"
@@ -154,21 +155,6 @@ def _emit(text: str, out: str | None) -> None:
         sys.stdout.write(text)
 
 
-def _report_unusable(reports: list[Any], rows: list[Any]) -> bool:
-    """Tell stderr about files left out or marked invalid; True when any was."""
-    used = {row.path for row in rows}
-    bad = False
-    for report in reports:
-        if report.path not in used:
-            print(f"{report.path}: left out, its records cannot be scored; run validate", file=sys.stderr)
-            bad = True
-        elif not report.valid:
-            print(f"{report.path}: INVALID ({report.count('error')} errors); shown with the flag 'invalid'",
-                  file=sys.stderr)
-            bad = True
-    return bad
-
-
 def summarize(argv: list[str] | None = None) -> int:
     from PersonalWAB.leaderboard.summarize import RENDERERS, summarize_files
 
@@ -176,15 +162,14 @@ def summarize(argv: list[str] | None = None) -> int:
     if not _names_match(args):
         return EXIT_USAGE
 
-    rows, reports = summarize_files([*args.files], args.name)
-    bad = _report_unusable(reports, rows)
+    rows, _ = summarize_files([*args.files], args.name)
     _emit(RENDERERS[args.format](rows), args.out)
-    return EXIT_INVALID if bad else EXIT_OK
+    return EXIT_OK
 
 
 def _comparisons(paths: list[Path | str], force: bool, mixed_tracks: bool) -> list[Any] | int:
     """Each file after the first compared with the first, or the exit status after saying why not:
-    2 for files that cannot be compared without --force, 1 for a file that cannot be read."""
+    2 for files that cannot be compared without --force or a file that is invalid or cannot be read."""
     from PersonalWAB.leaderboard.compare import CompareError, compare_files
 
     try:
@@ -222,24 +207,9 @@ def plot(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
-SHOWN_ERRORS = 5  # of an invalid file's errors, on stderr (its page and `validate` list them all)
-
-
-def _report_invalid(report: Any) -> None:
-    """Tell stderr why a file whose page was written is invalid."""
-    from PersonalWAB.leaderboard.validate import ERROR
-
-    errors = [problem.format(report.path) for problem in report.problems if problem.severity == ERROR]
-    print(f"{report.path}: INVALID ({len(errors)} errors); its page shows them", file=sys.stderr)
-    for line in errors[:SHOWN_ERRORS]:
-        print(f"  {line}", file=sys.stderr)
-    if len(errors) > SHOWN_ERRORS:
-        print(f"  ... and {len(errors) - SHOWN_ERRORS} more (run validate for all)", file=sys.stderr)
-
-
 def report(argv: list[str] | None = None) -> int:
     from PersonalWAB.leaderboard.report import write_report_page
-    from PersonalWAB.leaderboard.validate import validate_file
+    from PersonalWAB.leaderboard.validate import read_valid
 
     args = _settings(ReportSettings, argv, {"out": True})
     if not _names_match(args):
@@ -249,25 +219,17 @@ def report(argv: list[str] | None = None) -> int:
     if isinstance(comparisons, int):
         return comparisons
     data = _load_data(args.data_dir)
-    all_valid = True
-    for i, path in enumerate(args.files):
-        checked = validate_file(path, data)
-        print(write_report_page(checked, args.out, args.name[i] if args.name else None, comparisons[i]))
-        if not checked.valid:
-            _report_invalid(checked)
-            all_valid = False
-    return EXIT_OK if all_valid else EXIT_INVALID
+    checked = [read_valid(path, data) for path in args.files]  # every file, before any page is written
+    for i, valid in enumerate(checked):
+        print(write_report_page(valid, args.out, args.name[i] if args.name else None, comparisons[i], data))
+    return EXIT_OK
 
 
 def pack(argv: list[str] | None = None) -> int:
-    from PersonalWAB.leaderboard.pack import PackError, pack_file
+    from PersonalWAB.leaderboard.pack import pack_file
 
     args = _settings(PackSettings, argv, {"out": True})
-    try:
-        bundle, report = pack_file(args.file, args.out, _load_data(args.data_dir), args.force)
-    except PackError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_INVALID
+    bundle, report = pack_file(args.file, args.out, _load_data(args.data_dir), args.force)
     print("\n".join(report.lines()))
     print(f"bundle: {bundle}")
     if "synthetic" in report.flags:

@@ -24,15 +24,15 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.analysis import is_solved
 from PersonalWAB.leaderboard.summarize import md_cell, method_name
-from PersonalWAB.leaderboard.validate import protocol_label
+from PersonalWAB.leaderboard.validate import protocol_label, read_valid
 from PersonalWAB.metrics import (EXACT_SIGN_FLIPS, is_errored, paired_bootstrap_interval, paired_test, record_steps,
                                  task_score)
-from PersonalWAB.results import read_run_file
+from PersonalWAB.results import RunFile
 from PersonalWAB.schema_types import Record, RunArgs
 
 Key = Any  # a task_id
@@ -81,8 +81,8 @@ class Run:
 
 
 def load_run(path: Path | str) -> Run:
-    """Read a result file (DataError when it cannot be read) and keep its finished records."""
-    parsed = read_run_file(path)
+    """Read a result file (DataError when it cannot be read or is invalid) and keep its finished records."""
+    parsed = cast(RunFile, read_valid(path).result)  # the one reader: an invalid file is refused
     state = ("finished" if parsed.header is not None else
              "unfinished run (checkpoint)" if parsed.checkpoint is not None else "no header")
     records: dict[Key, Record] = {}
@@ -185,7 +185,7 @@ def _mean(score: Callable[[Record], float], trials: Trials) -> float:
     return sum(score(record) for record in trials) / len(trials)
 
 
-def _solved(trials: Trials) -> bool:
+def task_solved(trials: Trials) -> bool:
     """Solved in more than half of the task's trials (solved, for a single trial)."""
     return sum(is_solved(record) for record in trials) * 2 > len(trials)
 
@@ -203,8 +203,8 @@ def metric_row(label: str, a: list[float], b: list[float]) -> MetricRow:
 def _group(name: str, pairs: list[tuple[Key, Trials, Trials]]) -> Group:
     metrics = [metric_row(label, [_mean(score, base) for _, base, _ in pairs],
                           [_mean(score, other) for _, _, other in pairs]) for label, score in METRICS]
-    lost = [key for key, base, other in pairs if _solved(base) and not _solved(other)]
-    gained = [key for key, base, other in pairs if _solved(other) and not _solved(base)]
+    lost = [key for key, base, other in pairs if task_solved(base) and not task_solved(other)]
+    gained = [key for key, base, other in pairs if task_solved(other) and not task_solved(base)]
     return Group(name, len(pairs), metrics, lost, gained)
 
 

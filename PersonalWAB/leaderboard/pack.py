@@ -18,14 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB import __version__
-from PersonalWAB.leaderboard.validate import ValidationReport, validate_file
+from PersonalWAB.leaderboard.validate import ValidationReport, read_valid, validate_file
 
 SUMMARY_NAME = "validation.json"
 CHECKSUM_NAME = "SHA256SUMS"
-
-
-class PackError(ValueError):
-    """The file may not be packed (it is invalid and --force was not given)."""
 
 
 def _add(archive: tarfile.TarFile, name: str, payload: bytes) -> None:
@@ -42,12 +38,10 @@ def bundle_summary(report: ValidationReport, forced: bool) -> dict[str, Any]:
 
 def pack_file(path: Path | str, out_dir: Path | str | None = None, data: Any | None = None,
               force: bool = False) -> tuple[Path, ValidationReport]:
-    """Validate `path` and write its bundle into `out_dir` (default: beside the file)."""
+    """Validate `path` and write its bundle into `out_dir` (default: beside the file); an invalid
+    file is refused (InvalidResultFile) unless `force`, and its bundle then says so."""
     path = Path(path)
-    report = validate_file(path, data)
-    if not report.valid and not force:
-        raise PackError(f"{path}: invalid result file, not packed ({report.count('error')} errors; "
-                        "run validate to see them, or pass --force to pack it anyway)")
+    report = validate_file(path, data) if force else read_valid(path, data)
     raw = path.read_bytes()
     compressed = gzip.compress(raw, mtime=0)
     gz_name = f"{path.name}.gz"

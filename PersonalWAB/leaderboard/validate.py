@@ -20,17 +20,17 @@ from pathlib import Path
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeGuard, cast
 
-from PersonalWAB.data.schema import TASK_TYPES
+from PersonalWAB.errors import DataError
 from PersonalWAB.metrics import (compute_statistics, count_format_errors, record_cost, solved_threshold_of,
                                  trial_statistics)
 from PersonalWAB.results import (
     HEADER_KEYS,
-    RECORD_KEYS,
-    TASK_INFO_KEYS,
     TRIALS_KEY,
     RunFile,
     custom_reasons,
     decode_result_file,
+    label_keys_lacking,
+    record_faults,
     split_result_file,
 )
 from PersonalWAB.schema_types import RunArgs, Task
@@ -38,7 +38,6 @@ from PersonalWAB.schema_types import RunArgs, Task
 ERROR, WARNING, NOTE = "error", "warning", "note"
 STANDARD, CUSTOM = "standard", "custom"
 STAT_KEYS = ("total_count", "avg_interaction_times", "avg_action_acc", "avg_res_acc")
-USAGE_LISTS = ("completion_tokens", "prompt_tokens", "total_tokens")
 OFFICIAL_BACKEND = "lucene"
 # Published split sizes of the official data: the range check needs no data directory for them.
 OFFICIAL_SPLIT_SIZES = {"test": 2174, "train": 6896}
@@ -217,6 +216,8 @@ def read_result_file(path: Path | str) -> tuple[RunFile | None, list[Problem]]:
     path = Path(path)
     try:
         raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, [Problem(ERROR, "the file does not exist")]
     except OSError as exc:
         return None, [Problem(ERROR, f"cannot read the file ({exc})")]
     if not raw.strip():
@@ -312,6 +313,55 @@ class _Checker:
             return None
         return task_ids
 
+    def check_labels(self) -> None:
+        """The labels (data origin, standard or custom) derived from run_args and the data, never
+        taken as written: keys they need that are gone, texts named the release's with the
+        project's digest, a departure the settings show that the protocol record leaves out, or a
+        data source other than that of the data with the recorded fingerprint are errors."""
+        run_args = self.result.run_args
+        if not run_args:
+            return  # reported by check_run_args
+        lacking = label_keys_lacking(run_args)
+        if lacking:
+            self.flag(CUSTOM)
+            self.add(ERROR, f"cannot derive label: run_args lacks {', '.join(lacking)} (settings removed by hand?)", 0)
+            return
+        from PersonalWAB.runner.labels import setting_departures
+
+        label, _ = protocol_label(run_args)
+        record = run_args.get("protocol")
+        stored = record.get("departures") if isinstance(record, dict) else None
+        if label == STANDARD or isinstance(stored, list):
+            left_out = [d for d in setting_departures(run_args) if d not in (stored or [])]
+            if left_out:
+                self.flag(CUSTOM)
+                self.add(ERROR, f"labelled {label} but its settings depart from the release: {'; '.join(left_out)} "
+                                "(missing from run_args.protocol.departures)", 0)
+        if isinstance(record, dict):
+            self._check_texts_label(str(record.get("texts")), run_args.get("protocol_texts_digest"))
+        if self.data is not None and run_args.get("data_fingerprint") == self.data.fingerprint \
+                and run_args.get("data_source") != self.data.source:
+            self.add(ERROR, f"run_args.data_source is {run_args.get('data_source')!r} but the data it ran on "
+                            f"(--data_dir, the same fingerprint) is {self.data.source}", 0)
+
+    def _check_texts_label(self, name: str, digest: Any) -> None:
+        """Texts named the release's must not have the project's digest (nor, when a pinned
+        release pack is placed, another digest than its texts')."""
+        from PersonalWAB.protocol import project_protocol
+
+        if not name.startswith("release@"):
+            return
+        if digest == project_protocol().texts_digest:
+            self.flag(CUSTOM)
+            self.add(ERROR, f"run_args.protocol.texts is {name!r} but protocol_texts_digest {digest} is the "
+                            "project's own texts (relabelled by hand?)", 0)
+            return
+        release = _placed_release_protocol()
+        if release is not None and name == release.name and digest != release.texts_digest:
+            self.flag(CUSTOM)
+            self.add(ERROR, f"run_args.protocol.texts is {name!r} but protocol_texts_digest {digest} is not its "
+                            f"texts' ({release.texts_digest})", 0)
+
     def _unknown_settings(self, what: str) -> None:
         """A file whose settings were removed says nothing of how it was run: invalid, never standard."""
         self.flag(CUSTOM)
@@ -405,67 +455,15 @@ class _Checker:
         return all_ok
 
     def _check_record_shape(self, record: Any, element: int, multi_turn: bool) -> bool:
-        if not isinstance(record, dict):
-            self.add(ERROR, f"not a task record (got {type(record).__name__})", element)
-            return False
-        missing = [key for key in RECORD_KEYS if key not in record]
-        if missing:
-            self.add(ERROR, f"missing key(s) {', '.join(missing)}", element, record)
-            return False
-        ok = True
-        for key in ("task_id", "trial"):
-            if not _is_int(record[key]):
-                self.add(ERROR, f"{key} must be an integer, got {record[key]!r}", element, record)
-                ok = False
-        action_acc, res_acc = record["action_acc"], record["res_acc"]
-        if not isinstance(action_acc, list) or not isinstance(res_acc, list):
-            self.add(ERROR, "action_acc and res_acc must be lists (one value per attempt)", element, record)
-            return False
-        if len(action_acc) != len(res_acc):
-            self.add(ERROR, f"action_acc has {len(action_acc)} values but res_acc has {len(res_acc)}",
+        """The shared record checks (`record_faults`, the ones resume applies too); True when none fails."""
+        faults = record_faults(record)
+        for fault in faults:
+            self.add(ERROR, fault, element, record)
+        if isinstance(record, dict) and isinstance(record.get("action_acc"), list) and not multi_turn \
+                and len(record["action_acc"]) > 1:
+            self.add(WARNING, f"{len(record['action_acc'])} attempts in a single-turn run (it ends at the first)",
                      element, record)
-            ok = False
-        for name, values in (("action_acc", action_acc), ("res_acc", res_acc)):
-            for i, value in enumerate(values):
-                if not _is_number(value) or not 0 <= value <= 1:
-                    self.add(ERROR, f"{name}[{i}] = {value!r} is not a number in [0, 1]", element, record)
-                    ok = False
-                elif name == "action_acc" and value not in (0, 1):
-                    self.add(ERROR, f"action_acc[{i}] = {value!r}: function accuracy is 0 or 1", element, record)
-                    ok = False
-        if not multi_turn and len(action_acc) > 1:
-            self.add(WARNING, f"{len(action_acc)} attempts in a single-turn run (it ends at the first)",
-                     element, record)
-        if not isinstance(record["traj"], list):
-            self.add(ERROR, "traj must be a list of chat messages", element, record)
-            ok = False
-        return self._check_info(record, element) and ok
-
-    def _check_info(self, record: Mapping[str, Any], element: int) -> bool:
-        info = record["info"]
-        if not isinstance(info, dict):
-            self.add(ERROR, "info must be an object", element, record)
-            return False
-        task, usage = info.get("task"), info.get("usage")
-        if not isinstance(task, dict) or any(key not in task for key in TASK_INFO_KEYS):
-            self.add(ERROR, f"info.task must hold {', '.join(TASK_INFO_KEYS)}", element, record)
-            return False
-        if task["type"] not in TASK_TYPES:
-            self.add(ERROR, f"info.task.type {task['type']!r} is not one of {', '.join(TASK_TYPES)}",
-                     element, record)
-            return False
-        if not isinstance(usage, dict) or any(not isinstance(usage.get(key), list) for key in USAGE_LISTS):
-            self.add(ERROR, f"info.usage must hold the lists {', '.join(USAGE_LISTS)}", element, record)
-            return False
-        costs = (usage.get("total_price", 0.0), info.get("user_cost") or 0.0)
-        if not all(_is_number(c) and c >= 0 for c in costs):
-            self.add(ERROR, f"info.usage.total_price / info.user_cost must be non-negative numbers, got {costs}",
-                     element, record)
-            return False
-        if not isinstance(info.get("actions", []), list):
-            self.add(ERROR, "info.actions must be a list", element, record)
-            return False
-        return True
+        return not faults
 
     def _check_against_split(self, record: Mapping[str, Any], element: int, split_tasks: list[Task]) -> None:
         expected = split_tasks[record["task_id"]]
@@ -583,11 +581,25 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _placed_release_protocol() -> Any | None:
+    """The pinned release pack when one is placed (None otherwise, or when it cannot be loaded)."""
+    from PersonalWAB.protocol import DEFAULT_PACK, load_protocol
+
+    if not DEFAULT_PACK.is_file():
+        return None
+    try:
+        protocol = load_protocol()
+    except (DataError, OSError):
+        return None
+    return protocol if protocol.is_pinned_release else None
+
+
 def validate_result(result: RunFile, data: Any | None = None) -> ValidationReport:
     """Validate a parsed file; `data` (a BenchmarkData) enables the checks against the split."""
     report = ValidationReport(result.path, result=result)
     checker = _Checker(result, data)
     checker.check_run_args()
+    checker.check_labels()
     checker.check_range()
     records_ok = checker.check_records()
     if not result.records:
@@ -613,3 +625,24 @@ def validate_file(path: Path | str, data: Any | None = None) -> ValidationReport
     if result is None:
         return ValidationReport(Path(path), problems=problems)
     return validate_result(result, data)
+
+
+class InvalidResultFile(DataError):
+    """A result file a command refuses: unreadable, or invalid by `validate`'s checks."""
+
+
+def refusal(report: ValidationReport) -> str:
+    """One line: the file, its first error and where, and how many more `validate` lists."""
+    errors = [problem for problem in report.problems if problem.severity == ERROR]
+    more = f" (and {len(errors) - 1} more errors: run validate for all)" if len(errors) > 1 else ""
+    return f"{report.path}: invalid result file: {errors[0].where()}{errors[0].message}{more}"
+
+
+def read_valid(path: Path | str, data: Any | None = None) -> ValidationReport:
+    """The one reader of result files every command uses (summarize, compare, plot, report, pack):
+    the file validated, or InvalidResultFile (a DataError, exit status 2) naming its first error,
+    so an invalid file is refused the same way everywhere."""
+    report = validate_file(path, data)
+    if not report.valid:
+        raise InvalidResultFile(refusal(report))
+    return report

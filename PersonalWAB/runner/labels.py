@@ -3,6 +3,7 @@ record, which makes it standard or custom) and the notes printed beside its numb
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from PersonalWAB.agents.registry import builtin
@@ -19,22 +20,32 @@ CUSTOM_NOTE = ("custom run ({why}): these numbers are not comparable to the pape
 UNPRICED_NOTE = "the model has no price in litellm's table; its calls are counted as costing 0"
 
 
+def setting_departures(settings: Mapping[str, Any]) -> list[str]:
+    """The departures a run's settings show by themselves (`run_args`, or a config's settings;
+    a setting the release's run.py had no flag for is taken at the release's value where absent):
+    `leaderboard validate` derives a file's label from them rather than trusting it as given."""
+    departures = []
+    strategy, memory_length = settings.get("agent_strategy"), settings.get("memory_length")
+    entry = builtin(str(strategy))
+    if entry is None:  # a custom agent is never the paper's
+        departures.append(f"agent_strategy {strategy}: a custom agent, not in the release")
+    elif not entry.in_release:
+        departures.append(f"agent_strategy {strategy}: the project's offline agent, not in the release")
+    if settings.get("agent_memory") != "none" and memory_length != RELEASE_MEMORY_LENGTH:
+        departures.append(f"memory_length {memory_length}: the release always used {RELEASE_MEMORY_LENGTH}")
+    if settings.get("search_backend", "lucene") != "lucene":
+        departures.append(f"search_backend {settings['search_backend']}: the release searched with Lucene")
+    if settings.get("user_mode") == "offline":
+        departures.append("user_mode offline: the project's rule-based user, not the release's LLM user")
+    if settings.get("leak_guard"):
+        departures.append("leak_guard: user messages masked before the agent reads them")
+    return departures
+
+
 def protocol_departures(config: RunConfig) -> list[str]:
     """Every setting of this run that departs from what the release does (the texts aside)."""
-    departures = []
+    departures = setting_departures(config.settings())
     entry = builtin(config.agent_strategy)
-    if entry is None:  # a custom agent is never the paper's
-        departures.append(f"agent_strategy {config.agent_strategy}: a custom agent, not in the release")
-    elif not entry.in_release:
-        departures.append(f"agent_strategy {config.agent_strategy}: the project's offline agent, not in the release")
-    if config.agent_memory != "none" and config.memory_length != RELEASE_MEMORY_LENGTH:
-        departures.append(f"memory_length {config.memory_length}: the release always used {RELEASE_MEMORY_LENGTH}")
-    if config.search_backend != "lucene":
-        departures.append(f"search_backend {config.search_backend}: the release searched with Lucene")
-    if config.user_mode == "offline":
-        departures.append("user_mode offline: the project's rule-based user, not the release's LLM user")
-    if config.leak_guard:
-        departures.append("leak_guard: user messages masked before the agent reads them")
     if entry is not None and entry.departures:
         departures += entry.load("departures")(config)
     return departures + extension_departures(config)

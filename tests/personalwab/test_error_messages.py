@@ -313,7 +313,7 @@ def test_csv_text(cell, shown):
     assert csv_text(cell) == shown
 
 
-def test_report_exits_1_and_says_why_for_an_invalid_file(result_file, tmp_path, capsys):
+def test_report_refuses_an_invalid_file_and_says_why(result_file, tmp_path, capsys):
     from PersonalWAB.leaderboard.__main__ import main
 
     assert main(["report", str(result_file), "--out", str(tmp_path)]) == 0
@@ -322,10 +322,11 @@ def test_report_exits_1_and_says_why_for_an_invalid_file(result_file, tmp_path, 
     content[1]["res_acc"] = [7.0]
     broken.write_text(json.dumps(content))
     capsys.readouterr()
-    assert main(["report", str(broken), "--out", str(tmp_path)]) == 1
+    assert main(["report", str(broken), "--out", str(tmp_path)]) == 2
     captured = capsys.readouterr()
-    assert (tmp_path / "broken.report.html").exists() and str(tmp_path / "broken.report.html") in captured.out
-    assert f"{broken}: INVALID (" in captured.err and ": error: " in captured.err
+    assert not (tmp_path / "broken.report.html").exists() and captured.out == ""
+    assert captured.err == f"error: {broken}: invalid result file: record 1 (task_id 0, trial 0): res_acc[0] = 7.0 " \
+                           "is not a number in [0, 1]\n"
 
 
 def test_deeply_nested_result_files_are_reported_not_raised(tmp_path):

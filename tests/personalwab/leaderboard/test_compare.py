@@ -91,6 +91,8 @@ def _edited(base: Path, name: str, edit) -> Path:
 
 
 STANDARD = {"texts": "release@23ff65c", "departures": [], "standard": True}
+# what this project records beside the settings (the digest: any but the project's own texts')
+PROJECT_FILE = {"project_version": "0.1.0", "data_source": "official", "protocol_texts_digest": "0" * 16}
 REFUSALS = {
     "split": (lambda args: args.update(task_split="train"), "task split 'test' vs 'train'"),
     "data": (lambda args: args.update(data_source="synthetic (seed 3)"), "data 'official' vs 'synthetic (seed 3)'"),
@@ -103,7 +105,7 @@ REFUSALS = {
 @pytest.mark.parametrize("case", sorted(REFUSALS))
 def test_files_of_other_tasks_or_protocol_are_refused_unless_forced(base, case, capsys):
     edit, difference = REFUSALS[case]
-    baseline = _edited(base, f"baseline-{case}.json", lambda args: args.update(data_fingerprint="abcd",
+    baseline = _edited(base, f"baseline-{case}.json", lambda args: args.update(PROJECT_FILE, data_fingerprint="abcd",
                                                                                protocol=STANDARD))
     other = _edited(baseline, f"other-{case}.json", edit)
     assert main(["compare", str(baseline), str(other)]) == 2
@@ -134,8 +136,8 @@ def test_errored_and_missing_records_are_left_out_and_counted(base, tmp_path, ca
     assert "unmatched: 15 only in the baseline, 0 only in the other" in out
     assert "unfinished run (checkpoint)" in out
     assert main(["compare", str(base)]) == 2
-    assert main(["compare", str(base), str(tmp_path / "missing.json")]) == 1
-    assert "result file not found" in capsys.readouterr().err
+    assert main(["compare", str(base), str(tmp_path / "missing.json")]) == 2
+    assert "missing.json: invalid result file: the file does not exist" in capsys.readouterr().err
 
 
 def test_markdown_output_to_a_file(base, flipped, tmp_path, capsys):

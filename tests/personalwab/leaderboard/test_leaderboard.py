@@ -29,6 +29,13 @@ from devtools.result_files import full_split_file
 
 
 
+RELEASE_RUN_ARGS = ("num_trials", "env", "model", "user_mode", "user_model", "agent_strategy", "temperature",
+                    "task_split", "agent_memory", "memory_length", "max_steps", "start_index", "end_index",
+                    "resume_from", "verbose", "log_dir", "num_gpus", "max_concurrency", "seed", "shuffle",
+                    "interec_memory_file", "puma_param_file", "puma_function_file", "puma_generate",
+                    "puma_model_path", "mem_token_length")  # the flags of the release's run.py
+
+
 def read(path: Path) -> list:
     return json.loads(Path(path).read_text())
 
@@ -89,9 +96,9 @@ def files(tiny_data_dir, tmp_path_factory) -> dict[str, Path]:
     last = read(paths["last"])
     paths["checkpoint"] = write(out / "checkpoint.json",
                                 [{"run_args": last[0]["run_args"], "unfinished": True}, *last[1:20]])
-    original = read(paths["none"])
-    for key in ("data_source", "search_backend", "project_version", "data_dir", "out", "protocol"):
-        original[0]["run_args"].pop(key)
+    original = read(paths["none"])  # as the release's run.py writes it: its own flags alone, a release agent
+    original[0]["run_args"] = {**{key: original[0]["run_args"][key] for key in RELEASE_RUN_ARGS},
+                               "agent_strategy": "function_calling"}
     paths["original"] = write(out / "original.json", original)
     return paths
 
@@ -164,7 +171,7 @@ def test_validate_rejects_and_names_the_record(case, files, tiny_data, tmp_path,
         f"record {element} (task_id {content[element]['task_id']}, trial {content[element]['trial']})")
     errors = [line for line in report.lines() if ": error: " in line]
     assert any(where in line and message in line for line in errors), errors
-    assert main(["validate", str(path), "--data_dir", str(tiny_data.data_dir)]) == 1
+    assert main(["validate", str(path), "--data_dir", str(tiny_data.data_dir)]) == 2
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith(f"{path}: INVALID")
 
 
@@ -183,6 +190,7 @@ def test_validate_names_the_record_a_truncated_file_breaks_in(files, tmp_path):
 def test_validate_flags_errors_backend_and_usage(files, tiny_data, tmp_path, capsys):
     content = read(files["last"])
     content[0]["run_args"]["search_backend"] = "bm25s"
+    content[0]["run_args"]["protocol"]["departures"].append("search_backend bm25s: the release searched with Lucene")
     content[5]["info"]["error"] = "APIError: rate limited"
     report = validate_file(write(tmp_path / "flagged.json", content), tiny_data)
     assert report.valid
@@ -235,8 +243,8 @@ def test_summarize_cli_names_and_escaping(files, tmp_path, capsys):
     assert render_html([]).count("<table") == 0
     assert main(["summarize", str(files["last"]), "--name", "a", "--name", "b"]) == 2
     assert "2 --name values for 1 files" in capsys.readouterr().err
-    assert main(["summarize", str(files["last"]), str(tmp_path / "missing.json")]) == 1
-    assert "left out" in capsys.readouterr().err
+    assert main(["summarize", str(files["last"]), str(tmp_path / "missing.json")]) == 2
+    assert "missing.json: invalid result file: cannot read the file" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -327,9 +335,9 @@ def test_pack_bundle_and_refusal(files, tmp_path, capsys):
     bad = read(files["last"])
     bad[4]["res_acc"] = [1.5]
     bad_path = write(tmp_path / "bad.json", bad)
-    assert main(["pack", str(bad_path), "--out", str(tmp_path / "refused")]) == 1
+    assert main(["pack", str(bad_path), "--out", str(tmp_path / "refused")]) == 2
     assert not (tmp_path / "refused").exists()
-    assert main(["pack", str(bad_path), "--out", str(tmp_path / "forced"), "--force"]) == 1
+    assert main(["pack", str(bad_path), "--out", str(tmp_path / "forced"), "--force"]) == 2
     with tarfile.open(tmp_path / "forced" / "bad.submission.tar.gz") as archive:
         summary = json.loads(archive.extractfile("validation.json").read())
     assert summary["packed_despite_errors"] and not summary["valid"]
@@ -343,9 +351,7 @@ def test_standard_and_custom_runs_are_labelled_and_never_ranked_together(files, 
 
     assert "custom" in validate_file(files["last"]).flags  # project texts, offline agent
     assert "custom" not in validate_file(files["original"]).flags  # written by the release's own run.py
-    release_run = read(files["none"])
-    release_run[0]["run_args"]["protocol"] = {"texts": "release@23ff65c", "departures": [], "standard": True}
-    standard = write(tmp_path / "standard.json", release_run)
+    standard = files["original"]
     report = validate_file(standard)
     assert report.valid and "custom" not in report.flags and report.summary()["protocol"] == "standard"
     lying = read(files["none"])
