@@ -4,6 +4,8 @@ piece and validate; shards that would make a wrong file are refused, naming file
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -94,3 +96,18 @@ def test_existing_out_is_kept_without_overwrite(runs, tmp_path, capsys):
     error = _refusal(capsys, runs["0of2"], runs["1of2"], "--out", out)
     assert "already exists; pass --overwrite" in error and out.read_text() == "precious"
     assert merge(runs["0of2"], runs["1of2"], "--out", out, "--overwrite", "1") == 0
+
+
+def test_summarize_shows_a_shard_marked_as_one(runs):
+    from PersonalWAB.leaderboard.summarize import summarize_files
+
+    rows, _ = summarize_files([runs["0of2"]], None)
+    assert "shard 0/2" in rows[0].flags and "partial split" in rows[0].flags
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_as_out_is_refused_and_kept(runs, tmp_path, capsys):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    assert merge(runs["0of2"], runs["1of2"], "--out", fifo, "--overwrite", "1") == 2
+    assert "FIFO" in capsys.readouterr().err and stat.S_ISFIFO(fifo.stat().st_mode)
