@@ -3,7 +3,10 @@ and a filterable list of every task with its instruction, actions, tool results
 and scores.
 
 With `--compare BASELINE` the page also holds the comparison with a baseline run
-(`PersonalWAB.leaderboard.compare`).
+(`PersonalWAB.leaderboard.compare`), the baseline's score of each task beside the run's, a
+filter for the tasks that flipped, and the baseline's bars in the per-type plot. With
+`--data_dir` each task shows its target product's title and the user's real review. Columns
+sort on a click; `#task-N` links to record N (its details opened).
 
 The page must be safe to open whatever the models wrote: all text that reaches
 the markup goes through `html.escape`; the records travel as JSON inside a
@@ -20,16 +23,19 @@ import hashlib
 import html
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.analysis import is_solved
-from PersonalWAB.leaderboard.compare import Comparison, render_html
-from PersonalWAB.leaderboard.summarize import (CUSTOM_NOTE, MULTI_TURN, SYNTHETIC_NOTE, TABLE_CSS, row_from_report,
-                                               render_html_tables)
+from PersonalWAB.leaderboard.compare import Comparison, Trials, by_task, render_html, task_solved, track
+from PersonalWAB.leaderboard.summarize import (CUSTOM_NOTE, MULTI_TURN, SYNTHETIC_NOTE, TABLE_CSS, Row,
+                                               row_from_report, render_html_tables)
 from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport
-from PersonalWAB.metrics import record_steps, task_score
-from PersonalWAB.schema_types import Record, RunArgs
+from PersonalWAB.metrics import compute_statistics, record_steps, task_score
+from PersonalWAB.schema_types import Record, RunArgs, Task
+
+if TYPE_CHECKING:
+    from PersonalWAB.data.loader import BenchmarkData
 
 MAX_TEXT = 3000  # characters kept of each message in the task list
 MAX_PROBLEMS = 200  # problems listed on the page (the rest are counted)
@@ -46,6 +52,9 @@ table.tasks { border-collapse: collapse; width: 100%; font-size: 0.85rem; }
 table.tasks th, table.tasks td { border-bottom: 1px solid #e3e3e3; padding: 0.2rem 0.4rem; text-align: left; }
 table.tasks tr.task { cursor: pointer; } table.tasks tr.task:hover { background: #f5f8fc; }
 tr.solved td:nth-child(7) { color: #17692b; } tr.unsolved td:nth-child(7) { color: #a31515; }
+table.tasks th[data-sort] { cursor: pointer; } table.tasks th[aria-sort="ascending"]::after { content: " \\25B2"; }
+table.tasks th[aria-sort="descending"]::after { content: " \\25BC"; }
+tr.task:target, tr.task.linked { outline: 2px solid #2f5d8a; }
 tr.detail td { background: #fafafa; }
 .detail h4 { margin: 0.6rem 0 0.2rem; }
 .detail pre { white-space: pre-wrap; word-break: break-word; margin: 0.1rem 0 0.4rem; font-size: 0.8rem; }
@@ -56,7 +65,8 @@ PAGE_JS = """
 (function () {
   "use strict";
   var records = JSON.parse(document.getElementById("pwab-records").textContent);
-  var state = { type: "all", status: "all", text: "" };
+  var state = { type: "all", status: "all", flip: "all", text: "" };
+  var compared = document.getElementById("task-rows").hasAttribute("data-compared");
   var body = document.getElementById("task-rows");
   var counter = document.getElementById("task-count");
 
@@ -74,7 +84,13 @@ PAGE_JS = """
     section(box, "Instruction");
     box.appendChild(el("pre", rec.instr));
     section(box, "Target");
-    box.appendChild(el("pre", rec.target));
+    box.appendChild(el("pre", rec.target + (rec.title ? " - " + rec.title : "")));
+    if (rec.review) { section(box, "The user's real review"); box.appendChild(el("pre", rec.review)); }
+    if (rec.base) {
+      section(box, "Baseline");
+      box.appendChild(el("pre", "result acc " + fmt(rec.base.r) + ", solved " + (rec.base.solved ? "yes" : "no") +
+        (rec.flip ? " (" + rec.flip + ")" : "")));
+    }
     section(box, "Attempts (function acc, result acc)");
     if (!rec.attempts.length) { box.appendChild(el("pre", "no action function was called")); }
     rec.attempts.forEach(function (a, i) {
@@ -93,13 +109,29 @@ PAGE_JS = """
     cell.appendChild(box);
   }
 
+  function cells(rec) {
+    var values = [rec.el, rec.id, rec.trial, rec.type, rec.user, rec.instr, rec.solved ? "yes" : "no",
+      fmt(rec.f), fmt(rec.r), rec.steps];
+    if (compared) { values.push(rec.base ? fmt(rec.base.r) : "-", rec.flip || ""); }
+    return values;
+  }
+
   var rows = records.map(function (rec) {
     var tr = el("tr", null, "task " + (rec.solved ? "solved" : "unsolved"));
-    [rec.el, rec.id, rec.trial, rec.type, rec.user, rec.instr, rec.solved ? "yes" : "no",
-     fmt(rec.f), fmt(rec.r), rec.steps].forEach(function (value) { tr.appendChild(el("td", value)); });
+    tr.id = "task-" + rec.el;
+    cells(rec).forEach(function (value, i) {
+      var td = el("td");
+      if (i === 0) {
+        var link = el("a", value);
+        link.href = "#task-" + rec.el;
+        link.title = "link to this task";
+        td.appendChild(link);
+      } else { td.textContent = String(value); }
+      tr.appendChild(td);
+    });
     var detail = el("tr", null, "detail");
     var cell = el("td");
-    cell.colSpan = 10;
+    cell.colSpan = cells(rec).length;
     detail.appendChild(cell);
     detail.hidden = true;
     tr.addEventListener("click", function () {
@@ -108,9 +140,33 @@ PAGE_JS = """
     });
     body.appendChild(tr);
     body.appendChild(detail);
-    var text = [rec.instr, rec.user, rec.target, rec.error || ""].concat(rec.actions)
+    var text = [rec.instr, rec.user, rec.target, rec.title || "", rec.review || "", rec.error || ""]
+      .concat(rec.actions)
       .concat(rec.traj.map(function (m) { return m[1]; })).join("\\n").toLowerCase();
-    return { rec: rec, tr: tr, detail: detail, text: text };
+    return { rec: rec, tr: tr, detail: detail, cell: cell, text: text };
+  });
+
+  var SORT_KEYS = ["el", "id", "trial", "type", "user", "instr", "solved", "f", "r", "steps", "baseR", "flip"];
+  function sortValue(rec, key) {
+    if (key === "baseR") { return rec.base ? rec.base.r : -1; }
+    var value = rec[key];
+    return typeof value === "boolean" ? Number(value) : value;
+  }
+  document.querySelectorAll("table.tasks th[data-sort]").forEach(function (th) {
+    th.addEventListener("click", function () {
+      var key = SORT_KEYS[Number(th.getAttribute("data-sort"))];
+      var ascending = th.getAttribute("aria-sort") !== "ascending";
+      document.querySelectorAll("table.tasks th[data-sort]").forEach(function (other) {
+        other.removeAttribute("aria-sort");
+      });
+      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      rows.sort(function (a, b) {
+        var x = sortValue(a.rec, key), y = sortValue(b.rec, key);
+        var order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+        return (ascending ? order : -order) || a.rec.el - b.rec.el;
+      });
+      rows.forEach(function (row) { body.appendChild(row.tr); body.appendChild(row.detail); });
+    });
   });
 
   function apply() {
@@ -118,6 +174,7 @@ PAGE_JS = """
     rows.forEach(function (row) {
       var ok = (state.type === "all" || row.rec.type === state.type) &&
         (state.status === "all" || (state.status === "solved") === row.rec.solved) &&
+        (state.flip === "all" || Boolean(row.rec.flip)) &&
         (!state.text || row.text.indexOf(state.text) >= 0);
       row.tr.hidden = !ok;
       if (!ok) { row.detail.hidden = true; }
@@ -140,7 +197,26 @@ PAGE_JS = """
     state.text = event.target.value.trim().toLowerCase();
     apply();
   });
+  function openLinked() {
+    var row = rows.find(function (r) { return "#" + r.tr.id === window.location.hash; });
+    if (!row) { return; }
+    rows.forEach(function (r) { r.tr.classList.remove("linked"); });
+    if (row.tr.hidden) {
+      state = { type: "all", status: "all", flip: "all", text: "" };
+      document.getElementById("task-search").value = "";
+      document.querySelectorAll("button[data-filter]").forEach(function (button) {
+        button.setAttribute("aria-pressed", String(button.getAttribute("data-value") === "all"));
+      });
+      apply();
+    }
+    if (!row.cell.firstChild) { fillDetail(row.cell, row.rec); }
+    row.detail.hidden = false;
+    row.tr.classList.add("linked");
+    row.tr.scrollIntoView();
+  }
+  window.addEventListener("hashchange", openLinked);
   apply();
+  openLinked();
 })();
 """
 
@@ -178,13 +254,30 @@ def _message(message: Any) -> list[str]:
     return [role, "\n".join(parts)]
 
 
-def task_entry(record: Record, element: int) -> dict[str, Any]:
-    """What the page shows of one record (long texts clipped)."""
+def task_entry(record: Record, element: int, split: list[Task] | None = None,
+               baseline: dict[Any, Trials] | None = None, flips: dict[Any, str] | None = None) -> dict[str, Any]:
+    """What the page shows of one record (long texts clipped): with the run's task `split`, the
+    target's title and the user's real review; with a comparison, the baseline's mean Result
+    Acc of the task and whether it flipped."""
     info = record["info"]
     task = info["task"]
     function_acc, res_acc = task_score(record["action_acc"], record["res_acc"])
     target = task["target"] if isinstance(task["target"], str) else json.dumps(task["target"], ensure_ascii=False)
-    return {
+    extra: dict[str, Any] = {}
+    task_id = record["task_id"]
+    if split is not None and isinstance(task_id, int) and 0 <= task_id < len(split) \
+            and split[task_id]["task"] == task["task"]:  # the same task, not only the same index
+        answer = split[task_id]["target"]
+        review = answer["review"]
+        extra.update(title=_clip(answer["product_info"]["title"]),
+                     review=_clip(f"{review['rating']:g} stars: {review['title']}\n{review['text']}"))
+    if baseline is not None:
+        trials = baseline.get(task_id)
+        extra["base"] = None if not trials else {"r": sum(task_score(t["action_acc"], t["res_acc"])[1]
+                                                           for t in trials) / len(trials),
+                                                  "solved": task_solved(trials)}
+        extra["flip"] = (flips or {}).get(task_id, "")
+    return {**extra,
         "el": element, "id": record["task_id"], "trial": record["trial"], "type": task["type"],
         "user": str(task["user_id"]), "instr": _clip(task["task"]), "target": _clip(target),
         "f": function_acc, "r": res_acc, "solved": is_solved(record), "steps": record_steps(record),
@@ -201,11 +294,20 @@ def _img(png: bytes, alt: str) -> str:
             f'src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
 
 
-def _plots(report: ValidationReport, row: Any) -> str:
+def baseline_row(comparison: Comparison) -> Row:
+    """The baseline run as a row of the per-type plot, scored over its usable records."""
+    run = comparison.baseline
+    return Row(f"{run.name} (baseline)", run.path, track(run.run_args) or "unknown", "",
+               compute_statistics(list(run.records.values())), 0.0, [], True)
+
+
+def _plots(report: ValidationReport, row: Any, comparison: Comparison | None = None) -> str:
     from PersonalWAB.leaderboard.analysis import attempt_profile, transition_matrices
     from PersonalWAB.leaderboard.plots import attempts_png, transitions_png, type_bars_png
 
-    images = [_img(type_bars_png([row]), "Function and Result Acc per task type")]
+    bars = [row] if comparison is None else [baseline_row(comparison), row]
+    images = [_img(type_bars_png(bars), "Function and Result Acc per task type"
+                   + (", beside the baseline" if comparison is not None else ""))]
     if row.track == MULTI_TURN and report.result is not None:
         records = report.result.records
         images.append(_img(transitions_png(transition_matrices(records), row.name), "action transition matrices"))
@@ -230,29 +332,46 @@ def _run_args_section(run_args: RunArgs) -> str:
     return f"<details><summary>Run arguments</summary><table class=\"args\">{rows}</table></details>"
 
 
-def _task_section(entries: list[dict[str, Any]]) -> str:
+def _task_section(entries: list[dict[str, Any]], compared: bool = False, titled: bool = False) -> str:
     def buttons(key: str, values: list[str]) -> str:
         return "".join(
             f'<button type="button" id="filter-{key}-{value}" data-filter="{key}" data-value="{value}" '
             f'aria-pressed="{"true" if value == "all" else "false"}">{value}</button>' for value in values)
 
-    head = "".join(f"<th>{h}</th>" for h in
-                   ("record", "task_id", "trial", "type", "user", "instruction", "solved", "F. Acc", "R. Acc", "steps"))
+    columns = ["record", "task_id", "trial", "type", "user", "instruction", "solved", "F. Acc", "R. Acc", "steps"]
+    columns += ["baseline R. Acc", "flip"] if compared else []
+    head = "".join(f'<th data-sort="{i}" title="sort by {h}">{h}</th>' for i, h in enumerate(columns))
+    flip_filter = f'<span>flips: {buttons("flip", ["all", "flipped"])}</span>' if compared else ""
+    notes = ("" if titled else " Give <code>--data_dir</code> to see each target's title and the user's real "
+             "review.") + (" Flip: solved by the baseline only (lost) or by this run only (gained)."
+                           if compared else "")
     return (
-        "<h2>Tasks</h2>\n<p>Click a task to see its actions, tool results and scores. Solved: the right "
-        "function was called and its best result scored above 0.</p>\n"
+        "<h2>Tasks</h2>\n<p>Click a task to see its actions, tool results and scores; click a column's head to "
+        "sort by it; the record number links to the task. Solved: the right function was called and its best "
+        f"result scored above 0.{notes}</p>\n"
         f'<div class="controls"><span>type: {buttons("type", ["all", *TASK_TYPES])}</span>'
-        f'<span>status: {buttons("status", ["all", "solved", "unsolved"])}</span>'
+        f'<span>status: {buttons("status", ["all", "solved", "unsolved"])}</span>{flip_filter}'
         '<input id="task-search" type="search" placeholder="search text" aria-label="search tasks">'
         '<span id="task-count"></span></div>\n'
-        f'<table class="tasks"><thead><tr>{head}</tr></thead><tbody id="task-rows"></tbody></table>\n'
+        f'<table class="tasks"><thead><tr>{head}</tr></thead>'
+        f'<tbody id="task-rows"{" data-compared" if compared else ""}></tbody></table>\n'
         f'<script type="application/json" id="pwab-records">{script_json(entries)}</script>\n'
         f"<script>{PAGE_JS}</script>"
     )
 
 
-def render_report(report: ValidationReport, name: str | None = None, comparison: Comparison | None = None) -> str:
-    """The report page of a validated file; with `comparison`, its section after the summary."""
+def _flips(comparison: Comparison) -> dict[Any, str]:
+    """task_id -> `lost` (solved by the baseline only) or `gained` (by this run only)."""
+    overall = next((g for g in comparison.groups if g.name == "overall"), None)
+    if overall is None:
+        return {}
+    return {**{key: "lost" for key in overall.lost}, **{key: "gained" for key in overall.gained}}
+
+
+def render_report(report: ValidationReport, name: str | None = None, comparison: Comparison | None = None,
+                  data: BenchmarkData | None = None) -> str:
+    """The report page of a validated file; with `comparison`, its section after the summary and
+    the baseline beside each task; with the benchmark `data`, each target's title and review."""
     row = row_from_report(report, name)
     title = row.name if row else report.path.name
     parts = [f"<h1>PersonalWAB run report: {html.escape(title)}</h1>",
@@ -266,11 +385,15 @@ def render_report(report: ValidationReport, name: str | None = None, comparison:
         parts.append(_run_args_section(report.result.run_args))
     if row is not None and report.result is not None:
         first = report.result.first_element
-        entries = [task_entry(r, first + i) for i, r in enumerate(report.result.records)]
+        split = data.split(str(report.result.run_args.get("task_split", "test"))) if data is not None else None
+        baseline = by_task(comparison.baseline) if comparison is not None else None
+        flips = _flips(comparison) if comparison is not None else None
+        entries = [task_entry(r, first + i, split, baseline, flips) for i, r in enumerate(report.result.records)]
         parts += ["<h2>Summary</h2>", render_html_tables([row])]
         if comparison is not None:
             parts.append(render_html(comparison))
-        parts += ["<h2>Plots</h2>", _plots(report, row), _task_section(entries)]
+        parts += ["<h2>Plots</h2>", _plots(report, row, comparison),
+                  _task_section(entries, comparison is not None, split is not None)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f"<title>{html.escape(title)}</title><style>{PAGE_CSS}</style></head>\n<body>\n"
@@ -278,10 +401,10 @@ def render_report(report: ValidationReport, name: str | None = None, comparison:
 
 
 def write_report_page(report: ValidationReport, out_dir: Path | str, name: str | None = None,
-                      comparison: Comparison | None = None) -> Path:
+                      comparison: Comparison | None = None, data: BenchmarkData | None = None) -> Path:
     """Write the page of a validated file as `<stem>.report.html` into `out_dir`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{Path(report.path).stem}.report.html"
-    out.write_text(render_report(report, name, comparison), encoding="utf-8")
+    out.write_text(render_report(report, name, comparison, data), encoding="utf-8")
     return out

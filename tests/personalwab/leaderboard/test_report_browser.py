@@ -168,3 +168,67 @@ def test_report_in_headless_chromium(browser, report_page, tmp_path):
     screenshot.write_bytes(base64.b64decode(shot["data"]))
     assert screenshot.stat().st_size > 10_000
     assert browser.errors() == []
+
+
+
+GAINED = 3  # tasks the baseline copy fails that the run solves
+
+
+@pytest.fixture(scope="module")
+def compared_page(report_page, tiny_data) -> tuple[Path, list[dict]]:
+    """The run's page against a baseline copy that fails the run's first solved tasks, with the
+    benchmark data (target titles and real reviews)."""
+    from PersonalWAB.leaderboard.analysis import is_solved
+    from PersonalWAB.leaderboard.compare import compare_files
+    from PersonalWAB.results import build_header
+
+    page, _, _ = report_page
+    run_file = page.parent / "run.json"
+    content = json.loads(run_file.read_text())
+    records = content[1:]
+    for record in [r for r in records if is_solved(r)][:GAINED]:
+        record["action_acc"], record["res_acc"] = [0.0] * len(record["action_acc"]), [0.0] * len(record["res_acc"])
+    baseline = page.parent / "baseline.json"
+    baseline.write_text(json.dumps([build_header(content[0]["run_args"], records), *records]))
+    (comparison,) = compare_files([baseline, run_file])
+    out = page.parent / "compared"
+    return write_report_page(validate_file(run_file), out, comparison=comparison, data=tiny_data), json.loads(
+        run_file.read_text())[1:]
+
+
+def test_compared_report_filters_flips_sorts_and_links(browser, compared_page, tiny_data):
+    page, records = compared_page
+    for domain in ("Runtime", "Log", "Page"):
+        browser.call(f"{domain}.enable")
+    browser.call("Page.navigate", url=page.resolve().as_uri())
+    browser.wait_for("Page.loadEventFired")
+
+    visible = "document.querySelectorAll('#task-rows tr.task:not([hidden])').length"
+    heads = browser.evaluate("Array.from(document.querySelectorAll('table.tasks th')).map(th => th.textContent)")
+    assert heads[-2:] == ["baseline R. Acc", "flip"]
+    browser.evaluate("document.getElementById('filter-flip-flipped').click()")
+    assert browser.evaluate(visible) == GAINED
+    flips = browser.evaluate("Array.from(document.querySelectorAll('#task-rows tr.task:not([hidden])'))"
+                             ".map(tr => tr.lastChild.textContent)")
+    assert flips == ["gained"] * GAINED
+    browser.evaluate("document.getElementById('filter-flip-all').click()")
+    assert browser.evaluate(visible) == len(records)
+
+    result_column = "Array.from(document.querySelectorAll('#task-rows tr.task')).map(tr => Number(tr.children[8]" \
+                    ".textContent))"
+    browser.evaluate("document.querySelector('table.tasks th[data-sort=\"8\"]').click()")
+    ascending = browser.evaluate(result_column)
+    assert ascending == sorted(ascending)
+    browser.evaluate("document.querySelector('table.tasks th[data-sort=\"8\"]').click()")
+    assert browser.evaluate(result_column) == sorted(ascending, reverse=True)
+    assert browser.evaluate("document.querySelector('table.tasks th[data-sort=\"8\"]').getAttribute('aria-sort')") \
+        == "descending"
+
+    linked = len(records) // 2
+    target = tiny_data.split("test")[records[linked]["task_id"]]["target"]
+    browser.evaluate(f"window.location.hash = '#task-{linked + 1}'")
+    assert browser.evaluate(f"!document.getElementById('task-{linked + 1}').nextSibling.hidden")
+    detail = browser.evaluate(f"document.getElementById('task-{linked + 1}').nextSibling.innerText")
+    assert target["product_info"]["title"] in detail and "The user's real review" in detail
+    assert target["review"]["text"][:40] in detail
+    assert browser.errors() == []
