@@ -19,14 +19,15 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.errors import DataError
 from PersonalWAB.leaderboard.analysis import is_solved
 from PersonalWAB.leaderboard.summarize import csv_text
 from PersonalWAB.metrics import has_format_error, record_cost, record_steps, record_user_cost, task_score
-from PersonalWAB.results import read_run_file
+from PersonalWAB.leaderboard.validate import read_valid
+from PersonalWAB.results import RunFile
 from PersonalWAB.schema_types import Record, RunArgs
 from PersonalWAB.scratch import atomic_write_text
 from PersonalWAB.settings import parse, setting
@@ -80,10 +81,11 @@ def record_columns(record: Record) -> dict[str, Any]:
 
 
 def export_rows(paths: list[Path | str]) -> list[dict[str, Any]]:
-    """The rows of every file, in file then record order (DataError for a file that cannot be read)."""
+    """The rows of every file, in file then record order (DataError for a file that cannot be read or is
+    invalid)."""
     rows = []
     for path in paths:
-        parsed = read_run_file(path)
+        parsed = cast(RunFile, read_valid(path).result)  # the one reader: an invalid file is refused
         run = run_columns(parsed.path, parsed.run_args)
         rows += [{**run, **record_columns(record)} for record in parsed.records]
     return rows

@@ -99,14 +99,15 @@ def test_every_command_refuses_an_invalid_file_the_same_way(case, valid_run, tmp
                  ["compare", str(valid_run), str(bad)], ["compare", str(bad), str(valid_run)],
                  ["report", str(bad), "--out", str(pages)], ["report", str(valid_run), "--compare", str(bad),
                                                              "--out", str(pages)],
-                 ["plot", str(bad), "--out", str(tmp_path / "plots")], ["pack", str(bad), "--out", str(tmp_path)]):
+                 ["plot", str(bad), "--out", str(tmp_path / "plots")], ["pack", str(bad), "--out", str(tmp_path)],
+                 ["export", str(bad), "--out", str(tmp_path / "rows.csv")]):
         assert main(argv) == 2, argv
         captured = capsys.readouterr()
         (line,) = captured.err.splitlines()
         assert line.startswith(f"error: {bad}: invalid result file: ") and message in line, (argv, line)
         assert captured.out == ""
     assert not pages.exists() and not (tmp_path / "plots").exists()
-    assert not (tmp_path / "bad.submission.tar.gz").exists()
+    assert not (tmp_path / "bad.submission.tar.gz").exists() and not (tmp_path / "rows.csv").exists()
 
 
 @pytest.mark.parametrize("case", ["run_args cut to strategy and model", "relabelled standard",
