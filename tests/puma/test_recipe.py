@@ -229,7 +229,8 @@ def test_pair_count_and_records_through_the_step(tmp_path: Path):
     from PUMA.dpo_data import DPODataConfig, build_dpo_data
     from PUMA.modeling import write_json
 
-    write_json(tmp_path / "scores.json", SCORES)
+    # every scored instruction has its example (step 5 refuses scores of other instructions before any work)
+    write_json(tmp_path / "scores.json", {i: scored for i, scored in SCORES.items() if i != "no_example"})
     write_json(tmp_path / "param.json", EXAMPLES)
     out = build_dpo_data(DPODataConfig(scores_file=str(tmp_path / "scores.json"),
                                        param_data=str(tmp_path / "param.json"),
