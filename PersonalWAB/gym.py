@@ -25,6 +25,7 @@ score the same actions.
 
 from __future__ import annotations
 
+import numbers
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -79,6 +80,19 @@ def parse_action(action: Any) -> Action:
     return Action(action["name"], arguments)
 
 
+def checked_task_index(value: Any, split: str, count: int) -> int:
+    """`value` as a task index of a split of `count` tasks; TypeError or ValueError naming
+    task_index and the valid range otherwise (a bool or 1.5 is no index, whatever Python allows)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"task_index must be an integer from 0 to {count - 1} (the {split!r} split has {count} "
+                        f"tasks), got {value!r} ({type(value).__name__})")
+    index = int(value)
+    if not 0 <= index < count:
+        raise ValueError(f"task_index {value} is outside the {split!r} split: expected 0 to {count - 1} "
+                         f"({count} tasks)")
+    return index
+
+
 class PWABGymEnv:
     """One PersonalWAB environment as an RL environment: each episode is one task of the split.
 
@@ -92,10 +106,7 @@ class PWABGymEnv:
         self.tasks = list(range(len(env.tasks))) if tasks is None else list(tasks)
         if not self.tasks:
             raise ValueError(f"no tasks to draw episodes from in the {env.task_split!r} split")
-        bad = [i for i in self.tasks if not 0 <= i < len(env.tasks)]
-        if bad:
-            raise ValueError(f"task indices {bad[:5]} are outside the {env.task_split!r} split "
-                             f"({len(env.tasks)} tasks)")
+        self.tasks = [checked_task_index(i, env.task_split, len(env.tasks)) for i in self.tasks]
         if env.max_steps > 0 and max_episode_steps is not None and max_episode_steps != env.max_steps:
             raise ValueError(f"max_episode_steps {max_episode_steps}: the multi-turn track's budget is the "
                              f"environment's max_steps ({env.max_steps})")
@@ -115,7 +126,8 @@ class PWABGymEnv:
         if seed is not None:
             self.rng = random.Random(seed)
         options = options or {}
-        task_index = options["task_index"] if "task_index" in options else self.rng.choice(self.tasks)
+        task_index = (checked_task_index(options["task_index"], self.env.task_split, len(self.env.tasks))
+                      if "task_index" in options else self.rng.choice(self.tasks))
         observation, reset_info = self.env.reset(task_index)
         self.active = True
         task = reset_info["task"]

@@ -55,6 +55,9 @@ def count_users(files: list[tuple[str, Path]]) -> tuple[np.ndarray, np.ndarray, 
         for number, record in tqdm(amazon_raw.iter_records(path, digest), desc=f"counting {category} reviews",
                                    unit=" reviews", mininterval=2.0):
             hashes.append(user_hash(_user_id(record, f"{path}:{number}")))
+        if not hashes:  # the category would silently add no users, and no behaviours to any
+            raise DataError(f"{path}: holds no reviews (an empty or blank file); fetch the {category} reviews "
+                            "again or leave the category out of --categories")
         per_file.append(np.frombuffer(hashes, dtype=np.int64) if hashes else np.zeros(0, dtype=np.int64))
         digests.append({"role": "reviews", "category": category, **digest.as_dict()})
     users, counts = np.unique(np.concatenate(per_file), return_counts=True)

@@ -51,6 +51,11 @@ INSTRUCTIONS_FILE = "user_instructions.json"
 PROFILES_FILE = "user_profiles.json"
 PRODUCT_PARTS = "all_products_part_*.json"
 HISTORY_PARTS = "user_history_part_*.json"
+# A key the synthetic generator writes into each entry of the profiles file beside "user_profile"
+# (the release's code reads only that one): the files say they are synthetic even when the
+# manifest is gone, so they are never taken for the official data.
+SYNTHETIC_MARKER = "synthetic_data"
+OFFICIAL_PARTS = 2  # the release cuts its products and its histories into two parts each
 
 
 def read_json(path: Path, digest: Any = None) -> Any:
@@ -215,7 +220,7 @@ class DataFiles:
     products_fingerprint: str  # the same over the product parts alone: what a search index holds
 
     @classmethod
-    def read(cls, data_dir: Path) -> "DataFiles":
+    def read(cls, data_dir: Path) -> DataFiles:
         product_parts = _part_files(data_dir, PRODUCT_PARTS)
         history_parts = _part_files(data_dir, HISTORY_PARTS)
         digest = hashlib.sha256()
@@ -266,6 +271,8 @@ class BenchmarkData:
     tasks: dict[str, list[Task]]
     synthetic_manifest: dict[str, Any] | None = None
     construction_manifest: dict[str, Any] | None = None
+    synthetic_marker: str | None = None  # the SYNTHETIC_MARKER of the profiles file, when an entry has one
+    parts: tuple[int, int] = (0, 0)  # how many product and history part files the data has
     warnings: list[str] = field(default_factory=list)
     fingerprint: str = ""  # sha256 over the data files' names and bytes: which data a result was run on
     products_fingerprint: str = ""  # the same over the product parts: which products a search index holds
@@ -277,10 +284,31 @@ class BenchmarkData:
 
     @property
     def is_official(self) -> bool:
-        """The release's files: no manifest of this project's and the published counts of users and
-        instructions (not merely files without a manifest)."""
-        return self.synthetic_manifest is None and self.construction_manifest is None \
-            and matches_published_counts(self)
+        """The release's files: no manifest of this project's and no synthetic marker, the
+        published counts of users and instructions, both parts of the products and histories, a
+        history for every user and every task's target in the catalogue (not merely files
+        without a manifest)."""
+        return self.not_official_because() is None
+
+    def not_official_because(self) -> str | None:
+        """Why the data is not taken for the official release (None: it is)."""
+        if self.synthetic_manifest is not None or self.construction_manifest is not None:
+            return "it has a manifest of this project's generator or construction pipeline"
+        if self.synthetic_marker is not None:
+            return f"its {PROFILES_FILE} carries the synthetic generator's marker ({SYNTHETIC_MARKER!r})"
+        if not matches_published_counts(self):
+            return "its users and instructions differ from the published counts"
+        if self.parts != (OFFICIAL_PARTS, OFFICIAL_PARTS):
+            return (f"it has {self.parts[0]} product and {self.parts[1]} history part file(s); the release has "
+                    f"{OFFICIAL_PARTS} of each")
+        without = [user_id for user_id in self.profiles if not self.histories.get(user_id)]
+        if without:
+            return f"{len(without)} user(s) have no history (e.g. {without[0]!r}): a history part is missing"
+        absent = sum(task["target"]["product_info"]["parent_asin"] not in self.products
+                     for split in self.tasks.values() for task in split)
+        if absent:
+            return f"{absent} task target(s) are not in the product catalogue: a product part is missing"
+        return None
 
     @property
     def source(self) -> str:
@@ -314,8 +342,9 @@ class BenchmarkData:
 
 
 PARSED_CACHE = "parsed_data.marshal"
-PARSED_CACHE_VERSION = 3  # bump when `_parse_and_check` changes what it builds
+PARSED_CACHE_VERSION = 4  # bump when `_parse_and_check` changes what it builds
 _CACHED_FIELDS = ("products", "histories", "profiles", "tasks", "synthetic_manifest", "construction_manifest",
+                  "synthetic_marker", "parts",
                   "warnings", "fingerprint", "products_fingerprint", "_history_times")
 
 
@@ -426,7 +455,8 @@ def _parse_and_check(files: DataFiles) -> BenchmarkData:
 
     manifest = files.manifest(SYNTHETIC_MANIFEST)
     built = files.manifest(CONSTRUCTION_MANIFEST)
-    return BenchmarkData(
+    marker = next((entry[SYNTHETIC_MARKER] for entry in profile_entries.values() if SYNTHETIC_MARKER in entry), None)
+    data = BenchmarkData(
         data_dir=data_dir,
         products=products,
         histories=histories,
@@ -434,11 +464,48 @@ def _parse_and_check(files: DataFiles) -> BenchmarkData:
         tasks={"train": instructions["train"], "test": instructions["test"]},
         synthetic_manifest=manifest,
         construction_manifest=built,
+        synthetic_marker=None if marker is None else str(marker),
+        parts=(len(product_files), len(history_files)),
         warnings=warnings,
         fingerprint=files.fingerprint,
         products_fingerprint=files.products_fingerprint,
         _history_times=history_times,
     )
+    if manifest is not None:
+        check_against_manifest(data)
+    return data
+
+
+# What a synthetic manifest counts of the profile and part files, and how to count it in the
+# loaded data (the instructions are one file: a part cannot go missing there).
+MANIFEST_COUNTS = {
+    "users": lambda data: len(data.profiles),
+    "products": lambda data: len(data.products),
+    "behaviours": lambda data: sum(len(behaviours) for behaviours in data.histories.values()),
+}
+
+
+def check_against_manifest(data: BenchmarkData) -> None:
+    """Refuse synthetic data that is not what its manifest says: a part file gone (half the
+    behaviours or products, silently) or a manifest edited to claim another scale."""
+    from PersonalWAB.data.synthetic import SCALES
+
+    manifest = data.synthetic_manifest or {}
+    path = data.data_dir / SYNTHETIC_MANIFEST
+    recorded = manifest.get("counts")
+    counts: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    for name, count in MANIFEST_COUNTS.items():
+        expected, found = counts.get(name), count(data)
+        if isinstance(expected, int) and expected != found:
+            parts = PRODUCT_PARTS if name == "products" else HISTORY_PARTS if name == "behaviours" else None
+            hint = (f"; found {', '.join(p.name for p in sorted(data.data_dir.glob(parts)))}: is a part missing?"
+                    if parts else "")
+            raise DataError(f"{data.data_dir}: holds {found} {name} where {path} says "
+                            f"{expected}{hint}")
+    scale = SCALES.get(str(manifest.get("scale")))
+    if scale is not None and len(data.profiles) != scale.users:
+        raise DataError(f"{path}: scale {manifest.get('scale')!r} has {scale.users} users, but the data holds "
+                        f"{len(data.profiles)}; the manifest does not describe these files")
 
 
 _CACHE: dict[Path, BenchmarkData] = {}

@@ -121,6 +121,20 @@ def check_history_file(histories: Any, file: str) -> None:
                 raise DataError(
                     f"{file}: {where}.split: expected one of {BEHAVIOUR_SPLITS}, got {behaviour['split']!r}"
                 )
+        _check_no_repeats(behaviours, file, user_id)
+
+
+def _check_no_repeats(behaviours: list[Any], file: str, user_id: str) -> None:
+    """Refuse a behaviour given twice (same product, time and review text): memory would show it
+    twice and the recommender would learn it twice."""
+    seen: dict[tuple[Any, ...], int] = {}
+    for i, behaviour in enumerate(behaviours):
+        review = behaviour["review"]
+        key = (behaviour["product_info"]["parent_asin"], review["timestamp"], review["text"])
+        if key in seen:
+            raise DataError(f"{file}: [{user_id!r}][{i}]: repeats [{user_id!r}][{seen[key]}] (same product, "
+                            "time and review); remove the copy")
+        seen[key] = i
 
 
 def check_instructions_file(instructions: Any, file: str) -> None:
@@ -132,6 +146,8 @@ def check_instructions_file(instructions: Any, file: str) -> None:
         for i, task in enumerate(instructions[split]):
             where = f"[{split!r}][{i}]"
             check_fields(task, TASK_FIELDS, file, where)
+            if not task["task"].strip():
+                raise DataError(f"{file}: {where}.task: is empty; every instruction needs a text")
             if task["type"] not in TASK_TYPES:
                 raise DataError(f"{file}: {where}.type: expected one of {TASK_TYPES}, got {task['type']!r}")
             target = task["target"]

@@ -21,8 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(ValidateSettings, argv, description=__doc__)
     data = load_benchmark_data(args.data_dir)
     counts = {split: len(tasks) for split, tasks in data.tasks.items()}
+    origin = data.source
+    if origin == "custom":  # no manifest, and not the release either: say why not
+        origin = f"custom: unknown origin, not the official data because {data.not_official_because()}"
     print(
-        f"{data.data_dir}: valid ({data.source}); {len(data.profiles)} users, "
+        f"{data.data_dir}: valid ({origin}); {len(data.profiles)} users, "
         f"{sum(len(b) for b in data.histories.values())} behaviours, {len(data.products)} products, "
         f"tasks {counts}"
     )

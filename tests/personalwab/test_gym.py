@@ -126,3 +126,16 @@ def test_bad_actions_and_settings_are_refused(tiny_engines, tiny_data_dir):
         PWABGymEnv(PWABEnv(tiny_engines, "test", user=OfflineUser(), max_steps=3), max_episode_steps=5)
     built = make(tiny_data_dir, task_split="test", tasks=[2], seed=0, max_episode_steps=2)
     assert built.max_episode_steps == 2 and built.reset()[1]["task_index"] == 2
+
+
+@pytest.mark.parametrize("task_index, error", [(1.5, TypeError), ("1", TypeError), (True, TypeError),
+                                               (-1, ValueError), (10_000, ValueError)])
+def test_a_task_index_that_is_no_index_of_the_split_is_named(tiny_engines, task_index, error):
+    gym = PWABGymEnv(PWABEnv(tiny_engines, "test"))
+    count = len(gym.env.tasks)
+    with pytest.raises(error, match=rf"task_index .*(0 to {count - 1}).*" if error is ValueError
+                       else rf"task_index must be an integer from 0 to {count - 1} .*got {task_index!r}"):
+        gym.reset(options={"task_index": task_index})
+    assert not gym.active
+    with pytest.raises(error, match="task_index"):
+        PWABGymEnv(PWABEnv(tiny_engines, "test"), tasks=[task_index])

@@ -128,6 +128,9 @@ def unmarked_copy(tiny_data_dir, tmp_path) -> Path:
     copy = tmp_path / "unmarked"
     shutil.copytree(tiny_data_dir, copy, ignore=shutil.ignore_patterns("cache", "indexes", "checkpoint*"))
     (copy / SYNTHETIC_MANIFEST).unlink()
+    profiles = copy / "user_profiles.json"  # and the generator's marker
+    profiles.write_text(json.dumps({user_id: {"user_profile": entry["user_profile"]}
+                                    for user_id, entry in json.loads(profiles.read_text()).items()}))
     return copy
 
 

@@ -553,3 +553,12 @@ def test_construct_manifest_records_the_resolved_settings(built) -> None:
     given = settings(Path(recorded["raw_dir"]), built[0], recorded["api_base"])
     assert recorded == json.loads(json.dumps(given.describe()))
     assert recorded["search_backend"] == "lucene" and recorded["num_users"] == 12
+
+
+def test_an_empty_review_file_is_named(tmp_path: Path) -> None:
+    from PersonalWAB.construct.users import count_users
+
+    empty = tmp_path / "Electronics.jsonl"
+    empty.write_text("\n\n")
+    with pytest.raises(DataError, match=rf"{empty}: holds no reviews .*Electronics"):
+        count_users([("Electronics", empty)])

@@ -1,0 +1,104 @@
+"""Where data comes from is decided from the files, never from a name or a missing manifest:
+official only when they match the published statistics and carry no synthetic marker, a
+synthetic folder is checked against its manifest's counts, and a part gone is named."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from PersonalWAB.cli import run_command
+from PersonalWAB.data import published
+from PersonalWAB.data.loader import SYNTHETIC_MARKER, load_benchmark_data
+from PersonalWAB.data.validate import main as validate
+from PersonalWAB.errors import DataError
+from PersonalWAB.paths import SYNTHETIC_MANIFEST
+
+from conftest import rewrite
+
+
+def _fit_published_counts(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the tiny data's users and instructions the 'published' ones for this test."""
+    counts = published.count_summary(load_benchmark_data(data_dir))
+    monkeypatch.setattr(published, "PUBLISHED_COUNTS", published.OfficialCounts(
+        users=counts["users"], train=counts["train"], test=counts["test"], test_types=counts["test_types"]))
+
+
+@pytest.fixture()
+def unmarked(data_copy: Path) -> Path:
+    """The tiny data with neither its manifest nor the generator's marker."""
+    (data_copy / SYNTHETIC_MANIFEST).unlink()
+    rewrite(data_copy / "user_profiles.json",
+            lambda content: [entry.pop(SYNTHETIC_MARKER) for entry in content.values()])
+    return data_copy
+
+
+def test_the_generator_marks_the_files_themselves(tiny_data) -> None:
+    assert tiny_data.synthetic_marker
+
+
+def test_synthetic_files_without_their_manifest_are_never_official(data_copy: Path, monkeypatch, capsys) -> None:
+    (data_copy / SYNTHETIC_MANIFEST).unlink()
+    _fit_published_counts(data_copy, monkeypatch)
+    data = load_benchmark_data(data_copy, reload=True)
+    assert data.source == "custom" and not data.is_official
+    assert "synthetic generator's marker" in (data.not_official_because() or "")
+    assert validate(["--data_dir", str(data_copy)]) == 0
+    out = capsys.readouterr().out
+    assert "unknown origin" in out and "official)" not in out
+
+
+def test_unmarked_files_with_the_published_counts_are_official(unmarked: Path, monkeypatch) -> None:
+    _fit_published_counts(unmarked, monkeypatch)
+    assert load_benchmark_data(unmarked, reload=True).source == "official"
+
+
+@pytest.mark.parametrize("part", ["user_history_part_2.json", "all_products_part_2.json"])
+def test_a_missing_part_makes_published_counts_unknown_origin(unmarked: Path, monkeypatch, part: str) -> None:
+    _fit_published_counts(unmarked, monkeypatch)
+    (unmarked / part).unlink()
+    data = load_benchmark_data(unmarked, reload=True)
+    assert data.source == "custom" and "part file" in (data.not_official_because() or "")
+
+
+def test_a_history_emptied_of_half_its_users_is_not_official(unmarked: Path, monkeypatch) -> None:
+    _fit_published_counts(unmarked, monkeypatch)
+    rewrite(unmarked / "user_history_part_2.json", lambda content: content.clear())
+    assert "have no history" in (load_benchmark_data(unmarked, reload=True).not_official_because() or "")
+
+
+def test_a_missing_history_part_is_refused_against_the_manifest(data_copy: Path) -> None:
+    manifest = json.loads((data_copy / SYNTHETIC_MANIFEST).read_text())
+    (data_copy / "user_history_part_2.json").unlink()
+    with pytest.raises(DataError, match=rf"behaviours where .*{SYNTHETIC_MANIFEST} says "
+                                        rf"{manifest['counts']['behaviours']}; found user_history_part_1.json"):
+        load_benchmark_data(data_copy, reload=True)
+
+
+def test_a_missing_product_part_is_named(data_copy: Path, capsys) -> None:
+    (data_copy / "all_products_part_2.json").unlink()
+    assert run_command(validate, ["--data_dir", str(data_copy)]) == 2
+    err = capsys.readouterr().err
+    assert "products where" in err and "found all_products_part_1.json: is a part missing?" in err
+
+
+def test_a_manifest_claiming_another_scale_is_refused(data_copy: Path) -> None:
+    rewrite(data_copy / SYNTHETIC_MANIFEST, lambda manifest: manifest.update(scale="full"))
+    with pytest.raises(DataError, match=r"scale 'full' has 1000 users, but the data holds 16"):
+        load_benchmark_data(data_copy, reload=True)
+
+
+def test_duplicated_behaviours_are_refused_with_their_place(data_copy: Path) -> None:
+    path = data_copy / "user_history_part_1.json"
+    user = next(iter(json.loads(path.read_text())))
+    rewrite(path, lambda histories: histories[user].append(histories[user][0]))
+    with pytest.raises(DataError, match=rf"user_history_part_1.json.*\[{user!r}\]\[\d+\]: repeats \[{user!r}\]\[0\]"):
+        load_benchmark_data(data_copy, reload=True)
+
+
+def test_an_empty_instruction_is_refused_with_its_place(data_copy: Path) -> None:
+    rewrite(data_copy / "user_instructions.json", lambda content: content["test"][3].update(task="  "))
+    with pytest.raises(DataError, match=r"user_instructions.json: \['test'\]\[3\].task: is empty"):
+        load_benchmark_data(data_copy, reload=True)
