@@ -941,7 +941,7 @@ def generate_synthetic(out_dir: Path | str, scale: str = "small", seed: int = 0,
         for user, history in zip(users, histories)
     ]
     write_files(out, official_files(products, behaviours, instructions,
-                                    {user.user_id: user.profile for user in users}))
+                                    {user.user_id: user.profile for user in users}, synthetic_marker=NOTE))
     write_atomic(ArtifactPaths.for_data_dir(out).item_map,
                  json_bytes({asin: i for i, (asin, _) in enumerate(products, start=1)}))
     return manifest
