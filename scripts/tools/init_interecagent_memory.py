@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from PersonalWAB.cli import run_command
+from PersonalWAB.cli import check_output, run_command
 from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.errors import DataError
 from PersonalWAB.memory.interec import (KINDS, initial_memory, llm_initial_memory, read_memory_file,
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.max_concurrency < 1:
             raise DataError(f"--max_concurrency {args.max_concurrency}: must be at least 1")
+        check_output(args.out, "--out")  # before reading it back: a FIFO would block the read
         data = load_benchmark_data(args.data_dir or default_data_dir())
         if args.offline:
             entries, unreadable = initial_memory(data), []
