@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from PersonalWAB.scratch import atomic_write_text
+from PersonalWAB.scratch import atomic_write_bytes, atomic_write_text
 
 CHUNK = 1 << 20
 
@@ -31,14 +31,17 @@ def digest_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def record_digest(path: Path) -> None:
-    """Record the digest of `path` as it is now (call right after writing it whole)."""
-    atomic_write_text(digest_path(path), file_sha256(path) + "\n")
+def record_digest(path: Path, content: bytes | None = None) -> None:
+    """Record the digest of `path` right after writing it whole (`content`: the bytes just
+    written, which spares reading them back)."""
+    digest = hashlib.sha256(content).hexdigest() if content is not None else file_sha256(path)
+    atomic_write_text(digest_path(path), digest + "\n")
 
 
-def forget_digest(path: Path) -> None:
-    """Drop the recorded digest of a file that is being removed or rewritten."""
-    digest_path(path).unlink(missing_ok=True)
+def write_with_digest(path: Path, content: bytes) -> None:
+    """Write a derived file whole (the one atomic writer) and record its digest."""
+    atomic_write_bytes(path, content)
+    record_digest(path, content)
 
 
 def digest_problem(path: Path) -> str | None:

@@ -89,3 +89,74 @@ def test_a_checkpoint_of_edited_data_is_refused_by_engines_and_retrained_by_buil
 def test_a_foreign_recommender_is_not_retrained_over(built: Path, other_data: Path) -> None:
     shutil.copytree(built, other_data / "recommender", dirs_exist_ok=True)
     assert not _recommender_is_stale(load_benchmark_data(other_data), lambda _: None)
+
+
+class _Exported(Exception):
+    """Raised by the stand-in exporter: the damaged graph was sent to be exported again."""
+
+
+def _scramble_npz(path: Path) -> None:
+    """Rewrite an .npz cache with random vectors of the same shape (it still loads)."""
+    import numpy as np
+
+    with np.load(path) as stored:
+        keys, vectors = stored["keys"], stored["vectors"]
+    np.savez(path, keys=keys, vectors=np.random.default_rng(0).standard_normal(vectors.shape).astype(np.float32))
+
+
+def test_a_review_cache_rewritten_with_other_vectors_is_rebuilt(tmp_path: Path, capsys, monkeypatch) -> None:
+    import numpy as np
+    from conftest import HashEncoder
+
+    from PersonalWAB.engines.text_embedding import TextEmbedder
+
+    def encode(self: TextEmbedder, texts: list[str], progress: bool = False) -> np.ndarray:
+        return HashEncoder().encode(texts) if texts else np.zeros((0, 384), dtype=np.float32)
+
+    monkeypatch.setattr(TextEmbedder, "encode", encode)
+    cache = tmp_path / "cache" / "review_targets.npz"
+    texts = ["great battery", "broke after a week", "fits well"]
+    assert TextEmbedder().remember(texts, cache) == 3
+    assert TextEmbedder().remember(texts, cache) == 0, "a whole cache is used as it is"
+    _scramble_npz(cache)
+    again = TextEmbedder()
+    assert again.remember(texts, cache) == 3, "every review is encoded again"
+    assert "differs from the digest recorded" in capsys.readouterr().err
+    assert float(again.embedding(texts[0]) @ HashEncoder().encode(texts[:1])[0]) > 0.999
+    assert TextEmbedder().remember(texts, cache) == 0, "the rebuilt cache carries its digest"
+
+
+def test_a_memory_matrix_rewritten_with_other_vectors_is_rebuilt(data_copy: Path, capsys) -> None:
+    import numpy as np
+    from conftest import HashEncoder
+
+    from PersonalWAB.memory.embeddings import BehaviourEmbeddings
+    from PersonalWAB.protocol import load_protocol
+
+    data = load_benchmark_data(data_copy)
+    assert BehaviourEmbeddings(data, load_protocol(), HashEncoder()).ensure(log=None)
+    matrix = next((data_copy / "cache").glob("behaviour_embeddings_*.npy"))
+    np.save(matrix, np.random.default_rng(0).standard_normal(np.load(matrix).shape).astype(np.float32))
+    rebuilt = BehaviourEmbeddings(data, load_protocol(), HashEncoder()).ensure(log=None)
+    assert rebuilt and "differs from the digest recorded" in capsys.readouterr().err
+    assert not BehaviourEmbeddings(data, load_protocol(), HashEncoder()).ensure(log=None)
+
+
+def test_an_onnx_graph_damaged_at_the_same_size_is_exported_again(tmp_path: Path, capsys, monkeypatch) -> None:
+    from PersonalWAB.digests import record_digest
+    from PersonalWAB.engines import text_embedding
+
+    graph = tmp_path / "minilm.onnx"
+    graph.write_bytes(bytes(range(256)) * 400)
+    record_digest(graph)
+    graph.write_bytes(bytes(reversed(range(256))) * 400)  # same size, other bytes
+    monkeypatch.setattr(text_embedding, "onnx_model_file", lambda *_: graph)
+
+    def export(model_path: Path, target: Path) -> None:
+        assert not target.exists(), "the damaged graph is removed before exporting"
+        raise _Exported
+
+    monkeypatch.setattr(text_embedding, "export_onnx", export)
+    with pytest.raises(_Exported):
+        text_embedding.OnnxMiniLM(tmp_path, "model", threads=1)
+    assert f"warning: {graph}: its content" in capsys.readouterr().err
