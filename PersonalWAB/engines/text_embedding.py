@@ -22,12 +22,15 @@ caches. `$PERSONALWAB_EMBEDDING_BACKEND` picks one explicitly.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import sys
 import threading
 from pathlib import Path
 from collections.abc import Iterable
 from typing import Any
+
+from PersonalWAB.digests import digest_problem, record_digest, write_with_digest
 
 MAX_TOKENS = 512
 DIMENSION = 384
@@ -165,6 +168,7 @@ def export_onnx(model_path: Path, target: Path) -> None:
             raise RuntimeError(f"the ONNX export of {model_path} differs from PyTorch by {difference:.2e} "
                                f"(> {EXPORT_TOLERANCE}); use ${BACKEND_ENV}=torch")
         os.replace(scratch, target)
+        record_digest(target)
     finally:
         scratch.unlink(missing_ok=True)
 
@@ -199,6 +203,10 @@ class OnnxMiniLM:
         import onnxruntime
 
         graph = onnx_model_file(model_path, model_id)
+        problem = digest_problem(graph) if graph.exists() else None
+        if problem:  # same-size damage loads without an error and changes every vector
+            print(f"warning: {graph}: {problem}; removing it and exporting it again", file=sys.stderr)
+            graph.unlink()
         if not graph.exists():
             print(f"exporting MiniLM to ONNX for the CPU encoder into {graph} (one-time)", file=sys.stderr)
             export_onnx(model_path, graph)
@@ -312,10 +320,9 @@ class TextEmbedder:
 
         vectors = _read_vector_file(cache_file)
         vectors.update({text_key(t): self._memo[text_key(t)] for t in texts})
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_name(f".{cache_file.stem}.{os.getpid()}.tmp.npz")
-        np.savez(tmp, keys=np.array(list(vectors)), vectors=np.stack(list(vectors.values())))
-        os.replace(tmp, cache_file)
+        buffer = io.BytesIO()
+        np.savez(buffer, keys=np.array(list(vectors)), vectors=np.stack(list(vectors.values())))
+        write_with_digest(cache_file, buffer.getvalue())
 
     def embedding(self, text: str) -> Any:
         key = text_key(text)
@@ -332,12 +339,16 @@ class TextEmbedder:
 
 def read_vector_cache(path: Path, what: str) -> tuple[Any, Any] | None:
     """The `keys` and `vectors` arrays of an .npz cache of MiniLM vectors, one row per key;
-    None when it is absent, and when it is damaged (named in a warning as `what`, so the
-    caller writes a whole one again)."""
+    None when it is absent, and when it is damaged or not the file its recorded digest
+    describes (named in a warning as `what`, so the caller writes a whole one again)."""
     import numpy as np
 
     from PersonalWAB.paths import UNREADABLE_CACHE, warn_unusable_cache
 
+    problem = digest_problem(path) if path.is_file() else None
+    if problem:
+        warn_unusable_cache(path, f"{what}: {problem}")
+        return None
     try:
         with np.load(path) as stored:
             keys, vectors = stored["keys"], stored["vectors"]

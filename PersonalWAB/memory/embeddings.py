@@ -40,6 +40,7 @@ build the cache in 10 min, and both give up exactness.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import sys
@@ -52,6 +53,7 @@ from typing import Any, Protocol as TypingProtocol
 import numpy as np
 
 from PersonalWAB.data.loader import BenchmarkData
+from PersonalWAB.digests import digest_problem, write_with_digest
 from PersonalWAB.engines.text_embedding import DIMENSION, read_vector_cache
 from PersonalWAB.paths import UNREADABLE_CACHE, warn_unusable_cache
 from PersonalWAB.protocol import Protocol
@@ -192,11 +194,10 @@ def encode_with_store(encoder: Encoder, texts: list[str], label: str, progress: 
 
 
 def _write_atomic(path: Path, write: Callable[[Any], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as handle:
-        write(handle)
-    os.replace(tmp, path)
+    """Write a cache file whole with its content digest, checked when it is read back."""
+    buffer = io.BytesIO()
+    write(buffer)
+    write_with_digest(path, buffer.getvalue())
 
 
 def _save(cache_dir: Path, name: str, matrix: np.ndarray, index: dict[str, Any]) -> None:
@@ -220,6 +221,10 @@ def _load(cache_dir: Path, name: str, fingerprint: str) -> tuple[np.ndarray, dic
         warn_unusable_cache(index_file, f"unreadable embedding index ({exc})")
         return None
     if stale:
+        return None
+    problem = digest_problem(matrix_file)
+    if problem:  # vectors of the right shape but other values load without an error
+        warn_unusable_cache(matrix_file, problem)
         return None
     try:
         matrix = np.load(matrix_file, mmap_mode="r")
