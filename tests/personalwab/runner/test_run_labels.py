@@ -15,7 +15,7 @@ from PersonalWAB.metrics import compute_statistics, trial_statistics
 from PersonalWAB.runner.checks import setting_warnings
 from PersonalWAB.runner.cli import main
 from PersonalWAB.runner.config import RunConfig
-from PersonalWAB.runner.trackers import log_run, missing_package
+from PersonalWAB.runner.trackers import PACKAGES, log_run, missing_package
 from PersonalWAB.types import Action, Episode
 
 
@@ -92,11 +92,41 @@ HEADER = {"run_args": {"run_name": "a", "tag": ["lr=1e-4"], "model": "m", "proto
                                   "avg_interaction_times": 1.0}}}
 
 
-def test_log_to_a_missing_tracker_is_named(monkeypatch):
-    monkeypatch.delitem(sys.modules, "wandb", raising=False)
-    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)  # as if not installed
-    assert missing_package("wandb") == ("--log_to wandb: the wandb package is not installed; pip install wandb, "
-                                        "or drop --log_to")
+def test_log_to_a_missing_tracker_stops_the_run_before_it_starts(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(PACKAGES, "wandb", "no_such_tracker_package")  # as if wandb were not installed
+    assert main(["--out", str(tmp_path / "run.json"), "--log_to", "wandb"]) == 2
+    assert capsys.readouterr().err.strip() == ("error: --log_to wandb: the no_such_tracker_package package is not "
+                                               "installed; pip install no_such_tracker_package, or drop --log_to")
+    assert not (tmp_path / "run.json").exists()
+
+
+def test_log_to_tensorboard_writes_beside_the_result_file(monkeypatch, tmp_path):
+    written: dict[str, object] = {"scalars": {}}
+
+    class SummaryWriter:
+        def __init__(self, log_dir):
+            written["log_dir"] = log_dir
+
+        def add_scalar(self, key, value, step):
+            written["scalars"][key] = value  # type: ignore[index]
+
+        def add_text(self, key, text, step):
+            written["text"] = text
+
+        def close(self):
+            written["closed"] = True
+
+    tensorboard = types.ModuleType("torch.utils.tensorboard")
+    tensorboard.SummaryWriter = SummaryWriter  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", tensorboard)
+    monkeypatch.setitem(sys.modules, "tensorboard", types.ModuleType("tensorboard"))
+    assert missing_package("tensorboard") is None
+    events = tmp_path / "run.tensorboard"
+    assert log_run("tensorboard", HEADER, tmp_path / "run.json") == (f"logged to TensorBoard: {events} "
+                                                                      f"(tensorboard --logdir {events})")
+    assert written["log_dir"] == str(events)
+    assert written["scalars"]["overall/avg_action_acc"] == 1.0 and written["closed"]  # type: ignore[index]
+    assert "run_name: a" in str(written["text"])
 
 
 def test_log_to_wandb_and_mlflow_send_metrics_and_settings(monkeypatch, tmp_path):
