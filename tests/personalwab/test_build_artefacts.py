@@ -278,11 +278,13 @@ def test_a_truncated_onnx_export_is_removed_and_exported_again(tmp_path, monkeyp
     import onnx
     from onnx import TensorProto, helper
 
+    from PersonalWAB.digests import record_digest
     from PersonalWAB.engines import text_embedding
 
     graph = tmp_path / "onnx" / "minilm.onnx"
     graph.parent.mkdir()
     graph.write_bytes(b"\x08\x07\x12\x0bpartial")  # the first bytes of a graph, cut off
+    record_digest(graph)  # cut off as it was written: only loading it shows the damage
     exports = []
 
     def export(model_path: Path, target: Path) -> None:  # a stand-in graph: the real export takes ~15 s
