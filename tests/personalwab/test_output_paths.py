@@ -175,8 +175,8 @@ def test_resume_leaves_out_records_with_unusable_numbers(tiny_data_dir, tiny_eng
     capsys.readouterr()
     assert main(["--data_dir", str(tiny_data_dir), "--end_index", "4", "--resume_from", str(output)]) == 0
     printed = capsys.readouterr().out
-    for task_id, problem in ((0, "res_acc nan is not a number in [0, 1]"), (1, "action_acc has"),
-                             (2, "res_acc 1.5 is not a number in [0, 1]")):
+    for task_id, problem in ((0, "res_acc[0] = nan is not a number in [0, 1]"), (1, "action_acc has"),
+                             (2, "res_acc[0] = 1.5 is not a number in [0, 1]")):
         assert f"{output}: task {task_id} trial 0 not kept ({problem}" in printed
     _, records = load_result_file(output)
     assert [r["task_id"] for r in records] == [0, 1, 2, 3]
