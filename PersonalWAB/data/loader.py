@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.data import schema
-from PersonalWAB.data.published import matches_published_counts
+from PersonalWAB.data.published import count_summary, matches_published_counts
 from PersonalWAB.errors import DataError
 from PersonalWAB.gc_pause import gc_paused
 from PersonalWAB.paths import (CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, UNREADABLE_CACHE, ArtifactPaths,
@@ -56,6 +56,7 @@ HISTORY_PARTS = "user_history_part_*.json"
 # manifest is gone, so they are never taken for the official data.
 SYNTHETIC_MARKER = "synthetic_data"
 OFFICIAL_PARTS = 2  # the release cuts its products and its histories into two parts each
+FULL_SCALE = "full"  # the synthetic scale with the published counts
 
 
 def read_json(path: Path, digest: Any = None) -> Any:
@@ -487,9 +488,7 @@ MANIFEST_COUNTS = {
 
 def check_against_manifest(data: BenchmarkData) -> None:
     """Refuse synthetic data that is not what its manifest says: a part file gone (half the
-    behaviours or products, silently) or a manifest edited to claim another scale."""
-    from PersonalWAB.data.synthetic import SCALES
-
+    behaviours or products, silently) or a manifest edited to claim the published scale."""
     manifest = data.synthetic_manifest or {}
     path = data.data_dir / SYNTHETIC_MANIFEST
     recorded = manifest.get("counts")
@@ -502,10 +501,11 @@ def check_against_manifest(data: BenchmarkData) -> None:
                     if parts else "")
             raise DataError(f"{data.data_dir}: holds {found} {name} where {path} says "
                             f"{expected}{hint}")
-    scale = SCALES.get(str(manifest.get("scale")))
-    if scale is not None and len(data.profiles) != scale.users:
-        raise DataError(f"{path}: scale {manifest.get('scale')!r} has {scale.users} users, but the data holds "
-                        f"{len(data.profiles)}; the manifest does not describe these files")
+    if manifest.get("scale") == FULL_SCALE and not matches_published_counts(data):
+        summary = count_summary(data)
+        raise DataError(f"{path}: scale {FULL_SCALE!r} has the published counts, but the data holds "
+                        f"{summary['users']} users and {summary['train']}/{summary['test']} train/test instructions; "
+                        "the manifest does not describe these files")
 
 
 _CACHE: dict[Path, BenchmarkData] = {}

@@ -86,7 +86,7 @@ def test_a_missing_product_part_is_named(data_copy: Path, capsys) -> None:
 
 def test_a_manifest_claiming_another_scale_is_refused(data_copy: Path) -> None:
     rewrite(data_copy / SYNTHETIC_MANIFEST, lambda manifest: manifest.update(scale="full"))
-    with pytest.raises(DataError, match=r"scale 'full' has 1000 users, but the data holds 16"):
+    with pytest.raises(DataError, match=r"scale 'full' has the published counts, but the data holds 16 users"):
         load_benchmark_data(data_copy, reload=True)
 
 
