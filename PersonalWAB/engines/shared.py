@@ -60,9 +60,10 @@ class GuardedSearch:
         return self._call(self.engine.contents, docids)
 
 
-def rebuild_hint(data_dir: Path) -> str:
-    """How to rebuild a data directory's recommender."""
-    return f"remove it and run `python -m PersonalWAB.build --data_dir {data_dir}` (or fetch the official one)"
+def rebuild_hint(data_dir: Path, checkpoint: Path, item_map: Path) -> str:
+    """How to rebuild a data directory's recommender (a checkpoint is trained with its item map)."""
+    return (f"remove {checkpoint} and {item_map} and run `python -m PersonalWAB.build --data_dir {data_dir}` "
+            "(or fetch the official ones)")
 
 
 class Engines:
@@ -120,7 +121,8 @@ class Engines:
                         self._check_recommender_inputs()
                         self._recommender = SASRecRecommender(self.checkpoint, self.item_map)
                     except DataError as exc:
-                        raise EngineError(f"{exc}; {rebuild_hint(self.data.data_dir)}") from exc
+                        hint = rebuild_hint(self.data.data_dir, self.checkpoint, self.item_map)
+                        raise EngineError(f"{exc}; {hint}") from exc
         return self._recommender
 
     def _check_recommender_inputs(self) -> None:
