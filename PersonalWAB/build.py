@@ -20,11 +20,18 @@ from PersonalWAB.cli import leave
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import default_data_dir
+from PersonalWAB.progress import announce_build, prebuild_command
 from PersonalWAB.protocol import Protocol, load_protocol
 from PersonalWAB.scratch import atomic_write_text, remove_stale
 from PersonalWAB.settings import parse, resolved, setting
 from PersonalWAB.engines.search import BACKENDS
 from PersonalWAB.schema_types import Task
+
+
+# build speeds on the 2-core machine of docs/performance.md (`full`, 2026-11-22): Lucene 35,772
+# products in 9.4 s, bm25s in 4.1 s, SASRec 97.0 s for 40,600 behaviours
+INDEX_PRODUCTS_PER_S = {"lucene": 3800.0, "bm25s": 8700.0}
+SASREC_BEHAVIOURS_PER_S = 420.0
 
 
 def _index_exists(path: Path) -> bool:
@@ -42,7 +49,8 @@ def cache_review_embeddings(data: BenchmarkData, tasks: list[Task]) -> int:
     from PersonalWAB.engines.text_embedding import shared_embedder
 
     texts = [t["target"]["review"]["text"] for t in tasks if t["type"] == "review"]
-    return shared_embedder().remember(texts, cache_file=review_cache_file(data))
+    return shared_embedder().remember(texts, cache_file=review_cache_file(data),
+                                      prebuild=prebuild_command(data.data_dir, "--memory_embeddings 0"))
 
 
 def _record_build_times(data: BenchmarkData, seconds: dict[str, float]) -> None:
@@ -99,8 +107,10 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
         if is_prebuilt(index_dir):
             continue  # the official release's own index, used as it is
         if force or not _index_is_current(index_dir, protocol, data):
-            log(f"building the {backend} search index of {len(data.products)} products in {index_dir} "
-                f"({protocol.name} product texts; one-time)")
+            announce_build(f"the {backend} search index in {index_dir} ({protocol.name} product texts)",
+                           len(data.products), "products",
+                           INDEX_PRODUCTS_PER_S.get(backend, INDEX_PRODUCTS_PER_S["lucene"]),
+                           prebuild_command(data.data_dir, f"--search_backend {backend} --memory_embeddings 0"), log)
             start = time.perf_counter()
             build_index(backend, data.products, index_dir, protocol.product_block, protocol.contents_fingerprint,
                         products_fingerprint=data.products_fingerprint)
@@ -111,7 +121,9 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
         if not data.is_synthetic:
             log("warning: no official SASRec checkpoint found; training one on the benchmark histories "
                 "(results will differ from runs with the official checkpoint)")
-        log(f"training the SASRec recommender into {artifacts.checkpoint} (one-time)")
+        announce_build(f"training the SASRec recommender into {artifacts.checkpoint}",
+                       sum(len(h) for h in data.histories.values()), "behaviours", SASREC_BEHAVIOURS_PER_S,
+                       prebuild_command(data.data_dir, "--memory_embeddings 0"), log)
         start = time.perf_counter()
         metrics = train_sasrec(data, artifacts.checkpoint, artifacts.item_map, SASRecTrainConfig())
         seconds["sasrec"] = time.perf_counter() - start

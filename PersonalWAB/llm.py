@@ -363,6 +363,7 @@ class LLMClient:
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
         api_key: str | None = None,
+        price: tuple[float, float] | None = None,
     ):
         self.model = model
         self.api_base = api_base
@@ -376,6 +377,7 @@ class LLMClient:
         self._rng = random.Random(0)
         self._route: str | None = None
         self._call_key: str | None = None
+        self._rate = price  # the run's own USD per million prompt, completion tokens, over litellm's table
         self._price_known = False
 
     @property
@@ -460,7 +462,7 @@ class LLMClient:
             if key is None and self.api_base and not self._env_has_key(route):
                 key = PLACEHOLDER_KEY
             self._call_key = key
-            self._price_known = price_listed(route)
+            self._price_known = self._rate is not None or price_listed(route)
             self._route = route
 
     def _env_has_key(self, route: str) -> bool:
@@ -504,7 +506,10 @@ class LLMClient:
                         prompt_price=prompt_price, completion_price=completion_price, price_known=known)
 
     def _price(self, prompt: int, completion: int) -> tuple[float, float, bool]:
-        """USD from litellm's bundled price table; models it does not list cost 0, unknown."""
+        """USD at the run's own rate, else from litellm's bundled price table; models it does
+        not list cost 0, unknown."""
+        if self._rate is not None:
+            return prompt * self._rate[0] / 1e6, completion * self._rate[1] / 1e6, True
         if not self._price_known:
             return 0.0, 0.0, False
         try:

@@ -61,11 +61,12 @@ def memory_settings(data: BenchmarkData, config: Any) -> MemorySettings:
 
 
 def model_client(config: Any) -> LLMClient:
-    """The run's model (`--model`, `--api_base`, `--temperature`, `--max_retries`)."""
+    """The run's model (`--model`, `--api_base`, `--temperature`, `--max_retries`, `--price_per_mtok`)."""
     from PersonalWAB.llm import LLMClient
+    from PersonalWAB.pricing import parse_rate
 
     return LLMClient(config.model, api_base=config.api_base, temperature=config.temperature,
-                     max_retries=config.max_retries)
+                     max_retries=config.max_retries, price=parse_rate(getattr(config, "price_per_mtok", None)))
 
 
 def record_call(episode: Episode, reply: LLMReply) -> None:

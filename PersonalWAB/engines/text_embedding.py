@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 from pathlib import Path
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from PersonalWAB.digests import digest_problem, record_digest, write_with_digest
@@ -35,6 +35,9 @@ from PersonalWAB.digests import digest_problem, record_digest, write_with_digest
 MAX_TOKENS = 512
 DIMENSION = 384
 PROGRESS_MIN_TEXTS = 256  # `remember` shows a progress bar when it encodes this many (a cache build)
+# MiniLM fp32 on the CPU, measured on the 2-core machine of docs/performance.md (2026-11-22): 15.3
+# behaviours of ~313 tokens a second; about four characters make a token
+MINILM_TOKENS_PER_S = 4800.0
 BACKEND_ENV = "PERSONALWAB_EMBEDDING_BACKEND"
 BACKENDS = ("onnx", "torch")
 ONNX_EXPORT_RECIPE = "eager-attention mean-pool l2 opset17 v1"  # part of the exported file's name
@@ -61,6 +64,15 @@ def _gpu_present() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def announce_encoding(texts: list[str], what: str, prebuild: str, log: Callable[[str], None] | None = None) -> None:
+    """Announce a one-time MiniLM encoding of these texts, timed by `MINILM_TOKENS_PER_S`."""
+    from PersonalWAB.progress import announce_build
+
+    tokens = max(1.0, sum(len(text) for text in texts) / 4)
+    announce_build(f"{what} with MiniLM", len(texts), "texts", len(texts) * MINILM_TOKENS_PER_S / tokens, prebuild,
+                   log)
 
 
 def default_backend() -> str:
@@ -233,7 +245,8 @@ class OnnxMiniLM:
     def encode(self, texts: list[str], batch_size: int, progress: bool) -> Any:
         import numpy as np
         from concurrent.futures import ThreadPoolExecutor
-        from tqdm import tqdm
+
+        from PersonalWAB.progress import progress_bar
 
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # batches of similar length pad little
         batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
@@ -241,7 +254,7 @@ class OnnxMiniLM:
             return self._run(texts)
         out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
         with ThreadPoolExecutor(min(self.threads, len(batches))) as pool, \
-                tqdm(total=len(texts), desc="Batches", unit="text", disable=not progress, file=sys.stderr) as bar:
+                progress_bar(total=len(texts), desc="Batches", unit="text", disable=not progress) as bar:
             for rows, vectors in zip(batches, pool.map(lambda rows: self._run([texts[i] for i in rows]), batches)):
                 out[rows] = vectors
                 bar.update(len(rows))
@@ -294,12 +307,13 @@ class TextEmbedder:
         assert batch_size is not None, "_loaded() sets it"
         return model.encode(texts, batch_size, progress).astype(np.float32, copy=False)
 
-    def remember(self, texts: Iterable[str], cache_file: Path | None = None) -> int:
+    def remember(self, texts: Iterable[str], cache_file: Path | None = None, prebuild: str | None = None) -> int:
         """Encode texts once, in batches, for later `embedding` lookups.
 
         With `cache_file` (an .npz keyed by text hash) vectors computed by an
         earlier run are reused and new ones are added to it. Returns how many
-        texts had to be encoded.
+        texts had to be encoded. `prebuild`: the command that builds the cache ahead,
+        named when a long encoding is announced.
         """
         wanted = list(dict.fromkeys(texts))
         stored = _read_vector_file(cache_file) if cache_file is not None else {}
@@ -308,6 +322,8 @@ class TextEmbedder:
             if key in wanted_keys:
                 self._memo.setdefault(key, vector)
         missing = [t for t in wanted if text_key(t) not in self._memo]
+        if prebuild and missing:
+            announce_encoding(missing, "embedding target reviews", prebuild)
         for text, vector in zip(missing, self.encode(missing, progress=len(missing) >= PROGRESS_MIN_TEXTS)):
             self._memo[text_key(text)] = vector
         if cache_file is not None and missing:

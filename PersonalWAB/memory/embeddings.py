@@ -157,15 +157,20 @@ def instruction_texts(data: BenchmarkData) -> list[str]:
     return list(dict.fromkeys(t["task"] for split in ("train", "test") for t in data.tasks.get(split, [])))
 
 
-def encode_sorted(encoder: Encoder, texts: list[str], label: str, progress: bool = True) -> np.ndarray:
+def encode_sorted(encoder: Encoder, texts: list[str], label: str, progress: bool = True,
+                  prebuild: str | None = None) -> np.ndarray:
     """Embed texts in length order (batches of similar length pad little), in chunks
-    with a progress bar over the texts; rows come back in input order."""
-    from tqdm import tqdm
+    with a progress bar over the texts; rows come back in input order. `prebuild`: the
+    command that builds them ahead, named when a long encoding is announced first."""
+    from PersonalWAB.engines.text_embedding import announce_encoding
+    from PersonalWAB.progress import progress_bar
 
+    if prebuild:
+        announce_encoding(texts, f"embedding {label}", prebuild)
     out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    with tqdm(total=len(texts), desc=f"embedding {label}", unit="text", file=sys.stderr,
-              disable=not progress, dynamic_ncols=True) as bar:
+    with progress_bar(total=len(texts), desc=f"embedding {label}", unit="text", disable=not progress,
+                      dynamic_ncols=True) as bar:
         for done in range(0, len(order), CHUNK):
             rows = order[done:done + CHUNK]
             out[rows] = encoder.encode([texts[i] for i in rows])
@@ -174,12 +179,13 @@ def encode_sorted(encoder: Encoder, texts: list[str], label: str, progress: bool
 
 
 def encode_with_store(encoder: Encoder, texts: list[str], label: str, progress: bool = True,
-                      reuse: bool = True) -> tuple[np.ndarray, int]:
+                      reuse: bool = True, prebuild: str | None = None) -> tuple[np.ndarray, int]:
     """Vectors of `texts`, reusing (with `reuse`) those the encoder's `TextStore` holds and
-    adding the ones it encoded; returns them and how many were encoded."""
+    adding the ones it encoded; returns them and how many were encoded (`prebuild`: see
+    `encode_sorted`)."""
     model_id = encoder_id(encoder)
     if model_id is None:
-        return encode_sorted(encoder, texts, label, progress), len(texts)
+        return encode_sorted(encoder, texts, label, progress, prebuild), len(texts)
     store = TextStore(default_store_root(), model_id)
     digests = text_digests(texts)
     if reuse:
@@ -188,7 +194,7 @@ def encode_with_store(encoder: Encoder, texts: list[str], label: str, progress: 
         found, vectors = np.zeros(len(texts), dtype=bool), np.zeros((len(texts), DIMENSION), dtype=np.float32)
     missing = np.flatnonzero(~found)
     if len(missing):
-        vectors[missing] = encode_sorted(encoder, [texts[i] for i in missing], label, progress)
+        vectors[missing] = encode_sorted(encoder, [texts[i] for i in missing], label, progress, prebuild)
         store.add(digests[missing], vectors[missing])
     return vectors, len(missing)
 
@@ -262,6 +268,12 @@ class BehaviourEmbeddings:
         self._adhoc: dict[str, np.ndarray] = {}
         self._partial: dict[str, np.ndarray] | None = None  # user -> rows, after `prepare_users`
 
+    def prebuild_command(self) -> str:
+        """The command that builds this cache ahead of a run."""
+        from PersonalWAB.progress import prebuild_command
+
+        return prebuild_command(self.data.data_dir, "--puma_embeddings 1" if self.template == PUMA_TEMPLATE else "")
+
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
@@ -301,7 +313,8 @@ class BehaviourEmbeddings:
             texts = [behaviour_texts(self.protocol, self.data.histories[u], self.template) for u in chosen]
             wanted = [text for text in dict.fromkeys(instructions) if text not in self._adhoc]
             vectors, encoded = encode_with_store(self.encoder, [t for user in texts for t in user] + wanted,
-                                                 f"texts of {len(chosen)} user(s)", progress=log is not None)
+                                                 f"texts of {len(chosen)} user(s)", progress=log is not None,
+                                                 prebuild=self.prebuild_command() if log is not None else None)
             first = 0
             for user_id, user_texts in zip(chosen, texts):
                 self._partial[user_id] = vectors[first:first + len(user_texts)]
@@ -359,7 +372,8 @@ class BehaviourEmbeddings:
         loaded = None if force else _load(cache_dir, name, fingerprint)
         if loaded is None and encode:
             start = time.perf_counter()
-            matrix, encoded = encode_with_store(self.encoder, texts, label, progress=log is not None, reuse=not force)
+            matrix, encoded = encode_with_store(self.encoder, texts, label, progress=log is not None, reuse=not force,
+                                                prebuild=self.prebuild_command() if log is not None else None)
             if log is not None:
                 log(f"embedded {encoded} of {len(texts)} {label} with MiniLM into {cache_dir / name}.npy "
                     f"(one-time; the others were in the text store)")

@@ -32,14 +32,16 @@ from PersonalWAB.agents.registry import option_classes
 from PersonalWAB.cli import check_output
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import record_paid_usd
-from PersonalWAB.reproduce.cost import (RowEstimate, estimate_row, format_estimates, total_usd,
+from PersonalWAB.pricing import cost_lines
+from PersonalWAB.progress import progress_bar
+from PersonalWAB.reproduce.cost import (RowEstimate, estimate_row, estimate_scope, format_estimates, total_usd,
                                         usd_text)
 from PersonalWAB.reproduce.paper import compared_row, track_note, track_table
-from PersonalWAB.reproduce.rows import (ReproduceSettings, RowSpec,
+from PersonalWAB.reproduce.rows import (MULTI, ReproduceSettings, RowSpec,
                                         row_config, select_rows)
 from PersonalWAB.reproduce.table import Comparison, compare_row, comparison_notes, render_text, write_tables
 from PersonalWAB.results import load_result_file
-from PersonalWAB.runner.execute import BudgetReached, RunPlan, execute, prepare
+from PersonalWAB.runner.execute import BudgetReached, RunPlan, concurrency_hint, execute, prepare
 from PersonalWAB.settings import parse_many
 
 EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_BUDGET, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
@@ -82,10 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     except (DataError, ValueError) as exc:
         error(str(exc))
         return EXIT_SETTINGS
-    print(format_estimates(estimates, settings.model, settings.sample))
+    print(format_estimates(estimates, settings.model, settings.sample, settings.price_per_mtok))
+    for line in estimate_scope(plans, estimates, settings.track):
+        print(line)
     if settings.dry_run:
         print("dry run: no request was sent")
         return 0
+    model_row = next((plan.config for plan in plans if plan.config.model), plans[0].config)
+    hint = concurrency_hint(model_row, sum(len(plan.jobs) for plan in plans))
+    if hint:
+        print(hint, file=sys.stderr)
     paid = sum(record_paid_usd(record) for plan in plans for record in plan.kept)
     refusal = _over_budget(estimates, settings.max_usd, paid)
     if refusal:
@@ -139,7 +147,7 @@ def _run_rows(specs: list[RowSpec], plans: list[RunPlan], max_usd: float | None,
     """Run the rows in turn, `paid` already spent of `max_usd` by their result files; the exit
     status (a stop prints what was kept and how to go on)."""
     spent, errored = paid, False
-    with tqdm(total=len(plans), desc="rows", unit="row") as bar:
+    with progress_bar(total=len(plans), desc="rows", unit="row") as bar:
         for spec, plan in zip(specs, plans):
             bar.set_postfix_str(spec.name)
             if not plan.jobs and load_result_file(plan.output)[0] is not None:
@@ -189,19 +197,44 @@ def _compare(specs: list[RowSpec], settings: ReproduceSettings) -> None:
     """Print the comparison with the paper and write it under the track's folder."""
     rows = []
     source = ""
+    agent_usd = user_usd = 0.0
+    caches: list[dict] = []
     for spec in specs:
         path = settings.result_path(spec.name)
         header, records = load_result_file(path)
         if header is None:
             raise DataError(f"{path}: the run is unfinished (no header); finish it with --resume_from, then compare")
         source = header["run_args"]["data_source"]
+        agent_usd += header["total cost"]
+        user_usd += header["total user cost"]
+        caches.append(header.get("cache") or {})
         paper = compared_row(settings.track, spec.name, settings.model, spec.strategy == "puma")
         rows.append(compare_row(spec.name, path, header, records, paper))
     title = f"Paper vs reproduced, {track_table(settings.track)}: {settings.model} on {source} data"
     comparison = Comparison(title, rows, comparison_notes(rows, source, settings.model, track_note(settings.track)))
     print(render_text(comparison))
+    for line in cost_lines(agent_usd, user_usd, _priced_settings(settings), _summed(caches)):
+        print(line)
     for path in write_tables(comparison, settings.track_dir):
         print(f"written: {path}")
+
+
+def _priced_settings(settings: ReproduceSettings) -> dict:
+    """The model settings every row shares, as `cost_lines` reads them from a run's header."""
+    multi = settings.track == MULTI
+    return {"model": settings.model, "api_base": settings.api_base, "price_per_mtok": settings.price_per_mtok,
+            "user_mode": "naive" if multi else "no", "user_model": settings.user_model if multi else None,
+            "user_api_base": settings.user_api_base, "user_price_per_mtok": settings.user_price_per_mtok}
+
+
+def _summed(caches: list[dict]) -> dict:
+    """The rows' cache figures added up, key by key (numbers only)."""
+    total: dict = {}
+    for cache in caches:
+        for key, value in cache.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                total[key] = total.get(key, 0) + value
+    return total
 
 
 def cli(argv: list[str] | None = None) -> None:

@@ -32,10 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from tqdm import tqdm
-
 from PersonalWAB.llm import LLMReply, load_litellm, price_listed, route_model
-from PersonalWAB.progress import log_line
+from PersonalWAB.pricing import AGENT_FLAG, USER_FLAG, parse_rate, usd_text
+from PersonalWAB.progress import log_line, progress_bar
 from PersonalWAB.reproduce.paper import paper_row
 from PersonalWAB.reproduce.rows import DEFAULT_SAMPLE, MULTI, ReproduceSettings, RowSpec
 from PersonalWAB.runner.execute import RunPlan
@@ -57,12 +56,14 @@ class Calls:
 
 
 class Pricer:
-    """A model's price per call from litellm's bundled table; `known` False when it lists none."""
+    """A model's price per call: the run's own `rate` when given, else litellm's bundled
+    table; `known` False when neither prices it."""
 
-    def __init__(self, model: str, api_base: str | None):
+    def __init__(self, model: str, api_base: str | None, rate: str | None = None, flag: str = AGENT_FLAG):
         self.model = model
         self.route = route_model(model, api_base)
-        self.known = price_listed(self.route)
+        self.rate = parse_rate(rate, flag)
+        self.known = self.rate is not None or price_listed(self.route)
 
     def tokens(self, messages: list[dict[str, Any]] | None = None, text: str | None = None,
                tools: list[dict[str, Any]] | None = None) -> int:
@@ -75,6 +76,8 @@ class Pricer:
         """The price of these calls (0 when unknown: callers check `known` first)."""
         if not self.known:
             return 0.0
+        if self.rate is not None:
+            return sum(sum(self.rate.usd(p, c)) for p, c in zip(calls.prompt, calls.completion))
         cost = load_litellm().cost_per_token
         return sum(sum(cost(model=self.route, prompt_tokens=p, completion_tokens=c))
                    for p, c in zip(calls.prompt, calls.completion))
@@ -180,11 +183,6 @@ class RowEstimate:
         return PRICE_UNKNOWN if self.usd is None else usd_text(self.usd)
 
 
-def usd_text(usd: float) -> str:
-    """Dollars with cents, or to 1/100 of a cent below a dollar (a small cost never reads as $0.00)."""
-    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.4f}"
-
-
 def sample_tasks(plan: RunPlan, size: int) -> dict[str, tuple[int, list[int]]]:
     """Per task type: how many task runs are left, and up to its share of `size` of their
     tasks, evenly spaced over the run's order."""
@@ -255,8 +253,9 @@ def estimate_row(spec: RowSpec, plan: RunPlan, settings: ReproduceSettings, samp
 
     config = plan.config
     multi = config.max_steps > 0
-    agent_pricer = Pricer(settings.model, settings.api_base)
-    user_pricer = Pricer(settings.user_model, settings.user_api_base) if multi else None
+    agent_pricer = Pricer(settings.model, settings.api_base, settings.price_per_mtok)
+    user_pricer = Pricer(settings.user_model, settings.user_api_base, settings.user_price_per_mtok,
+                         USER_FLAG) if multi else None
     picked = sample_tasks(plan, sample)
     engines = _prepare_resources(plan, [tid for _, ids in picked.values() for tid in ids], log)
     agent = build_agent(plan.data, config)
@@ -266,7 +265,7 @@ def estimate_row(spec: RowSpec, plan: RunPlan, settings: ReproduceSettings, samp
     totals = {"usd": 0.0, "calls": 0.0, "prompt": 0.0, "completion": 0.0}
     simulations = [(kind, tid, steps, weight) for kind, (_, ids) in picked.items() for tid in ids
                    for steps, weight in conversation_mix(spec, settings.track, kind, config.max_steps)]
-    with tqdm(total=len(simulations), desc=f"estimate {spec.name}", unit="task", leave=False) as bar:
+    with progress_bar(total=len(simulations), desc=f"estimate {spec.name}", unit="task", leave=False) as bar:
         for kind, task_id, steps, weight in simulations:
             left, ids = picked[kind]
             share = weight * left / len(ids)  # this simulation stands for `share` of the row's task runs
@@ -301,12 +300,13 @@ def total_usd(estimates: list[RowEstimate]) -> float | None:
     return sum(e.usd or 0.0 for e in estimates)
 
 
-def format_estimates(estimates: list[RowEstimate], model: str, sample: int) -> str:
-    """The estimate table printed before any paid call."""
+def format_estimates(estimates: list[RowEstimate], model: str, sample: int, rate: str | None = None) -> str:
+    """The estimate table printed before any paid call (`rate`: the model's `--price_per_mtok`)."""
     import importlib.metadata
 
-    version = importlib.metadata.version("litellm")
-    lines = [f"Cost estimate for {model} (litellm {version} price table; request sizes rendered from up to "
+    prices = f"at {AGENT_FLAG} {rate}" if rate is not None else \
+        f"litellm {importlib.metadata.version('litellm')} price table"
+    lines = [f"Cost estimate for {model} ({prices}; request sizes rendered from up to "
              f"{sample} tasks per row, never sent):",
              f"{'row':<13} {'tasks left':>10} {'sampled':>8} {'calls/task':>10} {'prompt tok/task':>16} "
              f"{'compl. tok/task':>16} {'estimate':>14}  note"]
@@ -317,3 +317,29 @@ def format_estimates(estimates: list[RowEstimate], model: str, sample: int) -> s
     lines.append(f"{'total':<13} {sum(e.tasks for e in estimates):>10} {'':>8} {'':>10} {'':>16} {'':>16} "
                  f"{PRICE_UNKNOWN if total is None else usd_text(total):>14}")
     return "\n".join(lines)
+
+
+def estimate_scope(plans: list[RunPlan], estimates: list[RowEstimate], track: str) -> list[str]:
+    """What an estimate priced (the data, its scale, the texts, the track) and, for data other
+    than the official benchmark, the same cost per task scaled to the official test split's
+    published task count: a synthetic split is a fraction of it, and its texts differ in length."""
+    from PersonalWAB.data.published import PUBLISHED_COUNTS
+
+    plan = plans[0]
+    data, config = plan.data, plan.config
+    texts = f"{plan.protocol.name} texts ({'standard' if plan.run_args['protocol']['standard'] else 'custom'} run)"
+    lines = [f"priced: the {config.task_split} split of {data.source} data ({data.data_dir}; "
+             f"{len(plan.tasks):,} {config.task_split} tasks, tasks {config.start_index} to {plan.end - 1} run), "
+             f"{track} track, {texts}"]
+    if data.is_official:
+        return lines
+    official = PUBLISHED_COUNTS.test
+    scaled = [(e, e.usd / e.tasks * official) for e in estimates if e.usd is not None and e.tasks]
+    if not scaled or len(scaled) < len([e for e in estimates if e.tasks]):
+        return lines + [f"the official test split has {official:,} tasks per row; no scaled estimate: "
+                        f"{PRICE_UNKNOWN} for a row"]
+    total = sum(usd for _, usd in scaled)
+    per_row = ", ".join(f"{e.row} {usd_text(usd)}" for e, usd in scaled)
+    return lines + [f"scaled to the official test split ({official:,} tasks per row) at this cost per task: about "
+                    f"{usd_text(total)} ({per_row}); the official data's histories and product texts differ in "
+                    "length, so this is a scale, not a quote"]

@@ -20,7 +20,7 @@ from typing import Any
 from PersonalWAB.agents.registry import option_classes
 from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
 from PersonalWAB.memory.modes import memory_mode
-from PersonalWAB.runner.config import DataChoice, Endpoints, RunConfig, TaskRange
+from PersonalWAB.runner.config import Console, DataChoice, Endpoints, RunConfig, TaskRange
 from PersonalWAB.response_cache import OFF, cache_folder
 from PersonalWAB.settings import setting
 
@@ -77,7 +77,7 @@ def usd_budget(text: str) -> float:
 
 
 @dataclass
-class ReproduceSettings(TaskRange, DataChoice, Endpoints):
+class ReproduceSettings(TaskRange, DataChoice, Endpoints, Console):
     """What one `pwab reproduce` is asked for (its flags; those it shares with `run.py` are
     declared once, in `PersonalWAB.runner.config`)."""
 
@@ -193,6 +193,9 @@ def row_config(spec: RowSpec, settings: ReproduceSettings) -> RunConfig:
         protocol_file=settings.protocol_file,
         max_concurrency=settings.max_concurrency,
         max_retries=settings.max_retries,
+        price_per_mtok=None if puma else settings.price_per_mtok,
+        user_price_per_mtok=settings.user_price_per_mtok if multi else None,
+        quiet=settings.quiet,
         cache=str(settings.cache_dir) if settings.cache_dir is not None else OFF,
         out=str(output),
         resume_from=str(output) if output.exists() else None,

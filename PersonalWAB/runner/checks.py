@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from PersonalWAB.cli import output_problem
 from PersonalWAB.envs.users import MULTI_TURN_USERS
+from PersonalWAB.pricing import AGENT_FLAG, USER_FLAG, parse_rate
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.resume import resumes_in_place
 from PersonalWAB.scratch import not_a_regular_file
@@ -129,10 +130,16 @@ def _check_agent(c: RunConfig) -> str | None:
 
 def _check_endpoints(c: RunConfig) -> str | None:
     """--api_base and --user_api_base must be http(s) URLs with a host (a bare host or a typo
-    would otherwise surface as a connection error deep inside the model client)."""
+    would otherwise surface as a connection error deep inside the model client); the price
+    settings must read as 0 or IN,OUT."""
     for flag, value in (("--api_base", c.api_base), ("--user_api_base", c.user_api_base)):
         if value is not None and not is_http_url(value):
             return f"{flag} {value!r}: must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8000/v1"
+    for flag, rate in ((AGENT_FLAG, c.price_per_mtok), (USER_FLAG, c.user_price_per_mtok)):
+        try:
+            parse_rate(rate, flag)
+        except ValueError as exc:
+            return str(exc)
     return None
 
 

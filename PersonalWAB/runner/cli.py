@@ -25,9 +25,10 @@ from collections.abc import Iterator
 
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import count_errors, count_format_errors, format_statistics_table, format_trial_table
+from PersonalWAB.pricing import cost_lines
 from PersonalWAB.results import TRIALS_KEY, CheckpointWriteError
 from PersonalWAB.runner.config import parse_config
-from PersonalWAB.runner.execute import RunPlan, execute, prepare
+from PersonalWAB.runner.execute import RunPlan, concurrency_hint, execute, prepare
 from PersonalWAB.runner.labels import result_notes
 from PersonalWAB.runner.resume import resume_command
 from PersonalWAB.runner.trackers import log_outcome
@@ -43,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     except (DataError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SETTINGS
+    hint = concurrency_hint(config, len(plan.jobs))
+    if hint:
+        print(hint, file=sys.stderr)
     try:
         with sigterm_interrupts():
             outcome = execute(plan)
@@ -69,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         print(format_trial_table(outcome.header[TRIALS_KEY]))
     for note in result_notes(run_args):
         print(f"note: {note}")
+    header = outcome.header
+    for line in cost_lines(header["total cost"], header["total user cost"], run_args, header.get("cache")):
+        print(line)
     format_errors = count_format_errors(outcome.records)
     if format_errors:
         print(f"format errors: {format_errors} of {len(outcome.records)} task(s) ended on model replies whose "

@@ -14,6 +14,7 @@ from PersonalWAB.engines.search import BACKENDS
 from PersonalWAB.envs.users import USER_MODES
 from PersonalWAB.memory import MEMORY_MODES
 from PersonalWAB.metrics import SOLVED_THRESHOLD
+from PersonalWAB.pricing import RATE_HELP
 from PersonalWAB.response_cache import ENV_VAR as CACHE_ENV_VAR
 from PersonalWAB.settings import parse_many, resolved, resume_keys, setting, settings_fields
 from PersonalWAB.shards import SHARD_HELP, shard_setting
@@ -59,11 +60,23 @@ class Endpoints:
         None, "folder of the response cache: a model call answered there before (the same request, trial and "
               "task) is not sent or paid again; off: no cache", metavar="DIR",
         default_text=f"${CACHE_ENV_VAR} if set, else none (pwab reproduce: <out>/cache)")
-    max_concurrency: int = setting(1, "tasks run at once (threads); raise it for API models that allow it")
+    max_concurrency: int = setting(1, "tasks run at once (threads); raise it for API models that allow it "
+                                      "(e.g. 8: docs/running.md)")
+    price_per_mtok: str | None = setting(None, RATE_HELP.format(whose="the agent's"), metavar="IN,OUT", resume=True,
+                                         default_text="litellm's price table")
+    user_price_per_mtok: str | None = setting(None, RATE_HELP.format(whose="the user simulator's"),
+                                              metavar="IN,OUT", resume=True, default_text="litellm's price table")
 
 
 @dataclass
-class RunConfig(TaskRange, DataChoice, Endpoints):
+class Console:
+    """What a run shows while it works."""
+
+    quiet: bool = setting(False, "no progress bars or progress lines (warnings, errors and results still print)")
+
+
+@dataclass
+class RunConfig(TaskRange, DataChoice, Endpoints, Console):
     """The settings of one run, each the `run.py` flag of its name (`--model`, ...)."""
 
     env: str = setting("pwab", "benchmark environment", choices=["pwab"])

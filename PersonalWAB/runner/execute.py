@@ -16,7 +16,8 @@ from PersonalWAB import __version__
 from PersonalWAB.agents.registry import agent_settings
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import record_paid_usd
-from PersonalWAB.progress import log_line
+from PersonalWAB.pricing import USER_FLAG, parse_rate, warn_hosted_prices
+from PersonalWAB.progress import log_line, set_quiet
 from PersonalWAB.response_cache import ResponseCache, cache_folder, task_scope
 from PersonalWAB.results import ResultWriter
 from PersonalWAB.runner.checks import SettingsError, check_settings, output_target, setting_warnings
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from PersonalWAB.data.loader import BenchmarkData
     from PersonalWAB.protocol import Protocol
 
+CONCURRENCY_HINT_TASKS = 20  # a model run of more tasks than this, one at a time, gets a hint
 # how the result file is claimed: a derived name made unique, a named file that must not exist, or replaced
 Claim = Literal["unique", "new", "replace"]
 
@@ -90,6 +92,8 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     check_settings(config, keys=check_keys)
     for warning in setting_warnings(config):
         log(f"warning: {warning}")
+    set_quiet(config.quiet)
+    warn_hosted_prices(config, log)
     get_user(config.user_mode, config.user_model, config.user_api_base, config.seed)  # fail early on bad settings
     try:
         embedding_backend = default_backend()
@@ -135,6 +139,18 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
                        protocol, end)
     return RunPlan(config, data, tasks, jobs, kept, run_args, output,
                    "replace" if resumes_in_place(config, output) or config.overwrite else "new", protocol, end)
+
+
+def concurrency_hint(config: RunConfig, jobs: int) -> str | None:
+    """A hint for a model run of many tasks one at a time: an API model serves several at once
+    and the scores stay the same (not so for InteRecAgent memory, which each task updates)."""
+    from PersonalWAB.memory import memory_mode
+
+    if not config.model or config.max_concurrency != 1 or jobs <= CONCURRENCY_HINT_TASKS \
+            or memory_mode(config.agent_memory).interec_store:
+        return None
+    return (f"hint: {jobs} tasks run one at a time (--max_concurrency 1); a hosted API model takes several at once "
+            "with the same scores, e.g. --max_concurrency 8 (docs/running.md)")
 
 
 def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float | None = None) -> RunOutcome:
@@ -197,9 +213,11 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
         with stage("loading the model client (litellm)"):
             warm_up()
     first_errors = FirstErrors(log)
+    user_rate = parse_rate(config.user_price_per_mtok, USER_FLAG)
 
     def run_task(trial: int, task_id: int) -> Record:
-        user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries)
+        user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries,
+                        user_rate)
         env = PWABEnv(engines, config.task_split, user, config.max_steps, protocol=protocol,
                       leak_guard=config.leak_guard, trial=trial)
         try:

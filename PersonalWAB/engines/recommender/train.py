@@ -39,6 +39,7 @@ from PersonalWAB.engines.recommender.engine import SASRecRecommender, load_item_
 from PersonalWAB.engines.recommender.sasrec import SASRec, SASRecConfig
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import ArtifactPaths
+from PersonalWAB.progress import progress_bar
 from PersonalWAB.scratch import atomic_write_bytes, atomic_write_text
 from PersonalWAB.settings import parse_many, resolved, setting
 
@@ -313,7 +314,7 @@ def _fit(
     best = _Progress()
     epoch = 0
     # the bar's total is the epoch cap; early stopping usually ends it sooner
-    bar = tqdm(total=config.epochs, desc="SASRec training", unit="epoch", file=sys.stderr, leave=False)
+    bar = progress_bar(total=config.epochs, desc="SASRec training", unit="epoch", leave=False)
     with bar:
         while epoch < config.epochs and not (config.patience and best.stale >= config.patience):
             epoch += 1

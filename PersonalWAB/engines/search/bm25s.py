@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -68,7 +67,8 @@ def build_bm25s_index(products: dict[str, Product], index_dir: Path, render: Ren
     Anserini does.
     """
     import bm25s
-    from tqdm import tqdm
+
+    from PersonalWAB.progress import progress_bar
 
     index_dir = Path(index_dir)
     require_products(products, index_dir)
@@ -78,7 +78,7 @@ def build_bm25s_index(products: dict[str, Product], index_dir: Path, render: Ren
     memo: dict[str, tuple[str, ...]] = {}
     retriever.scores, retriever.vocab_dict = _lucene_bm25_matrix(
         [analyze(render(products[asin]), memo)
-         for asin in tqdm(asins, desc="bm25s: analysing products", unit="product", file=sys.stderr)]
+         for asin in progress_bar(iterable=asins, desc="bm25s: analysing products", unit="product")]
     )
     retriever.nonoccurrence_array = None  # what `index` leaves for the "lucene" method
     scratch = scratch_dir(index_dir, "build")

@@ -5,6 +5,7 @@ the leak guard applied to every simulated user message before the agent reads it
 from __future__ import annotations
 
 from PersonalWAB.envs.users.base import UserSimulator
+from PersonalWAB.pricing import Rate
 
 NO_USER = "no"  # the single-turn track
 MULTI_TURN_USERS = ("naive", "human", "offline")
@@ -12,10 +13,11 @@ USER_MODES = (NO_USER, *MULTI_TURN_USERS)
 
 
 def get_user(user_mode: str, user_model: str | None = None, user_api_base: str | None = None,
-             seed: int = 0, max_retries: int = 5) -> UserSimulator | None:
+             seed: int = 0, max_retries: int = 5, price: Rate | None = None) -> UserSimulator | None:
     """The simulated user for `--user_mode`: `no` is the single-turn track (no user);
     `naive` an LLM user (`user_model`, optionally served at `user_api_base`); `human`
-    a person at the terminal; `offline` a rule-based user, deterministic given `seed`."""
+    a person at the terminal; `offline` a rule-based user, deterministic given `seed`.
+    `price`: the user model's own rate (`--user_price_per_mtok`) over litellm's table."""
     if user_mode == NO_USER:
         return None
     if user_mode == "naive":
@@ -23,7 +25,7 @@ def get_user(user_mode: str, user_model: str | None = None, user_api_base: str |
             raise ValueError("--user_mode naive needs --user_model (any litellm model string, e.g. gpt-4o-mini)")
         from PersonalWAB.envs.users.llm_user import LLMUser
 
-        return LLMUser(user_model, api_base=user_api_base, max_retries=max_retries)
+        return LLMUser(user_model, api_base=user_api_base, max_retries=max_retries, price=price)
     if user_mode == "human":
         from PersonalWAB.envs.users.human_user import HumanUser
 

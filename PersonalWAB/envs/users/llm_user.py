@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from PersonalWAB.envs.users.base import UserSimulator
+from PersonalWAB.pricing import Rate
 from PersonalWAB.protocol import Protocol
 from PersonalWAB.schema_types import Task, UserProfile
 
@@ -19,10 +20,11 @@ MAX_TOKENS = 150
 
 
 class LLMUser(UserSimulator):
-    def __init__(self, model: str, api_base: str | None = None, max_retries: int = 5):
+    def __init__(self, model: str, api_base: str | None = None, max_retries: int = 5, price: Rate | None = None):
         from PersonalWAB.llm import LLMClient
 
-        self.client = LLMClient(model, api_base=api_base, temperature=TEMPERATURE, max_retries=max_retries)
+        self.client = LLMClient(model, api_base=api_base, temperature=TEMPERATURE, max_retries=max_retries,
+                                price=price)
         self.messages: list[dict[str, Any]] = []
         self.cost = 0.0
 

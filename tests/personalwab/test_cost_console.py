@@ -1,0 +1,98 @@
+"""What a run says about money: the agent's and the user's cost under the results table, a
+warning when a server of one's own is billed at a hosted model's price, the run's own rate,
+an unpriced model named as such, and what a reproduction's dry run priced."""
+
+from __future__ import annotations
+
+import pytest
+
+from PersonalWAB.pricing import (Rate, cost_lines, hosted_price_warning, is_local_endpoint, parse_rate,
+                                 warn_hosted_prices)
+from PersonalWAB.runner.cli import main as run_main
+from devtools.responders import conversation
+from devtools.scripted_server import ScriptedLLMServer
+
+
+@pytest.fixture(autouse=True)
+def no_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+@pytest.mark.parametrize("url,local", [("http://127.0.0.1:8000/v1", True), ("http://localhost:11434", True),
+                                       ("http://10.1.2.3/v1", True), ("http://192.168.0.7:8000/v1", True),
+                                       ("http://[::1]:8000/v1", True), ("https://api.openai.com/v1", False),
+                                       ("https://8.8.8.8/v1", False), (None, False)])
+def test_local_endpoints_are_this_machine_or_a_private_network(url, local):
+    assert is_local_endpoint(url) is local
+
+
+def test_a_rate_is_zero_or_two_numbers_per_million_tokens():
+    assert parse_rate(None) is None
+    assert parse_rate("0") == Rate(0.0, 0.0)
+    assert parse_rate("0.15, 0.6").usd(1_000_000, 2_000_000) == pytest.approx((0.15, 1.2))
+    for bad in ("free", "1", "1,2,3", "-1,2", "inf,1"):
+        with pytest.raises(ValueError, match="--user_price_per_mtok"):
+            parse_rate(bad, "--user_price_per_mtok")
+
+
+def test_a_loopback_server_priced_as_a_hosted_model_is_warned():
+    warning = hosted_price_warning("gpt-4o-mini", "http://127.0.0.1:8000/v1", None)
+    assert warning is not None and "--price_per_mtok 0" in warning and "$0.15" in warning
+    assert hosted_price_warning("gpt-4o-mini", "http://127.0.0.1:8000/v1", "0") is None  # its own rate
+    assert hosted_price_warning("gpt-4o-mini", "https://api.openai.com/v1", None) is None  # the provider
+    assert hosted_price_warning("my-local-model", "http://127.0.0.1:8000/v1", None) is None  # not in the table
+
+
+def test_each_hosted_price_warning_is_said_once(monkeypatch):
+    class Settings:
+        model, api_base, price_per_mtok = "gpt-4o-mini", "http://127.0.0.2:1/v1", None
+        user_mode, user_model, user_api_base, user_price_per_mtok = "naive", "gpt-4o-mini", api_base, None
+
+    said: list[str] = []
+    warn_hosted_prices(Settings(), said.append)
+    warn_hosted_prices(Settings(), said.append)
+    assert [line.split()[1] for line in said] == ["--api_base", "--user_api_base"]
+
+
+def test_cost_lines_name_the_agent_the_user_and_how_each_was_priced():
+    run_args = {"model": "gpt-4o-mini", "api_base": "http://127.0.0.1:1/v1", "price_per_mtok": "0",
+                "user_mode": "naive", "user_model": "my-user-model", "user_api_base": "http://127.0.0.1:1/v1",
+                "user_price_per_mtok": None}
+    [line] = cost_lines(0.0, 0.0, run_args)
+    assert "agent $0.0000 (gpt-4o-mini at --price_per_mtok 0)" in line
+    assert "user $0.0000 (my-user-model has no price in litellm's table: counted as 0" in line
+    lines = cost_lines(1.5, 0.25, {**run_args, "user_price_per_mtok": "1,2"}, {"hits": 3, "saved_usd": 0.5})
+    assert lines[0].startswith("cost: $1.75 = agent $1.50")
+    assert lines[1] == "cache: 3 call(s) answered from the response cache; $0.5000 of the cost above not paid again"
+    assert cost_lines(0.0, 0.0, {"model": None, "user_mode": "offline"}) == []  # no model called
+
+
+@pytest.mark.slow
+def test_a_multi_turn_run_prints_agent_and_user_cost_and_the_hosted_price_warning(tiny_engines, tiny_data_dir,
+                                                                                  tmp_path, capsys):
+    with ScriptedLLMServer(conversation) as server:
+        code = run_main(["--data_dir", str(tiny_data_dir), "--out", str(tmp_path / "run.json"),
+                         "--agent_strategy", "function_calling", "--model", "gpt-4o-mini", "--api_base", server.url,
+                         "--user_mode", "naive", "--user_model", "scripted-user", "--user_api_base", server.url,
+                         "--user_price_per_mtok", "1,2", "--max_steps", "5", "--agent_memory", "none",
+                         "--end_index", "2", "--quiet", "1"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "warning: --api_base" in out and "--price_per_mtok 0" in out
+    [line] = [line for line in out.splitlines() if line.startswith("cost: ")]
+    assert "agent $0.0" in line and "gpt-4o-mini, litellm's price table" in line
+    assert "user $0.0" in line and "scripted-user at --user_price_per_mtok 1,2" in line
+    assert "user $0.0000 " not in line  # the user simulator was called and priced
+
+
+@pytest.mark.slow
+def test_a_dry_run_names_what_it_priced_and_scales_to_the_official_split(tiny_engines, tiny_data_dir, tmp_path,
+                                                                         capsys):
+    from PersonalWAB.reproduce.cli import main as reproduce_main
+
+    assert reproduce_main(["--model", "openai/gpt-4o-mini", "--data_dir", str(tiny_data_dir), "--rows", "none",
+                           "--out", str(tmp_path), "--end_index", "4", "--dry_run", "--quiet", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"priced: the test split of synthetic(scale=tiny, seed=0) data ({tiny_data_dir};" in out
+    assert "tasks 0 to 3 run), single track, project texts (custom run)" in out
+    assert "scaled to the official test split (2,174 tasks per row)" in out

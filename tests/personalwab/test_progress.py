@@ -1,0 +1,58 @@
+"""Progress a person can follow in a log as on a terminal: bars become lines when stderr is
+not a terminal, `--quiet` silences them, and a one-time build is announced before it starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from PersonalWAB.progress import RunProgress, announce_build, duration_text, progress_bar, set_quiet, stage
+
+
+@pytest.fixture(autouse=True)
+def loud():
+    set_quiet(False)
+    yield
+    set_quiet(False)
+
+
+def test_a_bar_writes_whole_lines_when_stderr_is_not_a_terminal(capsys):
+    with progress_bar(total=3, desc="things", unit="thing") as bar:
+        for _ in range(3):
+            bar.update(1)
+    with stage("an opaque step"):
+        pass
+    err = capsys.readouterr().err
+    assert "\r" not in err and err.endswith("\n")
+    lines = err.splitlines()
+    assert lines[0].startswith("things:   0% 0/3") and any(line.startswith("things: 100% 3/3") for line in lines)
+    assert lines[-1].startswith("an opaque step: 00:0")
+
+
+def test_the_run_bar_keeps_its_numbers_on_one_line(capsys):
+    with RunProgress(total=2, kept=[]) as progress:
+        progress.update({"action_acc": [1.0], "res_acc": [1.0], "info": {}})
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1].startswith("tasks: ") and "Function Acc 1.000, Result Acc 1.000" in lines[-1]
+
+
+def test_quiet_shows_no_progress(capsys):
+    set_quiet(True)
+    with progress_bar(total=2, desc="things") as bar:
+        bar.update(2)
+    with stage("an opaque step"):
+        pass
+    assert capsys.readouterr().err == ""
+
+
+def test_a_build_is_announced_with_its_size_estimate_and_command(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    said: list[str] = []
+    announce_build("the lucene search index", 38_000, "products", 3800.0, "pwab build --data_dir d", said.append)
+    announce_build("a quick thing", 10, "items", 3800.0, "pwab build --data_dir d", said.append)  # under 5 s
+    assert said == ["one-time build: the lucene search index, 38,000 products, about 10 s on this machine's 2 idle "
+                    "CPU cores (more when they are busy); kept for later runs; to build it ahead: "
+                    "pwab build --data_dir d"]
+
+
+def test_durations_read_at_a_glance():
+    assert [duration_text(s) for s in (0.2, 42, 2700, 9000)] == ["1 s", "42 s", "45 min", "2.5 h"]
