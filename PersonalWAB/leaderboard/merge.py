@@ -21,7 +21,7 @@ from typing import Any, cast
 from PersonalWAB.cli import check_output
 from PersonalWAB.errors import DataError
 from PersonalWAB.metrics import is_errored
-from PersonalWAB.results import build_header, dumps_json
+from PersonalWAB.results import RunFile, build_header, dumps_json
 from PersonalWAB.schema_types import Header, Record, RunArgs
 from PersonalWAB.scratch import atomic_write_text
 from PersonalWAB.settings import parse, setting
@@ -63,14 +63,11 @@ def _ids(task_ids: Iterable[int]) -> str:
 
 def read_shard(path: Path | str) -> ShardFile:
     """A finished, valid shard file; DataError naming the file and what keeps it out otherwise."""
-    from PersonalWAB.leaderboard.validate import ERROR, validate_file
+    from PersonalWAB.leaderboard.validate import read_valid
 
-    report = validate_file(path)
+    report = read_valid(path)  # the one reader: an invalid shard is refused as every command refuses a file
     path = report.path
-    result = report.result
-    if result is None or not report.valid:
-        first = next((p.format(path) for p in report.problems if p.severity == ERROR), f"{path}: unreadable")
-        raise DataError(f"{first} (the file is invalid: run pwab leaderboard validate {path})")
+    result = cast(RunFile, report.result)
     run_args = result.run_args
     if result.checkpoint is not None:
         raise DataError(f"{path}: an unfinished shard ({len(result.records)} task(s) done when its run stopped): "

@@ -100,7 +100,8 @@ def test_every_command_refuses_an_invalid_file_the_same_way(case, valid_run, tmp
                  ["report", str(bad), "--out", str(pages)], ["report", str(valid_run), "--compare", str(bad),
                                                              "--out", str(pages)],
                  ["plot", str(bad), "--out", str(tmp_path / "plots")], ["pack", str(bad), "--out", str(tmp_path)],
-                 ["export", str(bad), "--out", str(tmp_path / "rows.csv")]):
+                 ["export", str(bad), "--out", str(tmp_path / "rows.csv")],
+                 ["merge", str(bad), "--out", str(tmp_path / "merged.json")]):
         assert main(argv) == 2, argv
         captured = capsys.readouterr()
         (line,) = captured.err.splitlines()
@@ -108,6 +109,7 @@ def test_every_command_refuses_an_invalid_file_the_same_way(case, valid_run, tmp
         assert captured.out == ""
     assert not pages.exists() and not (tmp_path / "plots").exists()
     assert not (tmp_path / "bad.submission.tar.gz").exists() and not (tmp_path / "rows.csv").exists()
+    assert not (tmp_path / "merged.json").exists()
 
 
 @pytest.mark.parametrize("case", ["run_args cut to strategy and model", "relabelled standard",
