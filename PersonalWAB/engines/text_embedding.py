@@ -327,14 +327,15 @@ class TextEmbedder:
         for text, vector in zip(missing, self.encode(missing, progress=len(missing) >= PROGRESS_MIN_TEXTS)):
             self._memo[text_key(text)] = vector
         if cache_file is not None and missing:
-            self._save(cache_file, wanted)
+            self._save(cache_file, wanted, stored)
         return len(missing)
 
-    def _save(self, cache_file: Path, texts: list[str]) -> None:
-        """Merge these texts' vectors into the cache file (written atomically)."""
+    def _save(self, cache_file: Path, texts: list[str], stored: dict[str, Any]) -> None:
+        """Merge these texts' vectors into what the cache file held (`stored`, read once: a
+        damaged file is named once) and write it whole."""
         import numpy as np
 
-        vectors = _read_vector_file(cache_file)
+        vectors = dict(stored)
         vectors.update({text_key(t): self._memo[text_key(t)] for t in texts})
         buffer = io.BytesIO()
         np.savez(buffer, keys=np.array(list(vectors)), vectors=np.stack(list(vectors.values())))
