@@ -31,7 +31,6 @@ from tqdm import tqdm
 from PersonalWAB.agents.registry import option_classes
 from PersonalWAB.cli import check_output
 from PersonalWAB.errors import DataError, FatalError
-from PersonalWAB.metrics import record_paid_usd
 from PersonalWAB.pricing import cost_lines
 from PersonalWAB.progress import progress_bar
 from PersonalWAB.reproduce.cost import (RowEstimate, estimate_row, estimate_scope, format_estimates, total_usd,
@@ -41,6 +40,7 @@ from PersonalWAB.reproduce.rows import (MULTI, ReproduceSettings, RowSpec,
                                         row_config, select_rows)
 from PersonalWAB.reproduce.table import Comparison, compare_row, comparison_notes, render_text, write_tables
 from PersonalWAB.results import load_result_file
+from PersonalWAB.runner.budget import paid_usd
 from PersonalWAB.runner.execute import BudgetReached, RunPlan, concurrency_hint, execute, prepare
 from PersonalWAB.settings import parse_many
 
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     hint = concurrency_hint(model_row, sum(len(plan.jobs) for plan in plans))
     if hint:
         print(hint, file=sys.stderr)
-    paid = sum(record_paid_usd(record) for plan in plans for record in plan.kept)
+    paid = paid_usd([record for plan in plans for record in plan.kept])
     refusal = _over_budget(estimates, settings.max_usd, paid)
     if refusal:
         error(refusal)
@@ -176,7 +176,7 @@ def _run_rows(specs: list[RowSpec], plans: list[RunPlan], max_usd: float | None,
                 _report_stop(spec, plan, "stopped", again)
                 return EXIT_SETTINGS
             kept = {(r["trial"], r["task_id"]) for r in plan.kept}
-            spent += sum(record_paid_usd(r) for r in outcome.records if (r["trial"], r["task_id"]) not in kept)
+            spent += paid_usd([r for r in outcome.records if (r["trial"], r["task_id"]) not in kept])
             errored = errored or any("error" in r["info"] for r in outcome.records)
             bar.update(1)
     return EXIT_TASK_ERRORS if errored else 0

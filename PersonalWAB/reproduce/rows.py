@@ -11,8 +11,6 @@ take the track script's memory (single-turn `last`, multi-turn `relevant`); PUMA
 
 from __future__ import annotations
 
-import argparse
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from PersonalWAB.memory import RELEASE_MEMORY_LENGTH
 from PersonalWAB.memory.modes import memory_mode
 from PersonalWAB.runner.config import Console, DataChoice, Endpoints, RunConfig, TaskRange
 from PersonalWAB.response_cache import OFF, cache_folder
+from PersonalWAB.runner.budget import usd_budget
 from PersonalWAB.settings import setting
 
 SINGLE, MULTI = "single", "multi"
@@ -63,17 +62,6 @@ ROWS: dict[str, RowSpec] = {spec.name: spec for spec in (
     RowSpec("interecagent", "function_calling", "interecagent", (MULTI,)),
     RowSpec("puma", "puma", "taskspe"),
 )}
-
-
-def usd_budget(text: str) -> float:
-    """A `--max_usd` value: a finite amount above 0 (the parser's usage error otherwise)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an amount of USD, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite amount of USD above 0, got {text!r}")
-    return value
 
 
 @dataclass

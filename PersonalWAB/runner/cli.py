@@ -10,8 +10,9 @@ Exit status of `main`: 0 all tasks ran; 1 a fatal model error stopped the run
 (missing or refused key, unknown model), or the result file could not be written
 (a full disk: it keeps its last whole checkpoint); 2 a setting or input file is
 wrong (nothing was written), or another live run holds the result file or the
-file being resumed; 3 some tasks ended in an error (resume to run them again);
-130 interrupted (Ctrl-C or SIGTERM). Every stop after the result file was
+file being resumed, or the records it keeps already paid `--max_usd`; 3 some tasks
+ended in an error (resume to run them again); 4 stopped at `--max_usd`; 130 interrupted
+(Ctrl-C or SIGTERM). Every stop after the result file was
 claimed prints the `--resume_from` command that finishes the run.
 """
 
@@ -28,12 +29,13 @@ from PersonalWAB.metrics import count_errors, count_format_errors, format_statis
 from PersonalWAB.pricing import cost_lines
 from PersonalWAB.results import TRIALS_KEY, CheckpointWriteError
 from PersonalWAB.runner.config import parse_config
-from PersonalWAB.runner.execute import RunPlan, concurrency_hint, execute, prepare
+from PersonalWAB.runner.budget import paid_usd
+from PersonalWAB.runner.execute import BudgetReached, RunPlan, concurrency_hint, execute, prepare
 from PersonalWAB.runner.labels import result_notes
 from PersonalWAB.runner.resume import resume_command
 from PersonalWAB.runner.trackers import log_outcome
 
-EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_INTERRUPTED = 1, 2, 3, 130
+EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_BUDGET, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,12 +49,21 @@ def main(argv: list[str] | None = None) -> int:
     hint = concurrency_hint(config, len(plan.jobs))
     if hint:
         print(hint, file=sys.stderr)
+    paid = paid_usd(plan.kept)
+    left = None if config.max_usd is None else config.max_usd - paid
+    if left is not None and left <= 0:
+        print(f"error: --max_usd {config.max_usd}: the records kept from {config.resume_from} already paid "
+              f"${paid:.4f}; nothing was run (raise --max_usd, or leave it out)", file=sys.stderr)
+        return EXIT_SETTINGS
     try:
         with sigterm_interrupts():
-            outcome = execute(plan)
+            outcome = execute(plan, max_usd=left)
     except KeyboardInterrupt:
         _report_stop(plan, "interrupted")
         return EXIT_INTERRUPTED
+    except BudgetReached as exc:
+        _report_stop(plan, f"stopped at --max_usd {config.max_usd} ({exc}); raise it, or leave it out, to go on")
+        return EXIT_BUDGET
     except CheckpointWriteError as exc:
         _report_stop(plan, "stopped", exc)
         return EXIT_FATAL

@@ -16,6 +16,7 @@ from PersonalWAB.memory import MEMORY_MODES
 from PersonalWAB.metrics import SOLVED_THRESHOLD
 from PersonalWAB.pricing import RATE_HELP
 from PersonalWAB.response_cache import ENV_VAR as CACHE_ENV_VAR
+from PersonalWAB.runner.budget import usd_budget
 from PersonalWAB.settings import parse_many, resolved, resume_keys, setting, settings_fields
 from PersonalWAB.shards import SHARD_HELP, shard_setting
 
@@ -107,6 +108,10 @@ class RunConfig(TaskRange, DataChoice, Endpoints, Console):
     resume_headerless: bool = setting(
         False, "let --resume_from keep the records of a file that holds no run settings (an older format): only "
                "each record's task is checked, not the run's settings")
+    max_usd: float | None = setting(
+        None, "the run's budget in USD, what the records kept by --resume_from paid included: once the calls cost "
+              "this much no task starts, those in flight finish, and the run stops (resumable, exit 4)",
+        kind=usd_budget)
     verbose: bool = setting(False, "print each action the agent takes with the start of its observation, each "
                                    "task's scores and error tracebacks")
     run_name: str | None = setting(None, "a name for the run, recorded in the header and shown by the leaderboard "

@@ -1,6 +1,6 @@
-"""`--max_usd` is the budget of a whole reproduction: the tasks in flight at a stop are kept, the
-printed command run again spends nothing more, a rerun after a kill pays for no answer twice,
-and an amount that is not a finite number above 0 is refused."""
+"""`--max_usd` is the budget of a whole run or reproduction: the tasks in flight at a stop are
+kept, the printed command run again spends nothing more, a rerun after a kill pays for no answer
+twice, and an amount that is not a finite number above 0 is refused."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from PersonalWAB.metrics import record_paid_usd
 from PersonalWAB.reproduce.cli import main
 from PersonalWAB.results import load_result_file
+from PersonalWAB.runner.budget import paid_usd
+from PersonalWAB.runner.cli import main as run_main
 from devtools.responders import instruction_of, tool_caller
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 
@@ -27,6 +28,12 @@ def reproduce(server: ScriptedLLMServer, data_dir: Path, out: Path, *extra: str)
                  "--rows", "none", "--out", str(out), "--end_index", str(TASKS), *extra])
 
 
+def run(server: ScriptedLLMServer, data_dir: Path, *extra: str) -> int:
+    return run_main(["--agent_strategy", "function_calling", "--model", "gpt-4o-mini", "--api_base", server.url,
+                     "--data_dir", str(data_dir), "--end_index", str(TASKS), "--agent_memory", "none",
+                     "--max_concurrency", "2", "--cache", "off", *extra])
+
+
 def expensive(request: dict) -> ScriptedReply:
     """A million prompt tokens a call: $0.15 with gpt-4o-mini; slow enough that two are in flight."""
     reply = tool_caller(request)
@@ -34,33 +41,49 @@ def expensive(request: dict) -> ScriptedReply:
     return reply
 
 
+@pytest.mark.parametrize("command", [main, run_main])
 @pytest.mark.parametrize("amount", ["nan", "inf", "-1", "0", "lots"])
-def test_max_usd_must_be_a_finite_amount_above_zero(amount, capsys):
+def test_max_usd_must_be_a_finite_amount_above_zero(command, amount, capsys):
     with pytest.raises(SystemExit) as stopped:
-        main(["--model", "openai/gpt-4o-mini", "--max_usd", amount, "--dry_run"])
+        command(["--model", "openai/gpt-4o-mini", "--max_usd", amount])
     assert stopped.value.code == 2
     assert "argument --max_usd: expected" in capsys.readouterr().err
 
 
-def test_a_stop_keeps_the_tasks_in_flight_and_the_same_command_spends_nothing_more(tiny_engines, tiny_data_dir,
-                                                                                    tmp_path, capsys):
-    budget = ("--max_usd", "0.4", "--max_concurrency", "2", "--cache", "off")
+def test_a_stop_keeps_the_tasks_in_flight_and_its_resume_command_spends_nothing_more(tiny_engines, tiny_data_dir,
+                                                                                       tmp_path, capsys):
+    out = tmp_path / "run.json"
     with ScriptedLLMServer(expensive) as server:
-        assert reproduce(server, tiny_data_dir, tmp_path, *budget) == 4
+        assert run(server, tiny_data_dir, "--out", str(out), "--max_usd", "0.4") == 4
         paid = list(server.requests)
-    _, records = load_result_file(tmp_path / "singleturn" / "none.json")
+    _, records = load_result_file(out)
     assert 3 <= len(records) < TASKS
     assert len(records) == len(paid)  # every answer paid for is kept, those in flight at the stop too
-    assert sum(map(record_paid_usd, records)) == pytest.approx(0.15 * len(records), rel=0.01)
-    assert "no more tasks start; the tasks in flight finish and are kept" in capsys.readouterr().out
-    with ScriptedLLMServer(expensive) as server:
-        assert reproduce(server, tiny_data_dir, tmp_path, *budget) == 2  # the printed command, run again
+    assert paid_usd(records) == pytest.approx(0.15 * len(records), rel=0.01)
+    captured = capsys.readouterr()
+    assert "no more tasks start; the tasks in flight finish and are kept" in captured.out
+    resume = captured.err.splitlines()[-1].split()
+    assert resume[resume.index("--max_usd") + 1] == "0.4"
+    with ScriptedLLMServer(expensive) as server:  # the printed resume command, run again
+        assert run(server, tiny_data_dir, "--resume_from", str(out), "--max_usd", "0.4") == 2
         assert server.requests == []
-    assert "paid by the result files under --out is above --max_usd 0.4" in capsys.readouterr().err
+    assert f"records kept from {out} already paid ${paid_usd(records):.4f}" in capsys.readouterr().err
     with ScriptedLLMServer(tool_caller) as server:
-        assert reproduce(server, tiny_data_dir, tmp_path, "--cache", "off") == 0
+        assert run(server, tiny_data_dir, "--resume_from", str(out)) == 0
         assert len(server.requests) == TASKS - len(records)
     assert not set(map(instruction_of, paid)) & set(map(instruction_of, server.requests))
+
+
+def test_a_reproduction_counts_what_its_files_paid(tiny_engines, tiny_data_dir, tmp_path, capsys):
+    with ScriptedLLMServer(expensive) as server:
+        assert reproduce(server, tiny_data_dir, tmp_path, "--max_usd", "0.4") == 4
+        sent = len(server.requests)
+    _, records = load_result_file(tmp_path / "singleturn" / "none.json")
+    assert len(records) == sent
+    with ScriptedLLMServer(expensive) as server:  # the printed command, run again
+        assert reproduce(server, tiny_data_dir, tmp_path, "--max_usd", "0.4") == 2
+        assert server.requests == []
+    assert "paid by the result files under --out is above --max_usd 0.4" in capsys.readouterr().err
 
 
 def test_a_rerun_after_a_kill_pays_for_no_answer_twice(tiny_engines, tiny_data_dir, tmp_path):

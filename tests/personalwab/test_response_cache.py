@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.llm import LLMClient
 from PersonalWAB.response_cache import ResponseCache, cache_folder, task_scope
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.cli import main
-from devtools.responders import instruction_of, sensible_call
+from devtools.responders import conversation, instruction_of, is_agent_request, sensible_call
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 
 TASKS = 4
@@ -70,6 +71,7 @@ def test_a_rerun_sends_nothing_and_writes_the_same_records(tiny_data_dir, tiny_e
     assert second_header["cache"]["saved_usd"] == pytest.approx(first_header["total cost"])
     assert second_header["total cost"] == first_header["total cost"]  # the record says what the calls cost
     assert sum(r["info"]["cache_hits"] for r in second) == sent
+    assert validate_file(tmp_path / "second.json").valid
 
 
 def test_trials_at_temperature_1_are_not_served_from_one_another(tiny_data_dir, tiny_engines, tmp_path):
@@ -164,3 +166,24 @@ def test_a_cache_that_is_not_a_folder_or_not_a_cache_is_refused(tiny_data_dir, t
     (broken / "responses.sqlite3").write_text("not a database, but long enough to be read as one" * 40)
     with pytest.raises(Exception, match=f"--cache {broken}: cannot use .* as a response cache"):
         ResponseCache(broken)
+
+
+def test_a_multi_turn_rerun_replays_the_agent_the_user_and_the_reflections(tiny_data_dir, tiny_engines, tmp_path):
+    def multi_turn(out: Path) -> int:
+        return main(["--agent_strategy", "react_reflect", "--model", "gpt-4o-mini", "--api_base", server.url,
+                     "--user_mode", "naive", "--user_model", "gpt-4o-mini", "--user_api_base", server.url,
+                     "--max_steps", "5", "--data_dir", str(tiny_data_dir), "--end_index", "3",
+                     "--agent_memory", "none", "--cache", str(tmp_path / "cache"), "--out", str(out)])
+
+    with ScriptedLLMServer(conversation) as server:
+        assert multi_turn(tmp_path / "first.json") == 0
+        sent = list(server.requests)
+        assert multi_turn(tmp_path / "second.json") == 0
+        assert len(server.requests) == len(sent)
+    assert any(not is_agent_request(r) for r in sent)  # the LLM user was asked
+    assert any(all(m["role"] == "system" for m in r["messages"]) for r in sent)  # and reflections written
+    first_header, first = load_result_file(tmp_path / "first.json")
+    second_header, second = load_result_file(tmp_path / "second.json")
+    assert without_cache_fields(second) == without_cache_fields(first)
+    assert second_header["cache"]["hits"] == len(sent) and second_header["total user cost"] > 0
+    assert second_header["total user cost"] == first_header["total user cost"]
