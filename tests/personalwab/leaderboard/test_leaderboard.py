@@ -244,7 +244,7 @@ def test_summarize_cli_names_and_escaping(files, tmp_path, capsys):
     assert main(["summarize", str(files["last"]), "--name", "a", "--name", "b"]) == 2
     assert "2 --name values for 1 files" in capsys.readouterr().err
     assert main(["summarize", str(files["last"]), str(tmp_path / "missing.json")]) == 2
-    assert "missing.json: invalid result file: cannot read the file" in capsys.readouterr().err
+    assert "missing.json: invalid result file: the file does not exist" in capsys.readouterr().err
 
 
 @pytest.mark.slow
