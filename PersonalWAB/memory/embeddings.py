@@ -61,6 +61,7 @@ from PersonalWAB.schema_types import Behaviour, Task
 
 EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 CHUNK = 256  # texts per encode call: several batches, with a progress update between them
+PACE_CHUNKS = 4  # an announced encoding of more chunks than this says the time left after its first
 STORE_ENV = "PERSONALWAB_EMBEDDING_STORE"
 BEHAVIOURS = "behaviour_embeddings"
 INSTRUCTIONS = "instruction_embeddings"
@@ -163,18 +164,25 @@ def encode_sorted(encoder: Encoder, texts: list[str], label: str, progress: bool
     with a progress bar over the texts; rows come back in input order. `prebuild`: the
     command that builds them ahead, named when a long encoding is announced first."""
     from PersonalWAB.engines.text_embedding import announce_encoding
-    from PersonalWAB.progress import progress_bar
+    from PersonalWAB.progress import duration_text, log_line, progress_bar
 
     if prebuild:
         announce_encoding(texts, f"embedding {label}", prebuild)
     out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    started = time.perf_counter()
     with progress_bar(total=len(texts), desc=f"embedding {label}", unit="text", disable=not progress,
                       dynamic_ncols=True) as bar:
         for done in range(0, len(order), CHUNK):
             rows = order[done:done + CHUNK]
             out[rows] = encoder.encode([texts[i] for i in rows])
             bar.update(len(rows))
+            if prebuild and done == 0 and len(order) > PACE_CHUNKS * CHUNK:
+                # the texts come shortest first, so the pace is per character, not per text
+                first = sum(len(texts[i]) for i in rows)
+                left = sum(len(text) for text in texts) - first
+                log_line(f"embedding {label}: about {duration_text(left * (time.perf_counter() - started) / first)} "
+                         f"left at the pace of its first {len(rows)} texts on this machine")
     return out
 
 

@@ -56,3 +56,20 @@ def test_a_build_is_announced_with_its_size_estimate_and_command(monkeypatch):
 
 def test_durations_read_at_a_glance():
     assert [duration_text(s) for s in (0.2, 42, 2700, 9000)] == ["1 s", "42 s", "45 min", "2.5 h"]
+
+
+def test_a_long_encoding_says_the_time_left_at_its_first_chunk_pace(capsys):
+    import numpy as np
+
+    from PersonalWAB.memory.embeddings import CHUNK, PACE_CHUNKS, encode_sorted
+
+    class ZeroEncoder:
+        def encode(self, texts):
+            return np.zeros((len(texts), 384), dtype=np.float32)
+
+    texts = [f"behaviour {i} " * (1 + i % 7) for i in range(PACE_CHUNKS * CHUNK + 1)]
+    encode_sorted(ZeroEncoder(), texts, "things", progress=False, prebuild="pwab build --data_dir d")
+    encode_sorted(ZeroEncoder(), texts[:CHUNK], "few things", progress=False, prebuild="pwab build --data_dir d")
+    lines = [line for line in capsys.readouterr().out.splitlines() if " left at the pace of " in line]
+    assert len(lines) == 1 and lines[0].startswith("embedding things: about ")
+    assert lines[0].endswith(f"left at the pace of its first {CHUNK} texts on this machine")
