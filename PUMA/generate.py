@@ -248,7 +248,7 @@ def generate_outputs(config: GenerateConfig, prompts: list[str], log: Callable[[
 def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) -> Path:
     from PUMA.modeling import local_files_only, read_json, write_json
     from PUMA.lineage import check_carried
-    from PUMA.merge_shards import shard_part, shard_plan
+    from PersonalWAB.shards import shard_part, shard_plan
     from PUMA.recipe import check_inputs, get_recipe, write_record
 
     if config.mode not in ("function", "param"):
@@ -294,7 +294,7 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
                  prompt_cut=None if release else config.max_prompt_tokens, input_notes=notes,
                  batching="left-padded batches (the release: one prompt per generate call; the same outputs, "
                           "measured by the parity harness)",
-                 **({"shard_plan": shard_plan(places, result)} if config.shard else {}))
+                 **({"shard_plan": shard_plan(places, list(result))} if config.shard else {}))
     shard = f", shard {config.shard}" if config.shard else ""
     log(f"{path}: {config.mode} outputs for {len(result)} instructions{shard}")
     return path

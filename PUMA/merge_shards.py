@@ -41,20 +41,6 @@ class MergeShardsConfig:
                                flag="out", metavar="FILE", required=True)
 
 
-def shard_part(ordered: list[str], shard_text: str | None) -> tuple[set[str], dict[str, int]]:
-    """The instructions of `ordered` (the step's whole list) the shard `shard_text` does (all of
-    them without one), and each instruction's place in the whole list."""
-    places = {instruction: place for place, instruction in enumerate(ordered)}
-    if not shard_text:
-        return set(ordered), places
-    return set(Shard.parse(shard_text).take(ordered)), places
-
-
-def shard_plan(places: dict[str, int], output: dict[str, Any]) -> dict[str, Any]:
-    """A part's record of where its outputs stand in the whole list (what a join orders and checks by)."""
-    return {"selected": len(places), "positions": [places[instruction] for instruction in output]}
-
-
 @dataclass
 class Part:
     path: str

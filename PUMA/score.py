@@ -198,7 +198,7 @@ def score_summary(scores: dict[str, dict[str, float]]) -> dict[str, Any]:
 def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
     from PersonalWAB.errors import DataError
     from PersonalWAB.memory import load_function_file
-    from PUMA.merge_shards import shard_part, shard_plan
+    from PersonalWAB.shards import shard_part, shard_plan
     from PUMA.modeling import read_json, write_json
     from PUMA.recipe import check_inputs, get_recipe, write_record
     from PUMA.step_inputs import check_split_file, refuse_part
@@ -229,7 +229,7 @@ def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
     summary = score_summary(scores)
     write_record(path, "score", recipe, config, inputs, **summary, instructions_without_candidates=unscored,
                  data_fingerprint=data.fingerprint, **scoring_facts(recipe, tasks),
-                 **({"shard_plan": shard_plan(places, scores)} if config.shard else {}))
+                 **({"shard_plan": shard_plan(places, list(scores))} if config.shard else {}))
     shard = f", shard {config.shard}" if config.shard else ""
     log(f"{path}: {summary['candidates']} candidates of {summary['instructions']} instructions scored (mean Result "
         f"Acc {summary['mean_result_acc']:.4f}){shard}")

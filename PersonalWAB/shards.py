@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import random
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from PersonalWAB.errors import DataError
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 SHARD_HELP = ("run only part I of N (0 <= I < N, e.g. 0/4): every N-th item of the selection starting at item I; "
               "join the parts afterwards")
@@ -62,6 +63,21 @@ def task_selection(start: int, end: int, shuffle: bool, seed: int) -> list[int]:
     if shuffle:
         random.Random(seed).shuffle(task_ids)
     return task_ids
+
+
+def shard_part(ordered: Sequence[K], shard_text: str | None) -> tuple[set[K], dict[K, int]]:
+    """The items of `ordered` (a job's whole list) the shard `shard_text` does (all of them without
+    one), and each item's place in the whole list."""
+    places = {item: place for place, item in enumerate(ordered)}
+    if not shard_text:
+        return set(ordered), places
+    return set(Shard.parse(shard_text).take(ordered)), places
+
+
+def shard_plan(places: Mapping[K, int], done: Sequence[K]) -> dict[str, object]:
+    """A part's record of where the items it did stand in the whole list: what a join orders and
+    checks the parts by."""
+    return {"selected": len(places), "positions": [places[item] for item in done]}
 
 
 def one_count(parts: Sequence[tuple[str, Shard]]) -> None:
