@@ -13,7 +13,8 @@ The store is one SQLite file (`responses.sqlite3`) in write-ahead-log mode: each
 committed the moment it arrives, so workers in threads or processes share it and a run
 killed at any point keeps every answer it received. Only successful answers are kept; an
 error is asked again. The cache is used inside a task's `task_scope`, which the runner opens
-around every task run; calls outside one (data building, tools) are not cached.
+around every task run; calls outside one are not cached by the client. The construction tools
+keep their answers in the same store under keys of their own (`PersonalWAB.construct.llm_cache`).
 """
 
 from __future__ import annotations
@@ -60,13 +61,13 @@ class ResponseCache:
         self.path = self.folder / CACHE_FILE
         self._local = threading.local()
         if self.folder.exists() and not self.folder.is_dir():
-            raise DataError(f"--cache {self.folder}: not a folder")
+            raise DataError(f"response cache {self.folder}: not a folder")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._connection()
         except (OSError, sqlite3.Error) as exc:
-            raise DataError(f"--cache {self.folder}: cannot use {self.path} as a response cache "
-                            f"({exc}); remove it or choose another folder") from None
+            raise DataError(f"response cache {self.path}: cannot be used ({exc}); remove it or choose another "
+                            "folder") from None
 
     def _connection(self) -> sqlite3.Connection:
         """This thread's connection (a forked process opens its own)."""

@@ -2,9 +2,10 @@
 
 The key is the SHA-256 of the whole request (model, messages and sampling parameters;
 not the server address, so moving a local server to another port or machine keeps the
-cache valid). Each answer is written atomically the moment it arrives, so a build that
-crashes or is killed resumes without paying twice for a finished call, and re-running a
-build whose prompts did not change costs nothing. Calls run concurrently through the
+cache valid). The answers live in the project's one response store (`PersonalWAB.response_cache`,
+the file a run's `--cache` uses), committed the moment each arrives, so a build that crashes
+or is killed resumes without paying twice for a finished call, and re-running a build whose
+prompts did not change costs nothing. Calls run concurrently through the
 project's one LLM client (`PersonalWAB.llm`), with its retries, usage and price.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -22,10 +22,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from PersonalWAB.data.layout import json_bytes, write_atomic
 from PersonalWAB.llm import LLMClient, load_litellm, route_model
-
-logger = logging.getLogger(__name__)
+from PersonalWAB.response_cache import CACHE_FILE, ResponseCache
 
 
 @dataclass(frozen=True)
@@ -156,10 +154,19 @@ class CachedLLM:
         self.cache_dir = Path(cache_dir)
         self._client = client
         self._lock = threading.Lock()
+        self._store: ResponseCache | None = None
         self.stats = CallStats()
 
-    def _path(self, key: str) -> Path:
-        return self.cache_dir / key[:2] / f"{key}.json"
+    def _writable(self) -> ResponseCache:
+        """The store, opened (and made) on first use."""
+        with self._lock:
+            if self._store is None:
+                self._store = ResponseCache(self.cache_dir)
+            return self._store
+
+    def _readable(self) -> ResponseCache | None:
+        """The store if there is one: a dry run, or a lookup before any call, makes no cache folder."""
+        return self._writable() if self._store is not None or (self.cache_dir / CACHE_FILE).exists() else None
 
     def _payload(self, req: Request) -> dict[str, Any]:
         return {"model": self.settings.model, "messages": list(req.messages),
@@ -167,15 +174,9 @@ class CachedLLM:
 
     def lookup(self, req: Request) -> Answer | None:
         """The cached answer of exactly this request, if there is one."""
-        path = self._path(request_key(self.settings.model, req, self.settings.temperature))
-        try:
-            entry = json.loads(path.read_bytes())
-        except FileNotFoundError:
-            return None
-        except ValueError:
-            logger.warning("%s: unreadable cache entry; the call will be made again", path)
-            return None
-        if entry.get("request") != self._payload(req):  # a hash collision or a hand-edited file
+        store = self._readable()
+        entry = store.get(request_key(self.settings.model, req, self.settings.temperature)) if store else None
+        if entry is None or entry.get("request") != self._payload(req):  # a hash collision or a hand-edited file
             return None
         reply = entry["reply"]
         return Answer(reply["content"], reply["prompt_tokens"], reply["completion_tokens"], reply["cost_usd"],
@@ -197,7 +198,7 @@ class CachedLLM:
                  "reply": {"content": answer.content, "prompt_tokens": answer.prompt_tokens,
                            "completion_tokens": answer.completion_tokens, "cost_usd": answer.cost_usd,
                            "price_known": answer.price_known}}
-        write_atomic(self._path(request_key(self.settings.model, req, self.settings.temperature)), json_bytes(entry))
+        self._writable().put(request_key(self.settings.model, req, self.settings.temperature), entry)
         return answer
 
     def ask(self, req: Request) -> Answer:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from PersonalWAB.errors import DataError
 from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.llm import LLMClient
 from PersonalWAB.response_cache import ResponseCache, cache_folder, task_scope
@@ -160,11 +161,11 @@ def test_a_cache_that_is_not_a_folder_or_not_a_cache_is_refused(tiny_data_dir, t
     not_a_folder.write_text("x")
     assert main(["--data_dir", str(tiny_data_dir), "--end_index", "1", "--cache", str(not_a_folder),
                  "--out", str(tmp_path / "run.json")]) == 2
-    assert f"--cache {not_a_folder}: not a folder" in capsys.readouterr().err
+    assert f"response cache {not_a_folder}: not a folder" in capsys.readouterr().err
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "responses.sqlite3").write_text("not a database, but long enough to be read as one" * 40)
-    with pytest.raises(Exception, match=f"--cache {broken}: cannot use .* as a response cache"):
+    with pytest.raises(DataError, match="responses.sqlite3: cannot be used"):
         ResponseCache(broken)
 
 
