@@ -36,7 +36,8 @@ Launcher: torchrun with DeepSpeed (DeepSpeed needs the rank variables even for o
 release's `deepspeed` launcher set them), else accelerate (PUMA/configs/accelerate_{single,multi}_gpu.yaml
 by the processes over all nodes, accelerate_fsdp2.yaml under FSDP), plain Python without a GPU or
 CPU_PROCESSES. The batch is the step's own (python -m PUMA.sft --help): under `--recipe release` 64
-examples per optimizer step on any processes x nodes.
+examples per optimizer step on any processes x nodes; a global batch the processes do not divide
+is refused (status 2) before any starts. docs/scaling.md has a two-node example.
 """
 
 from __future__ import annotations
