@@ -236,7 +236,6 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
     backend = check_config(config)
     tokenizer = load_tokenizer(config.model_path, padding_side="left")
     examples = training_examples(config, tokenizer)
-    reward = reward or reward_for(config, {e["instruction"]: e["function"] for e in examples}, log)
     model, _ = load_causal_lm(config.model_path, dtype=torch_dtype(config.bf16, config.fp16))
     vllm: dict[str, Any] = {"use_vllm": backend == "vllm", "vllm_mode": config.vllm_mode,
             "vllm_gpu_memory_utilization": config.vllm_gpu_memory_utilization,
@@ -250,6 +249,9 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
         gradient_checkpointing=config.gradient_checkpointing, **vllm, **config.trainer_arguments(),
         generation_kwargs=decoding_left_to_the_model() if backend == "hf" else None,
     )
+    # the first process builds the data folder's indexes and recommender, the others then load them
+    with args.main_process_first(local=False, desc="the reward's engines"):
+        reward = reward or reward_for(config, {e["instruction"]: e["function"] for e in examples}, log)
     log_path = Path(config.output_dir) / "grpo_log.jsonl"
     if not config.resume and main_process():  # one process starts the log afresh
         log_path.unlink(missing_ok=True)
@@ -257,8 +259,9 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
                           processing_class=tokenizer, peft_config=lora_config(config),
                           callbacks=[RewardLog(log_path, log).callback])
     TrainingProgress.attach(trainer, "grpo", log)
-    log(f"GRPO on {len(examples)} parameter prompts ({config.task_types}), {config.num_generations} samples each, "
-        f"generation on {backend}")
+    if main_process():
+        log(f"GRPO on {len(examples)} parameter prompts ({config.task_types}), {config.num_generations} samples each, "
+            f"generation on {backend}")
     return trainer, tokenizer
 
 
