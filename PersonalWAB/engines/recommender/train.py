@@ -266,6 +266,17 @@ def popularity_metrics(item_map: Mapping[str, int], held_out: HeldOut) -> dict[s
     return ranking_metrics([popular] * len(held_out.targets), held_out.targets)
 
 
+def popularity_warning(sasrec: Mapping[str, float], popularity: Mapping[str, float]) -> str | None:
+    """Why the trained model is no better than recommending the most popular items, or None
+    when it beats them on held-out HR@10. A recommender that does not beat popularity makes
+    every agent's recommendation score say little about its use of history."""
+    key = f"hr@{TOP_K}"
+    if sasrec[key] > popularity[key]:
+        return None
+    return (f"the trained SASRec does not beat popularity on held-out data (HR@{TOP_K} {sasrec[key]:.4f} vs "
+            f"{popularity[key]:.4f}): recommendation scores on this data will carry little signal")
+
+
 def save_checkpoint(model: SASRec, checkpoint_path: Path, report: dict[str, Any], item_map_path: Path | None = None,
                     data_fingerprint: str = "") -> None:
     """A plain state dict (the official layout) plus `<checkpoint>.json` saying how it was made and,
@@ -347,6 +358,8 @@ def train_sasrec(
     extra_sequences: Sequence[Sequence[str]] = (),
 ) -> dict[str, Any]:
     """Train, evaluate and save; returns the report also written to `<checkpoint>.json`.
+    A model that does not beat popularity on held-out HR@10 is warned about on stderr and
+    in the report's `warning` (None otherwise).
 
     `extra_sequences` are ASIN sequences (time order) of users outside the benchmark:
     trained on in full, never evaluated. Their items outside the catalogue get model ids
@@ -381,13 +394,16 @@ def train_sasrec(
             test = model_metrics(model, item_map, split.test)
     finally:
         torch.set_num_threads(threads)
+    popularity = popularity_metrics(item_map, split.test)
+    warning = popularity_warning(test, popularity)
     report = {
         "data_source": data.source,
         "protocol": PROTOCOL,
         "users_evaluated": len(split.test.targets),
         "candidates": len(set(item_map.values())),
         "sasrec": test,
-        "popularity": popularity_metrics(item_map, split.test),
+        "popularity": popularity,
+        "warning": warning,
         f"validation_ndcg@{TOP_K}": validation_ndcg,
         "epochs": kept,
         "epochs_run": run,
@@ -401,6 +417,8 @@ def train_sasrec(
         "item_map": str(item_map_path),
     }
     save_checkpoint(model, checkpoint_path, report, item_map_path, data.fingerprint)
+    if warning:
+        print(f"warning: {checkpoint_path}: {warning}", file=sys.stderr, flush=True)
     return report
 
 
