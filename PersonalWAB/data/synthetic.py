@@ -7,13 +7,14 @@ category interests, loyal stores, a price band, favourite product types and a re
 voice, and these show in their history. Search instructions leave the store and the
 budget implicit, recommendation requests are vague and review requests only name the
 product, so an agent that reads the user's history does measurably better than one
-that does not.
+that does not. A few product lines, bought in order by many users, make the next purchase
+depend on the last one, so a sequential recommender fed recent history beats popularity.
 
 Pipeline: stores (price tier, appeal, product types) -> users (latent traits, loyal
 stores, profile) -> a catalogue stocked per store shelf in proportion to the users'
 expected demand, so that (as in the real data) most purchases are of distinct products
-while a small head of bestsellers recurs across users -> time-ordered histories split
-80/10/10 -> exactly the planned number of tasks of each type per split.
+while a small head of bestsellers recurs across users -> product lines -> time-ordered
+histories split 80/10/10 -> exactly the planned number of tasks of each type per split.
 
 Everything is driven by `random.Random` instances seeded from strings (stable across
 processes and PYTHONHASHSEED values); no set or hash order is ever iterated and no
@@ -44,7 +45,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR, SYNTHETIC_MANIFEST, ArtifactPaths, remove_derived_artifacts
 from PersonalWAB.settings import parse, setting
 
-GENERATOR_VERSION = "1.1"  # 1.1: null store / main_category in a few products
+GENERATOR_VERSION = "1.2"  # 1.1: null store / main_category in a few products; 1.2: product lines
 LAYOUTS = ("official", "raw")
 NOTE = "synthetic data; numbers are not comparable to the paper"
 
@@ -60,7 +61,8 @@ _ACRONYMS = ("usb", "gan", "pd", "led", "rgb", "pbt", "gps", "amoled", "hd", "sp
 _POPULARITY_EXPONENT = 0.9  # Zipf exponent of product popularity (rating counts, draws)
 _DRAW_POPULARITY = 0.5  # how strongly popularity steers a user's choice inside a pool
 _REPEAT_FACTOR = 0.05  # weight factor per earlier purchase of a (non-bestseller) product by anyone
-_BESTSELLER_SHARE = 0.0025  # the most popular products, bought again and again across users
+_BESTSELLER_SHARE = 0.001  # the most popular products, bought again and again across users (few, to
+# leave the product lines most of the repeat purchases that target-side distinctness allows)
 _STOCK_BASELINE = 0.03  # share of the stock not driven by demand
 _STORE_POPULARITY_EXPONENT = 0.4  # Zipf exponent of store size and appeal
 _LOYAL_DECAY = 0.35  # weight ratio between a user's n-th and (n+1)-th loyal store
@@ -70,6 +72,14 @@ _TIER_WIDTH = 0.28  # how far from their price band users still shop at a store
 _BAND_WIDTH = 0.12  # tolerance of a user's price band for a product, in relative price position
 _TASTE_BOOST = 2.0  # extra weight per preferred attribute a product has
 _TIERS = ((0.2, 0.35), (0.5, 0.45), (0.82, 0.2))  # (price position, share) of budget/mid/premium stores
+# Product lines: short ordered series of one store's products (a starter, then its add-ons and
+# upgrades) that many users buy in the same order, so the next purchase depends on the last one
+# and a sequential recommender can learn it. Lines are few and each is shared by many users,
+# and line purchases are kept rare enough that target-side products stay mostly distinct, as in
+# the real data (how many lines there are and how often a purchase starts one is set per scale).
+_LINE_LENGTH = (5, 8)  # products per line, inclusive
+_LINE_CONTINUE_PROB = 0.9  # the purchase after a line's product is the line's next product
+_LINE_LOYAL_BOOST = 4.0  # a line of one of the user's loyal stores is this much likelier to be started
 # Null product fields, as Amazon Reviews 2023 metadata has them (the loader's schema lists which
 # fields may be null). The rates are estimates, not measured on the official files (not readable
 # here): a listing without a named shop is uncommon but not rare, so `store` is null in ~3%; one
@@ -104,6 +114,11 @@ class SyntheticScale:
     test_mix: tuple[int, int, int]
     stores_per_category: int
     descriptors_per_type: int  # a smaller catalogue draws from fewer distinct attributes
+    # Product lines and the probability that a purchase starts one. The start rate is higher in
+    # smaller worlds: a recommender trained on 100 users needs a stronger pattern than one trained
+    # on 1,000, while `full` keeps its target-side products about as distinct as the published data's.
+    product_lines: int
+    line_start: float
 
     @property
     def train_tasks(self) -> int:
@@ -116,16 +131,17 @@ class SyntheticScale:
 
 SCALES: dict[str, SyntheticScale] = {
     "tiny": SyntheticScale(users=16, users_with_train=15, products=500, behaviours=640, train_mix=(32, 33, 31),
-                           test_mix=(13, 14, 13), stores_per_category=8, descriptors_per_type=5),
+                           test_mix=(13, 14, 13), stores_per_category=8, descriptors_per_type=5,
+                           product_lines=4, line_start=0.08),
     "small": SyntheticScale(users=100, users_with_train=94, products=3_577, behaviours=4_060,
                             train_mix=(220, 240, 230), test_mix=(69, 76, 72), stores_per_category=20,
-                            descriptors_per_type=5),
+                            descriptors_per_type=5, product_lines=20, line_start=0.08),
     "medium": SyntheticScale(users=300, users_with_train=282, products=10_731, behaviours=12_180,
                              train_mix=(660, 720, 690), test_mix=(208, 227, 217), stores_per_category=35,
-                             descriptors_per_type=7),
+                             descriptors_per_type=7, product_lines=20, line_start=0.03),
     "full": SyntheticScale(users=1_000, users_with_train=939, products=35_772, behaviours=40_600,
                            train_mix=(2_200, 2_401, 2_295), test_mix=(694, 757, 723), stores_per_category=60,
-                           descriptors_per_type=10),
+                           descriptors_per_type=10, product_lines=20, line_start=0.013),
 }
 
 
@@ -173,6 +189,8 @@ class _Catalogue:
     by_category: list[list[int]]
     complements: dict[tuple[int, int], int]
     bought: list[int]  # purchases of each item so far, across users
+    lines: list[list[int]] = field(default_factory=list)  # product lines, items in buying order
+    line_of: dict[int, tuple[int, int]] = field(default_factory=dict)  # item -> (line, position)
 
 
 @dataclass
@@ -573,6 +591,63 @@ def _build_catalogue(seed: int, scale: SyntheticScale, market: _Market,
     return _Catalogue(market, items, by_store_type, by_store, by_category, complements, [0] * len(items))
 
 
+def _make_lines(seed: int, scale: SyntheticScale, catalogue: _Catalogue, users: list[_User]) -> None:
+    """Product lines, per category in proportion to the users' interest in it: each a few
+    products of one store (larger stores have more lines), bestsellers left out, no product
+    in two lines. Fills `catalogue.lines` and `catalogue.line_of`."""
+    rng = _rng(seed, "product lines")
+    market = catalogue.market
+    interest = [sum(user.category_probs[c] for user in users) for c in range(len(vocab.CATEGORIES))]
+    counts = _apportion(scale.product_lines, interest)
+    for c, count in enumerate(counts):
+        members = market.by_category[c]
+        for _ in range(count):
+            store = _pick(rng, members, [market.stores[s].weight for s in members])
+            free = [i for i in catalogue.by_store[store]
+                    if i not in catalogue.line_of and not catalogue.items[i].bestseller]
+            length = rng.randint(*_LINE_LENGTH)
+            if len(free) < length:
+                continue
+            line = rng.sample(free, length)
+            for position, i in enumerate(line):
+                catalogue.line_of[i] = (len(catalogue.lines), position)
+            catalogue.lines.append(line)
+
+
+def _line_start(rng: random.Random, user: _User, catalogue: _Catalogue, owned: set[int]) -> int | None:
+    """The first product of a line in a category the user shops in (their loyal stores'
+    lines and lines in their price band first), or None when none is left to start."""
+    category = _pick(rng, range(len(vocab.CATEGORIES)), user.category_probs)
+    loyal = user.loyal.get(category, [])
+    stores = catalogue.market.stores
+    lines = [line for line in catalogue.lines
+             if catalogue.items[line[0]].category == category and line[0] not in owned]
+    if not lines:
+        return None
+    weights = []
+    for line in lines:
+        store = catalogue.items[line[0]].store
+        weights.append(stores[store].weight * (_LINE_LOYAL_BOOST if store in loyal else 1.0)
+                       * (_band_fit(stores[store].tier, user.price_pos, _TIER_WIDTH) + 0.05))
+    return _pick(rng, lines, weights)[0]
+
+
+def _line_next(catalogue: _Catalogue, previous: int | None, owned: set[int]) -> int | None:
+    """The product after `previous` in its line, unless it ends the line or is owned already."""
+    if previous is None or previous not in catalogue.line_of:
+        return None
+    line, position = catalogue.line_of[previous]
+    following = catalogue.lines[line][position + 1 : position + 2]
+    return following[0] if following and following[0] not in owned else None
+
+
+def _store_origin(user: _User, catalogue: _Catalogue, item: int) -> int | str:
+    """How a store would have been chosen for this product: loyal rank, "interest" or "explore"."""
+    product = catalogue.items[item]
+    loyal = user.loyal.get(product.category, [])
+    return loyal.index(product.store) if product.store in loyal else "interest" if loyal else "explore"
+
+
 # ------------------------------------------------------------------ histories
 
 
@@ -666,17 +741,30 @@ def _review(rng: random.Random, user: _User, item: _Item, store_name: str, times
             "timestamp": timestamp}
 
 
-def _history(seed: int, index: int, user: _User, catalogue: _Catalogue, n: int) -> list[_Behaviour]:
-    """A user's behaviours in time order, with the 80/10/10 history/train/test split."""
+def _history(seed: int, index: int, user: _User, catalogue: _Catalogue, n: int,
+             line_start: float) -> list[_Behaviour]:
+    """A user's behaviours in time order, with the 80/10/10 history/train/test split: each
+    purchase continues the line of the previous one (when it has a next product) with
+    probability `_LINE_CONTINUE_PROB`, else starts a line with probability
+    `line_start`, else is a free choice (`_draw_product`)."""
     rng = _rng(seed, "history", index)
     owned: set[int] = set()
-    previous: _Item | None = None
+    previous: int | None = None
     behaviours: list[_Behaviour] = []
     for timestamp in _timestamps(rng, n):
-        choice, origin = _draw_product(rng, user, catalogue, previous, owned)
+        line_item = _line_next(catalogue, previous, owned)
+        if line_item is None or rng.random() >= _LINE_CONTINUE_PROB:
+            line_item = _line_start(rng, user, catalogue, owned) if rng.random() < line_start else None
+        if line_item is not None:
+            choice, origin = line_item, _store_origin(user, catalogue, line_item)
+            catalogue.bought[choice] += 1
+        else:
+            last = catalogue.items[previous] if previous is not None else None
+            choice, origin = _draw_product(rng, user, catalogue, last, owned)
         owned.add(choice)
-        previous = catalogue.items[choice]
-        review = _review(rng, user, previous, catalogue.market.stores[previous.store].name, timestamp)
+        previous = choice
+        item = catalogue.items[choice]
+        review = _review(rng, user, item, catalogue.market.stores[item.store].name, timestamp)
         behaviours.append(_Behaviour(choice, origin, review))
     for i, behaviour in enumerate(behaviours):  # first 80% history, next 10% train, last 10% test
         behaviour.split = "history" if i < n * 8 // 10 else "train" if i < n * 9 // 10 else "test"
@@ -894,8 +982,10 @@ def _world(seed: int, plan: SyntheticScale) -> tuple[list[_User], _Catalogue, li
     users = [_make_user(seed, i, market, plan, taken_ids) for i in range(plan.users)]
     lengths = _behaviour_counts(_rng(seed, "lengths"), plan)
     catalogue = _build_catalogue(seed, plan, market, _demand(users, lengths, market))
+    _make_lines(seed, plan, catalogue, users)
     # in user order: each user's draws see what earlier users bought (catalogue.bought)
-    histories = [_history(seed, i, user, catalogue, n) for i, (user, n) in enumerate(zip(users, lengths))]
+    histories = [_history(seed, i, user, catalogue, n, plan.line_start)
+                 for i, (user, n) in enumerate(zip(users, lengths))]
     return users, catalogue, histories
 
 
