@@ -61,8 +61,8 @@ _ACRONYMS = ("usb", "gan", "pd", "led", "rgb", "pbt", "gps", "amoled", "hd", "sp
 _POPULARITY_EXPONENT = 0.9  # Zipf exponent of product popularity (rating counts, draws)
 _DRAW_POPULARITY = 0.5  # how strongly popularity steers a user's choice inside a pool
 _REPEAT_FACTOR = 0.05  # weight factor per earlier purchase of a (non-bestseller) product by anyone
-_BESTSELLER_SHARE = 0.001  # the most popular products, bought again and again across users (few, to
-# leave the product lines most of the repeat purchases that target-side distinctness allows)
+_BESTSELLER_SHARE = 0.001  # the most popular products (at least one), bought again and again across
+# users; few, to leave the product lines most of the repeats that target-side distinctness allows
 _STOCK_BASELINE = 0.03  # share of the stock not driven by demand
 _STORE_POPULARITY_EXPONENT = 0.4  # Zipf exponent of store size and appeal
 _LOYAL_DECAY = 0.35  # weight ratio between a user's n-th and (n+1)-th loyal store
@@ -117,6 +117,7 @@ class SyntheticScale:
     # Product lines and the probability that a purchase starts one. The start rate is higher in
     # smaller worlds: a recommender trained on 100 users needs a stronger pattern than one trained
     # on 1,000, while `full` keeps its target-side products about as distinct as the published data's.
+    # `tiny` (16 users, too few to learn a line from) has none.
     product_lines: int
     line_start: float
 
@@ -132,7 +133,7 @@ class SyntheticScale:
 SCALES: dict[str, SyntheticScale] = {
     "tiny": SyntheticScale(users=16, users_with_train=15, products=500, behaviours=640, train_mix=(32, 33, 31),
                            test_mix=(13, 14, 13), stores_per_category=8, descriptors_per_type=5,
-                           product_lines=4, line_start=0.08),
+                           product_lines=0, line_start=0.0),
     "small": SyntheticScale(users=100, users_with_train=94, products=3_577, behaviours=4_060,
                             train_mix=(220, 240, 230), test_mix=(69, 76, 72), stores_per_category=20,
                             descriptors_per_type=5, product_lines=20, line_start=0.08),
@@ -563,7 +564,7 @@ def _build_catalogue(seed: int, scale: SyntheticScale, market: _Market,
     for item, rank in zip(items, ranks):
         popularity = 1.0 / rank**_POPULARITY_EXPONENT
         item.appeal = popularity**_DRAW_POPULARITY
-        item.bestseller = rank <= _BESTSELLER_SHARE * len(items)
+        item.bestseller = rank <= max(1.0, _BESTSELLER_SHARE * len(items))
         rating_number = max(1, int(popularity * 30_000 * rng.lognormvariate(0, 0.4)) + rng.randint(0, 15))
         item.product = _product_dict(rng, item, market.stores[item.store], _random_id(rng, "B0", 8, taken),
                                      rating_number)
@@ -754,7 +755,7 @@ def _history(seed: int, index: int, user: _User, catalogue: _Catalogue, n: int,
     for timestamp in _timestamps(rng, n):
         line_item = _line_next(catalogue, previous, owned)
         if line_item is None or rng.random() >= _LINE_CONTINUE_PROB:
-            line_item = _line_start(rng, user, catalogue, owned) if rng.random() < line_start else None
+            line_item = _line_start(rng, user, catalogue, owned) if line_start and rng.random() < line_start else None
         if line_item is not None:
             choice, origin = line_item, _store_origin(user, catalogue, line_item)
             catalogue.bought[choice] += 1
