@@ -414,6 +414,7 @@ def _parse_and_check(files: DataFiles) -> BenchmarkData:
     profile_entries = files.json(PROFILES_FILE, warnings)
     schema.check_products_file(products, ", ".join(str(p) for p in product_files))
     schema.check_history_file(histories, ", ".join(str(p) for p in history_files))
+    warnings.extend(schema.repeated_behaviours(histories, ", ".join(str(p) for p in history_files)))
     schema.check_instructions_file(instructions, str(data_dir / INSTRUCTIONS_FILE))
     schema.check_profiles_file(profile_entries, str(data_dir / PROFILES_FILE))
 

@@ -121,20 +121,23 @@ def check_history_file(histories: Any, file: str) -> None:
                 raise DataError(
                     f"{file}: {where}.split: expected one of {BEHAVIOUR_SPLITS}, got {behaviour['split']!r}"
                 )
-        _check_no_repeats(behaviours, file, user_id)
 
 
-def _check_no_repeats(behaviours: list[Any], file: str, user_id: str) -> None:
-    """Refuse a behaviour given twice (same product, time and review text): memory would show it
-    twice and the recommender would learn it twice."""
-    seen: dict[tuple[Any, ...], int] = {}
-    for i, behaviour in enumerate(behaviours):
-        review = behaviour["review"]
-        key = (behaviour["product_info"]["parent_asin"], review["timestamp"], review["text"])
-        if key in seen:
-            raise DataError(f"{file}: [{user_id!r}][{i}]: repeats [{user_id!r}][{seen[key]}] (same product, "
-                            "time and review); remove the copy")
-        seen[key] = i
+def repeated_behaviours(histories: dict[str, list[Any]], file: str) -> list[str]:
+    """One warning per behaviour given twice (same product, time and review text): memory shows it
+    twice and the recommender learns it twice. A warning, not a refusal, since the published data
+    is taken as it is."""
+    warnings = []
+    for user_id, behaviours in histories.items():
+        seen: dict[tuple[Any, ...], int] = {}
+        for i, behaviour in enumerate(behaviours):
+            review = behaviour["review"]
+            key = (behaviour["product_info"]["parent_asin"], review["timestamp"], review["text"])
+            if key in seen:
+                warnings.append(f"{file}: [{user_id!r}][{i}]: repeats [{user_id!r}][{seen[key]}] (same product, "
+                                "time and review); memory shows it twice")
+            seen.setdefault(key, i)
+    return warnings
 
 
 def check_instructions_file(instructions: Any, file: str) -> None:
