@@ -95,6 +95,8 @@ def test_duplicated_behaviours_are_named_with_their_place(data_copy: Path) -> No
     path = data_copy / "user_history_part_1.json"
     user = next(iter(json.loads(path.read_text())))
     rewrite(path, lambda histories: histories[user].append(histories[user][0]))
+    rewrite(data_copy / SYNTHETIC_MANIFEST, lambda manifest: manifest["counts"].update(
+        behaviours=manifest["counts"]["behaviours"] + 1))
     warnings = load_benchmark_data(data_copy, reload=True).warnings
     assert any(re.search(rf"user_history_part_1.json.*\[{user!r}\]\[\d+\]: repeats \[{user!r}\]\[0\]", w)
                for w in warnings), warnings
