@@ -8,7 +8,6 @@ themselves, their texts and the client's retries of transient errors are unchang
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from PersonalWAB.errors import FatalError
@@ -25,18 +24,18 @@ class LabelRequestError(FatalError):
 
 
 class LabelRequests:
-    """The search-label requests of one split through `client`: a tqdm bar of `total` requests
+    """The search-label requests of one split through `client`: a progress bar of `total` requests
     (on stderr), their usage (`summary`) and a failure as `LabelRequestError`."""
 
     def __init__(self, client: Any, total: int, purpose: str = "search labels"):
-        from tqdm import tqdm
+        from PersonalWAB.progress import progress_bar
 
         self.client = client
         self.total = total
         self.purpose = purpose
         self.usage = Usage()
         self.price_known = True
-        self._bar = tqdm(total=total, desc=purpose, unit="request", file=sys.stderr, dynamic_ncols=True)
+        self._bar = progress_bar(total=total, desc=purpose, unit="request", dynamic_ncols=True)
 
     def complete(self, messages: list[dict], tools: list[dict] | None = None, **kwargs: Any) -> LLMReply:
         done = self.usage.calls

@@ -16,7 +16,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from tqdm import tqdm
+from PersonalWAB.progress import progress_bar
 
 from PersonalWAB.construct.config import BuildConfig
 from PersonalWAB.data import amazon_raw
@@ -35,8 +35,8 @@ def join_products(config: BuildConfig, selection: dict[str, Any], log: Log) -> d
     for category in config.categories:
         path = amazon_raw.locate(config.raw_dir, amazon_raw.meta_file(category))
         digest = amazon_raw.FileDigest(str(path))
-        for number, record in tqdm(amazon_raw.iter_records(path, digest), desc=f"joining {category} metadata",
-                                   unit=" products", mininterval=2.0):
+        for number, record in progress_bar(iterable=amazon_raw.iter_records(path, digest),
+                                           desc=f"joining {category} metadata", unit=" products", mininterval=2.0):
             asin = record.get("parent_asin")
             if asin in needed and asin not in products:
                 products[asin] = amazon_raw.to_product(record, f"{path}:{number}")

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
+from PersonalWAB.progress import progress_bar
 
 from PersonalWAB.llm import LLMClient, load_litellm, route_model
 from PersonalWAB.response_cache import CACHE_FILE, ResponseCache
@@ -226,7 +226,7 @@ class CachedLLM:
                     self.stats.add(found)
         if not requests:
             return []
-        with tqdm(total=len(requests), initial=len(requests) - len(pending), desc=description, unit="call",
+        with progress_bar(total=len(requests), initial=len(requests) - len(pending), desc=description, unit="call",
                   mininterval=1.0) as progress:
             if pending:
                 self._run_pending(requests, pending, answers, progress.update)

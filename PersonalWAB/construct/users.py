@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
+from PersonalWAB.progress import progress_bar
 
 from PersonalWAB.construct.config import BuildConfig
 from PersonalWAB.data import amazon_raw
@@ -52,8 +52,8 @@ def count_users(files: list[tuple[str, Path]]) -> tuple[np.ndarray, np.ndarray, 
     for category, path in files:
         hashes = array("q")
         digest = amazon_raw.FileDigest(str(path))
-        for number, record in tqdm(amazon_raw.iter_records(path, digest), desc=f"counting {category} reviews",
-                                   unit=" reviews", mininterval=2.0):
+        for number, record in progress_bar(iterable=amazon_raw.iter_records(path, digest),
+                                           desc=f"counting {category} reviews", unit=" reviews", mininterval=2.0):
             hashes.append(user_hash(_user_id(record, f"{path}:{number}")))
         if not hashes:  # the category would silently add no users, and no behaviours to any
             raise DataError(f"{path}: holds no reviews (an empty or blank file); fetch the {category} reviews "
@@ -89,8 +89,8 @@ def collect(files: list[tuple[str, Path]], candidates: list[int], extra: list[in
     reviews: dict[str, list[dict[str, Any]]] = {}
     sequences: dict[str, list[tuple[int, str]]] = {}
     for category, path in files:
-        for number, record in tqdm(amazon_raw.iter_records(path), desc=f"collecting {category} reviews",
-                                   unit=" reviews", mininterval=2.0):
+        for number, record in progress_bar(iterable=amazon_raw.iter_records(path),
+                                           desc=f"collecting {category} reviews", unit=" reviews", mininterval=2.0):
             where = f"{path}:{number}"
             hashed = user_hash(_user_id(record, where))
             if hashed in wanted:
