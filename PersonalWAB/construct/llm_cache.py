@@ -172,10 +172,20 @@ class CachedLLM:
         return {"model": self.settings.model, "messages": list(req.messages),
                 "params": {"temperature": self.settings.temperature, "max_tokens": req.max_tokens}}
 
+    def _entry_file(self, key: str) -> dict[str, Any] | None:
+        """An answer kept as one JSON file per request (`<cache>/<key[:2]>/<key>.json`, the layout
+        of construct caches written before the shared store), so those paid answers still count."""
+        try:
+            entry = json.loads((self.cache_dir / key[:2] / f"{key}.json").read_bytes())
+        except (OSError, ValueError):
+            return None
+        return entry if isinstance(entry, dict) and isinstance(entry.get("reply"), dict) else None
+
     def lookup(self, req: Request) -> Answer | None:
         """The cached answer of exactly this request, if there is one."""
         store = self._readable()
-        entry = store.get(request_key(self.settings.model, req, self.settings.temperature)) if store else None
+        key = request_key(self.settings.model, req, self.settings.temperature)
+        entry = (store.get(key) if store else None) or self._entry_file(key)
         if entry is None or entry.get("request") != self._payload(req):  # a hash collision or a hand-edited file
             return None
         reply = entry["reply"]

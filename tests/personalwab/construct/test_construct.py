@@ -562,3 +562,20 @@ def test_an_empty_review_file_is_named(tmp_path: Path) -> None:
     empty.write_text("\n\n")
     with pytest.raises(DataError, match=rf"{empty}: holds no reviews .*Electronics"):
         count_users([("Electronics", empty)])
+
+
+def test_answers_kept_one_file_per_request_still_count(tmp_path: Path) -> None:
+    """A construct cache in the one-JSON-file-per-request layout answers without a call."""
+    from PersonalWAB.construct.llm_cache import CachedLLM, LLMSettings, request, request_key
+
+    settings = LLMSettings("scripted", api_base="http://127.0.0.1:9")  # nothing listens: a call would fail
+    req = request("system text", "user text", 16)
+    key = request_key(settings.model, req, settings.temperature)
+    entry = {"request": {"model": settings.model, "messages": list(req.messages),
+                         "params": {"temperature": settings.temperature, "max_tokens": req.max_tokens}},
+             "reply": {"content": "kept answer", "prompt_tokens": 3, "completion_tokens": 2, "cost_usd": 0.5,
+                       "price_known": True}}
+    (tmp_path / key[:2]).mkdir()
+    (tmp_path / key[:2] / f"{key}.json").write_text(json.dumps(entry))
+    answer = CachedLLM(settings, tmp_path).ask(req)
+    assert (answer.content, answer.cached, answer.cost_usd) == ("kept answer", True, 0.5)
