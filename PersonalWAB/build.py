@@ -28,10 +28,10 @@ from PersonalWAB.engines.search import BACKENDS
 from PersonalWAB.schema_types import Task
 
 
-# build speeds on the 2-core machine of docs/performance.md (`full`, 2026-11-22): Lucene 35,772
-# products in 9.4 s, bm25s in 4.1 s, SASRec 97.0 s for 40,600 behaviours
+# build speeds on the 2-core machine of docs/performance.md (`full`): Lucene 35,772 products in
+# 9.4 s, bm25s in 4.1 s (2026-11-22), SASRec 208.7 s for 40,600 behaviours (2026-11-26, 400 epochs)
 INDEX_PRODUCTS_PER_S = {"lucene": 3800.0, "bm25s": 8700.0}
-SASREC_BEHAVIOURS_PER_S = 420.0
+SASREC_BEHAVIOURS_PER_S = 195.0
 
 
 def _index_exists(path: Path) -> bool:

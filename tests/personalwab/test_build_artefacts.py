@@ -98,7 +98,7 @@ def test_validate_sees_an_instruction_edited_with_the_same_size_and_mtime(tiny_e
     assert validate().returncode == 0
     edited = _edit_first_test_instruction(data_dir)
     checked = validate()
-    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert checked.returncode == 2, checked.stdout + checked.stderr
     assert "does not match task 0 of the test split" in checked.stdout and repr(edited) in checked.stdout
 
 

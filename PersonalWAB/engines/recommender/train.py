@@ -65,8 +65,9 @@ class SASRecTrainConfig:
     dropout 0.5, maxlen 30). `epochs` is an upper bound: every `eval_every` epochs
     the validation NDCG@10 is measured, training stops after `patience` checks
     without improvement (0: never stop early) and the best-validated weights are
-    kept. The patience is long (100 epochs) on purpose: on data where items recur
-    the validation score sits at the popularity level for the first ~100 epochs
+    kept. Checks count towards the patience only after `min_epochs`: on data where
+    items recur the validation score sits at the popularity level (with noise that
+    can beat it by chance) for the first 100–200 epochs
     before climbing for hundreds more, while on very sparse data it peaks within a
     few dozen epochs and then falls as the model memorises; a fixed epoch count
     suits only one of the two. Lower dropout (0.2) was no better on either.
@@ -83,7 +84,10 @@ class SASRecTrainConfig:
     num_heads: int = setting(2, "attention heads per block (the release's 2)")
     dropout_rate: float = setting(0.5, "dropout in training (the release's 0.5)")
     eval_every: int = setting(5, "epochs between validation checks")
-    patience: int = setting(20, "validation checks without improvement before stopping; 0 never stops early")
+    patience: int = setting(20, "validation checks without improvement before stopping, counted after "
+                                "--min_epochs; 0 never stops early")
+    min_epochs: int = setting(200, "epochs always trained before early stopping may end training (the "
+                                   "validation score can sit at the popularity level this long before it climbs)")
     seed: int = setting(42, "random seed of initialisation and batches; the same seed and threads give identical "
                             "weights")
     num_threads: int | None = setting(None, "torch threads; fix it for identical weights across machines", kind=int,
@@ -342,7 +346,7 @@ def _fit(
                     log(f"epoch {epoch}: loss {loss:.4f}, validation NDCG@{TOP_K} {score:.4f}")
             if score > best.score:
                 best = _Progress(score, epoch, {k: v.clone() for k, v in model.state_dict().items()})
-            else:
+            elif epoch > config.min_epochs:
                 best.stale += 1
     if best.state is not None:  # the first check always sets it (scores are >= 0)
         model.load_state_dict(best.state)
@@ -373,6 +377,8 @@ def train_sasrec(
     """
     if config.epochs < 1 or config.eval_every < 1:
         raise ValueError(f"epochs and eval_every must be at least 1, got {config.epochs} and {config.eval_every}")
+    if config.min_epochs < 0 or config.patience < 0:
+        raise ValueError(f"min_epochs and patience must be 0 or more, got {config.min_epochs} and {config.patience}")
     checkpoint_path, item_map_path = Path(checkpoint_path), Path(item_map_path)
     item_map = prepare_item_map(data, item_map_path)
     sequences = user_sequences(data, item_map)

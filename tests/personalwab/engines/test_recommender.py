@@ -279,6 +279,18 @@ def test_training_learns_the_pattern_deterministically(tmp_path: Path) -> None:
     assert asin(15) in trained.recommend([asin(i) for i in range(5, 15)])[:3]
 
 
+@pytest.mark.parametrize("min_epochs", [0, 6])
+def test_early_stopping_waits_for_min_epochs(tmp_path: Path, min_epochs: int) -> None:
+    """A plateau before --min_epochs never ends training; after it, patience counts as usual."""
+    data = load_benchmark_data(write_cyclic_data(tmp_path / "data"))
+    config = SASRecTrainConfig(epochs=12, eval_every=1, patience=1, min_epochs=min_epochs, seed=3,
+                               hidden_units=8, num_blocks=1, l2_emb=10.0)  # heavy L2: validation barely moves
+    report = train_sasrec(data, tmp_path / "a.pth", tmp_path / "ids.json", config)
+    assert report["epochs_run"] > min_epochs
+    if min_epochs == 0:
+        assert report["epochs_run"] < 12  # the plateau ends it early when nothing holds patience back
+
+
 def test_equal_models_give_equal_checkpoint_files(tmp_path, monkeypatch):
     """Rebuilds are checked byte for byte: the scratch name (it holds the pid) must not reach the file."""
     from PersonalWAB.engines.recommender.train import save_checkpoint
