@@ -138,14 +138,15 @@ def test_relevant_memory_ranks_the_full_behaviour_texts(tiny_data):
 
 
 def first_users_dir(tiny_data_dir: Path, out: Path, count: int) -> Path:
-    """Tiny data cut to its first `count` users, so building their cache stays cheap."""
+    """Tiny data cut to its first `count` users, so building their cache stays cheap (without the
+    synthetic manifest, whose counts describe the whole data)."""
     out.mkdir()
     histories = {}
     for part in sorted(tiny_data_dir.glob("user_history_part_*.json")):
         histories.update(json.loads(part.read_text()))
     users = sorted(histories)[:count]
     for path in tiny_data_dir.glob("*.json"):
-        if not path.name.startswith("user_history_part_"):
+        if not path.name.startswith("user_history_part_") and path.name != "synthetic_manifest.json":
             shutil.copy(path, out / path.name)
     (out / "user_history_part_1.json").write_text(json.dumps({u: histories[u] for u in users}))
     tasks = json.loads((tiny_data_dir / "user_instructions.json").read_text())
