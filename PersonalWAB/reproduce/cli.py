@@ -39,6 +39,7 @@ from PersonalWAB.reproduce.paper import compared_row, track_note, track_table
 from PersonalWAB.reproduce.rows import (MULTI, ReproduceSettings, RowSpec,
                                         row_config, select_rows)
 from PersonalWAB.reproduce.table import Comparison, compare_row, comparison_notes, render_text, write_tables
+from PersonalWAB.leaderboard.validate import read_valid
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.budget import paid_usd
 from PersonalWAB.runner.execute import BudgetReached, RunPlan, concurrency_hint, execute, prepare
@@ -204,6 +205,7 @@ def _compare(specs: list[RowSpec], settings: ReproduceSettings) -> None:
         header, records = load_result_file(path)
         if header is None:
             raise DataError(f"{path}: the run is unfinished (no header); finish it with --resume_from, then compare")
+        read_valid(path)  # the one reader: a file validate refuses is refused here the same way
         source = header["run_args"]["data_source"]
         agent_usd += header["total cost"]
         user_usd += header["total user cost"]

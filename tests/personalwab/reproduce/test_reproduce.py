@@ -89,6 +89,22 @@ def test_a_rerun_asks_nothing_for_a_finished_task(tiny_engines, tiny_data_dir, t
         assert server.requests == []
 
 
+def test_a_row_record_edited_to_an_invalid_score_runs_again(tiny_data, tiny_engines, tiny_data_dir, tmp_path):
+    """A row's file is read back as resume reads it: the record validate refuses is run again."""
+    with ScriptedLLMServer(scripted_model) as server:
+        assert reproduce(server, tiny_data_dir, tmp_path) == 0
+    path = tmp_path / "singleturn" / "none.json"
+    content = json.loads(path.read_text())
+    content[1]["res_acc"] = [5.0]
+    path.write_text(json.dumps(content))
+    with ScriptedLLMServer(scripted_model) as server:
+        assert reproduce(server, tiny_data_dir, tmp_path) == 0
+        assert len(server.requests) == 1  # that one task, nothing else
+    report = validate_file(path, tiny_data)
+    assert report.valid, report.lines()
+    assert all(0 <= score <= 1 for record in report.result.records for score in record["res_acc"])
+
+
 def test_ctrl_c_leaves_every_row_resumable_and_says_how_to_continue(tiny_engines, tiny_data_dir, tmp_path,
                                                                      monkeypatch, capsys):
     solve = ReActAgent.solve
