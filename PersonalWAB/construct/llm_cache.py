@@ -136,10 +136,15 @@ class Estimate:
         return self.requests - self.cached
 
 
+def request_payload(model: str, req: Request, temperature: float) -> dict[str, Any]:
+    """The full request as the cache keys and keeps it."""
+    return {"model": model, "messages": list(req.messages),
+            "params": {"temperature": temperature, "max_tokens": req.max_tokens}}
+
+
 def request_key(model: str, req: Request, temperature: float) -> str:
     """SHA-256 of the full request in a canonical JSON form."""
-    payload = {"model": model, "messages": list(req.messages),
-               "params": {"temperature": temperature, "max_tokens": req.max_tokens}}
+    payload = request_payload(model, req, temperature)
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
@@ -169,8 +174,7 @@ class CachedLLM:
         return self._writable() if self._store is not None or (self.cache_dir / CACHE_FILE).exists() else None
 
     def _payload(self, req: Request) -> dict[str, Any]:
-        return {"model": self.settings.model, "messages": list(req.messages),
-                "params": {"temperature": self.settings.temperature, "max_tokens": req.max_tokens}}
+        return request_payload(self.settings.model, req, self.settings.temperature)
 
     def _entry_file(self, key: str) -> dict[str, Any] | None:
         """An answer kept as one JSON file per request (`<cache>/<key[:2]>/<key>.json`, the layout

@@ -566,13 +566,12 @@ def test_an_empty_review_file_is_named(tmp_path: Path) -> None:
 
 def test_answers_kept_one_file_per_request_still_count(tmp_path: Path) -> None:
     """A construct cache in the one-JSON-file-per-request layout answers without a call."""
-    from PersonalWAB.construct.llm_cache import CachedLLM, LLMSettings, request, request_key
+    from PersonalWAB.construct.llm_cache import CachedLLM, LLMSettings, request, request_key, request_payload
 
     settings = LLMSettings("scripted", api_base="http://127.0.0.1:9")  # nothing listens: a call would fail
     req = request("system text", "user text", 16)
     key = request_key(settings.model, req, settings.temperature)
-    entry = {"request": {"model": settings.model, "messages": list(req.messages),
-                         "params": {"temperature": settings.temperature, "max_tokens": req.max_tokens}},
+    entry = {"request": request_payload(settings.model, req, settings.temperature),
              "reply": {"content": "kept answer", "prompt_tokens": 3, "completion_tokens": 2, "cost_usd": 0.5,
                        "price_known": True}}
     (tmp_path / key[:2]).mkdir()
