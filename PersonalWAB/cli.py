@@ -10,17 +10,21 @@ Each command's module is imported only when it is chosen, so `pwab --help` is in
 `dispatch` serves PUMA's `puma` command too. Every command checks the output paths it was
 given before any work (`check_output`: a folder that cannot be made or a file that cannot
 be written is named with its flag), and `run_command` ends bad input that escapes a command
-in one line, never a traceback.
+in one line, never a traceback. While a command runs, Ctrl-C and SIGTERM stop it the same
+clean way (`stop_signals`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 from PersonalWAB.errors import DataError, FatalError
@@ -32,6 +36,8 @@ BAD_INPUT: tuple[type[Exception], ...] = (DataError, OSError)
 EXIT_BAD_INPUT = 2
 # A service the command needs failed for good (a model endpoint after its retries): one line, exit 1.
 EXIT_FATAL = 1
+# Stopped by Ctrl-C or SIGTERM, as a shell reports a process that SIGINT ended.
+EXIT_INTERRUPTED = 130
 
 # command -> ("module:function" called with the remaining arguments, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -72,13 +78,38 @@ def dispatch(prog: str, title: str, commands: dict[str, tuple[str, str]], argv: 
     return run_command(getattr(importlib.import_module(module), function), rest, bad_input)
 
 
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """While the block runs, Ctrl-C (SIGINT) and SIGTERM (`kill`, a job scheduler's stop) raise
+    KeyboardInterrupt in the main thread, so every command stops one way: its child processes
+    killed, its scratch removed, what it finished kept. SIGINT is taken even when the process
+    started with it ignored (a background job of a shell script inherits that): Python then
+    installs no handler of its own, and the user's Ctrl-C or `kill -INT` would be lost. Only
+    the main thread can take signals; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def run_command(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None,
                 bad_input: tuple[type[Exception], ...] = BAD_INPUT) -> int:
     """`main(argv)`'s exit status; `bad_input` that escapes it (a DataError, an output that
-    cannot be written, a file that cannot be read) ends it with one line naming the file, and a
-    FatalError (a service that failed for good) with its one line and exit status 1."""
+    cannot be written, a file that cannot be read) ends it with one line naming the file, a
+    FatalError (a service that failed for good) with its one line and exit status 1, and a stop
+    (Ctrl-C, SIGTERM) that the command does not report itself with one line and exit status 130."""
     try:
-        return int(main(argv) or 0)
+        with stop_signals():
+            return int(main(argv) or 0)
     except bad_input as exc:
         text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
         print(f"error: {text}", file=sys.stderr)
@@ -86,6 +117,9 @@ def run_command(main: Callable[[list[str] | None], int | None], argv: list[str] 
     except FatalError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FATAL
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def leave(code: int) -> NoReturn:

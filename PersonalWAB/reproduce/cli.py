@@ -29,7 +29,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from PersonalWAB.agents.registry import option_classes
-from PersonalWAB.cli import check_output
+from PersonalWAB.cli import EXIT_INTERRUPTED, check_output
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.pricing import cost_lines
 from PersonalWAB.progress import progress_bar
@@ -45,7 +45,7 @@ from PersonalWAB.runner.budget import paid_usd
 from PersonalWAB.runner.execute import BudgetReached, RunPlan, concurrency_hint, execute, prepare
 from PersonalWAB.settings import parse_many
 
-EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_BUDGET, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_BUDGET = 1, 2, 3, 4
 DESCRIPTION = ("Run the baseline rows of one of the paper's tables for a model and compare them with the paper's "
                "figures (docs/reproducing.md).")
 

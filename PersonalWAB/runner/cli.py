@@ -18,12 +18,9 @@ claimed prints the `--resume_from` command that finishes the run.
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
-import threading
-from collections.abc import Iterator
 
+from PersonalWAB.cli import EXIT_INTERRUPTED, leave
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import count_errors, count_format_errors, format_statistics_table, format_trial_table
 from PersonalWAB.pricing import cost_lines
@@ -35,7 +32,7 @@ from PersonalWAB.runner.labels import result_notes
 from PersonalWAB.runner.resume import resume_command
 from PersonalWAB.runner.trackers import log_outcome
 
-EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_BUDGET, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_BUDGET = 1, 2, 3, 4
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
               f"${paid:.4f}; nothing was run (raise --max_usd, or leave it out)", file=sys.stderr)
         return EXIT_SETTINGS
     try:
-        with sigterm_interrupts():
-            outcome = execute(plan, max_usd=left)
+        outcome = execute(plan, max_usd=left)
     except KeyboardInterrupt:
         _report_stop(plan, "interrupted")
         return EXIT_INTERRUPTED
@@ -109,28 +105,7 @@ def cli(argv: list[str] | None = None) -> None:
     run it only tears down the loaded data and the JVM (~1 s on `full`, 40% of a short run's
     wall time); after Ctrl-C or a fatal error it would wait for the tasks still in flight and
     the library threads they use (a model call can take minutes)."""
-    from PersonalWAB.cli import leave
-
     leave(main(argv))
-
-
-@contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """While the run goes, SIGTERM (`kill`, a job scheduler's stop) stops it as Ctrl-C does: the
-    finished tasks are checkpointed and the resume command printed. Only the main thread
-    can take signals; elsewhere nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(_signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _report_stop(plan: RunPlan, how: str, write_error: CheckpointWriteError | None = None) -> None:

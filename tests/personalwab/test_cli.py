@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from PersonalWAB.cli import COMMANDS, main as pwab
-from tests.conftest import REPO_ROOT
+from PersonalWAB.cli import COMMANDS, EXIT_INTERRUPTED, main as pwab, run_command
+from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 BIN = Path(sys.executable).parent
 
@@ -38,14 +39,14 @@ def test_console_scripts_installed_by_setup(command: str):
     script = BIN / command
     if not script.exists():
         pytest.skip(f"{script} is not installed: bash scripts/setup.sh installs the project")
-    done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 0 and f"usage: {command} " in done.stdout
 
 
 def test_pwab_run_help_is_run_py_help():
     own = subprocess.run([sys.executable, "-m", "PersonalWAB.cli", "run", "--help"], capture_output=True, text=True,
-                         timeout=120)
-    script = subprocess.run([sys.executable, "run.py", "--help"], capture_output=True, text=True, timeout=120,
+                         timeout=HANG_GUARD_S)
+    script = subprocess.run([sys.executable, "run.py", "--help"], capture_output=True, text=True, timeout=HANG_GUARD_S,
                             cwd=REPO_ROOT)
     assert own.returncode == script.returncode == 0
     assert own.stdout.split("options:")[1] == script.stdout.split("options:")[1]
@@ -76,3 +77,25 @@ def test_every_flag_of_every_pwab_command_has_help(argv, monkeypatch, capsys):
         pwab([*argv, "--help"])
     assert len(parsers) == 1 and settings.help_problems(parsers[0]) == []
     assert "--config FILE.yaml" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_ends_any_command_in_one_line_even_when_sigint_was_ignored(stop, capsys):
+    """A script's background job inherits SIGINT ignored; a command still stops on it, says so in
+    one line with exit 130, and leaves the handlers it found when it returns."""
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    term = signal.getsignal(signal.SIGTERM)
+    reached_after_signal: list[bool] = []
+
+    def command(argv: list[str] | None) -> int:
+        signal.raise_signal(stop)
+        reached_after_signal.append(True)
+        return 0
+
+    try:
+        assert run_command(command, []) == EXIT_INTERRUPTED
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is term
+    finally:
+        signal.signal(signal.SIGINT, ignored)
+    assert not reached_after_signal
+    assert capsys.readouterr().err == "interrupted\n"
