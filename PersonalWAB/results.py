@@ -27,6 +27,7 @@ The numbers of the header are computed by `PersonalWAB.metrics` from the records
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -399,8 +400,10 @@ class ResultWriter:
     """Collects task records and checkpoints them to disk.
 
     Checkpoints are throttled (at most one rewrite per `flush_interval_s`) so a
-    long run does not spend its time rewriting the file after every task. `saved` counts
-    the records the file on disk holds (None before the first write).
+    long run does not spend its time rewriting the file after every task; a record that
+    finished inside the pause is written when the pause ends, even if no other task finishes
+    (the rest may wait minutes on a model), so a kill loses at most one pause of work. `saved`
+    counts the records the file on disk holds (None before the first write).
     """
 
     def __init__(self, path: Path, run_args: RunArgs, records: list[Record] | None = None,
@@ -415,6 +418,8 @@ class ResultWriter:
         self._last_flush = 0.0
         self._pause = flush_interval_s
         self._file_locks: dict[Path, RunLock] = {}
+        self._deferred: threading.Timer | None = None  # the checkpoint due when the pause ends
+        self._finished = False  # the final file is written: no checkpoint may replace it
 
     def hold(self, *paths: Path | str) -> None:
         """Lock `paths` (the result file when its name is given, the file being resumed) until
@@ -433,6 +438,10 @@ class ResultWriter:
 
     def release(self) -> None:
         """Drop every lock this writer holds (the run is over)."""
+        with self._lock:
+            self._finished = True
+            if self._deferred is not None:
+                self._deferred.cancel()
         for lock in self._file_locks.values():
             lock.release()
         self._file_locks.clear()
@@ -490,7 +499,23 @@ class ResultWriter:
     def add(self, record: Record) -> None:
         with self._lock:
             self.records.append(record)
-            if time.monotonic() - self._last_flush >= self._pause:
+            wait = self._pause - (time.monotonic() - self._last_flush)
+            if wait <= 0:
+                self._flush_locked()
+            elif self._deferred is None:
+                self._deferred = threading.Timer(wait, self._flush_deferred)
+                self._deferred.daemon = True
+                self._deferred.start()
+
+    def _flush_deferred(self) -> None:
+        """The checkpoint of records that finished inside a pause. A write that fails here is
+        left to the next checkpoint (a task's, or the one made as the run stops), which meets
+        the same fault and reports it."""
+        with self._lock:
+            self._deferred = None
+            if self._finished or self.saved == len(self.records):
+                return
+            with contextlib.suppress(CheckpointWriteError):
                 self._flush_locked()
 
     def flush(self) -> None:
@@ -522,6 +547,9 @@ class ResultWriter:
     def finalize(self) -> Header:
         """Write header + records (sorted by trial, task id); return the header."""
         with self._lock:
+            self._finished = True
+            if self._deferred is not None:
+                self._deferred.cancel()
             self.records.sort(key=lambda r: (r["trial"], r["task_id"]))
             header = build_header(self.run_args, self.records)
             self._write(self.path, [header, *self.records])

@@ -1,4 +1,5 @@
 import json
+import time
 
 import pytest
 
@@ -10,6 +11,7 @@ from PersonalWAB.results import (
     read_run_file,
     resume_mismatches,
 )
+from tests.conftest import HANG_GUARD_S
 
 
 def record(task_id, kind, action_acc, res_acc, calls=1, trial=0, price=0.0):
@@ -65,6 +67,24 @@ def test_writer_checkpoints_then_finalizes_sorted(tmp_path):
     assert header == final and [r["task_id"] for r in records] == [0, 2]
     assert header["total cost"] == 0.5
     assert header["results"]["overall"]["total_count"] == 2
+
+
+def test_a_record_finished_inside_the_pause_is_written_when_it_ends(tmp_path):
+    """The other tasks may wait minutes on a model: the finished one is on disk without them."""
+    path = tmp_path / "r.json"
+    writer = ResultWriter(path, {"model": "m"}, flush_interval_s=0.2)
+    writer.start()
+    writer.add(record(0, "search", [1], [1.0]))  # inside the first pause: not written yet
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not load_result_file(path)[1]:
+        assert time.monotonic() < deadline, "hung: the finished record was never written"
+        time.sleep(0.05)
+    assert [r["task_id"] for r in load_result_file(path)[1]] == [0]
+    writer.add(record(1, "search", [1], [1.0]))
+    final = writer.finalize()
+    writer._flush_deferred()  # a checkpoint the pause had scheduled, firing late: it must not replace the file
+    writer.release()
+    assert load_result_file(path)[0] == final
 
 
 def test_load_result_file_errors_name_the_problem(tmp_path):
