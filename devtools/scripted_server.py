@@ -67,6 +67,36 @@ def error_body(status: int, message: str) -> dict:
     return {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
 
 
+class HoldingResponder:
+    """Answers the first `answered` requests with `responder`, then holds every later request
+    unanswered until `release()`: a test can stop the client while its calls are in flight,
+    knowing the client cannot have finished its work first. Released requests are answered by
+    `responder` too."""
+
+    def __init__(self, responder: Callable[[dict], ScriptedReply], answered: int):
+        self._responder = responder
+        self._answered = answered
+        self._seen = 0
+        self.holding = 0  # requests held now
+        self._lock = threading.Lock()
+        self._released = threading.Event()
+
+    def __call__(self, body: dict) -> ScriptedReply:
+        with self._lock:
+            self._seen += 1
+            hold = self._seen > self._answered and not self._released.is_set()
+            self.holding += hold
+        if hold:
+            self._released.wait()
+            with self._lock:
+                self.holding -= 1
+        return self._responder(body)
+
+    def release(self) -> None:
+        """Answer the held requests, and every later one at once."""
+        self._released.set()
+
+
 class _ScriptedHandler(BaseHTTPRequestHandler):
     """Answers chat-completion POSTs; HTTP/1.1 keep-alive so clients reuse connections.
 
@@ -212,7 +242,6 @@ class ScriptedLLMServer:
             connections = list(self._connections)
         if server is None:
             return
-        self._stopped.set()
         if self._timer is not None and self._timer is not threading.current_thread():
             self._timer.cancel()
         server.shutdown()
@@ -220,6 +249,7 @@ class ScriptedLLMServer:
         for conn in connections:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
+        self._stopped.set()  # only now: a client that `wait` released finds nothing listening
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until the server has stopped (or `timeout_s` passed); True once stopped."""

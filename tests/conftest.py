@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
+import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 import PersonalWAB  # noqa: F401  (first: it sets the OpenMP wait policy before any test loads torch)
@@ -16,6 +21,76 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.pop("PWAB_CACHE", None)  # a developer's response cache must not answer the tests' model calls
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Every process a test starts inherits this mark (this pytest process's pid; each xdist worker
+# sets its own), so one that outlives its test is found even after its parent died and it was
+# handed to init.
+SESSION_MARK = "PWAB_TEST_PROCESS_OF"
+os.environ[SESSION_MARK] = str(os.getpid())
+HANG_GUARD_S = 600  # how long a wait on another process's state may take before the test fails as hung
+
+
+def _started_here() -> dict[tuple[int, float], psutil.Process]:
+    """The live processes this pytest process started: its descendants, and orphans that carry its mark."""
+    me = psutil.Process()
+    descendants = {child.pid for child in me.children(recursive=True)}
+    found = {}
+    for process in psutil.process_iter():
+        try:
+            if process.pid == me.pid or process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if process.pid in descendants or process.environ().get(SESSION_MARK) == os.environ[SESSION_MARK]:
+                found[(process.pid, process.create_time())] = process
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def end_leftovers(before: dict[tuple[int, float], psutil.Process], grace_s: float = 10) -> list[str]:
+    """End the processes started here since `before` that are still running (after `grace_s`
+    for ones that are ending as the test ends); a line for each: its pid and command."""
+    left = [process for key, process in _started_here().items() if key not in before]
+    _, still = psutil.wait_procs(left, timeout=grace_s)
+    described = []
+    for process in still:
+        try:
+            described.append(f"pid {process.pid}: {' '.join(process.cmdline())[:200]}")
+            process.kill()
+        except psutil.NoSuchProcess:
+            continue
+    psutil.wait_procs(still, timeout=30)
+    return described
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    """Fail a test that leaves a process of its own running (a server, an indexer, a run it
+    started), and end those processes so the next test starts clean."""
+    before = _started_here()
+    yield
+    left = end_leftovers(before)
+    if left:
+        pytest.fail("the test left processes running:\n  " + "\n  ".join(left), pytrace=False)
+
+
+def as_background_job(command: list[str]) -> list[str]:
+    """`command` as a shell script's background job runs it: with SIGINT ignored, which the
+    process inherits (Python then installs no Ctrl-C handler of its own)."""
+    starter = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+               "os.execv(sys.argv[1], sys.argv[1:])")
+    return [sys.executable, "-c", starter, *command]
+
+
+def wait_until(condition: Callable[[], bool], process: subprocess.Popen, what: str) -> None:
+    """Poll `condition` until it holds; fail if `process` ends first. The guard only ends a
+    hung test: nothing here depends on how fast the machine is."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not condition():
+        if process.poll() is not None:
+            out, err = process.communicate()
+            pytest.fail(f"the process ended (exit {process.returncode}) before {what}:\n{out}\n{err}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"hung: still waiting for {what} after {HANG_GUARD_S} s")
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -11,6 +11,7 @@ from devtools.parity_agent import (PATHS, READINGS, AgentPath, assign, compare_a
 from devtools.parity_scoring import (ORDER_NOTE, Target, above_zero_counts, classify_score, compare_scores,
                                      crafted_candidates, fixed_candidates, informative_pairs, order_effect,
                                      release_order_scores, release_orders, reordered_candidates, scores_above_zero)
+from tests.conftest import HANG_GUARD_S
 
 ITEMS = [f"B{n:09d}" for n in range(40)]
 
@@ -183,7 +184,7 @@ def test_the_worker_gives_the_release_set_order_without_the_release(tmp_path) ->
         request.write_text(json.dumps({"command": "set_orders", "mirror": str(tmp_path),
                                        "texts": str(tmp_path / "in.json"), "out": str(out)}))
         done = subprocess.run([sys.executable, str(WORKER), str(request)], capture_output=True, text=True,
-                              timeout=120, env={**os.environ, "PYTHONHASHSEED": "0"})
+                              timeout=HANG_GUARD_S, env={**os.environ, "PYTHONHASHSEED": "0"})
         assert done.returncode == 0, done.stderr
         outs.append(json.loads(out.read_text()))
     assert outs[0] == outs[1] and sorted(outs[0][texts[0]]) == ["B1", "B2", "B3"] and outs[0]["B9"] == ["B9"]

@@ -14,7 +14,7 @@ import pytest
 from devtools.parity_compare import body_difference, first_difference, score_verdict
 from devtools.parity_requests import ParityModel, by_task, compare_first_requests
 from devtools.release_mirror import REQUIRED_FILES, ParityError, build_mirror
-from tests.conftest import REPO_ROOT
+from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "tools" / "release_parity.py"
 
@@ -31,7 +31,7 @@ def release_parity_script() -> ModuleType:
 
 
 def test_cli_help_names_the_checks() -> None:
-    out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert out.returncode == 0, out.stderr
     for word in ("--release_dir", "--data_dir", "--limit", "observations", "first_request", "multiturn_user"):
         assert word in out.stdout
@@ -39,7 +39,7 @@ def test_cli_help_names_the_checks() -> None:
 
 def test_cli_rejects_a_folder_that_is_not_the_release(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(SCRIPT), "--release_dir", str(tmp_path), "--data_dir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert out.returncode == 2
     assert out.stderr.startswith(f"error: --release_dir {tmp_path}: not a checkout of the release")
 
@@ -175,7 +175,7 @@ def test_puma_worker_loads_the_stand_in_for_the_hub_name_and_records_generate(tm
                                    "hub": {"meta-llama/Llama-2-7b-chat-hf": str(sentencepiece_model_dir)},
                                    "record": str(work / "calls.json"), "release_argv": ["--test_on", "param"]}))
     out = subprocess.run([sys.executable, str(WORKER), str(request)],
-                         capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
+                         capture_output=True, text=True, timeout=HANG_GUARD_S, env={**__import__("os").environ,
                                                                            "HF_HUB_OFFLINE": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     seen = json.loads((work / "out.json").read_text())
@@ -258,7 +258,7 @@ def test_the_harness_hands_the_worker_one_json_request(tmp_path: Path) -> None:
     assert request["extra_paths"] == [str(tmp_path / "extra")] and request["libs_out"].endswith("orders.libs.json")
     (tmp_path / "bad.json").write_text(json.dumps({**request, "mirrors": "x"}))
     out = subprocess.run([sys.executable, str(WORKER), str(tmp_path / "bad.json")], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=HANG_GUARD_S)
     assert out.returncode != 0 and "unknown request field(s) mirrors" in out.stderr
 
 
@@ -282,7 +282,7 @@ def test_the_worker_refuses_release_libs_it_would_not_import(tmp_path: Path) -> 
     (tmp_path / "transformers" / "__init__.py").write_text("", encoding="utf-8")
     code = (f"import sys; sys.path.insert(0, {str(WORKER.parent)!r}); from pathlib import Path; "
             f"from release_worker import use_release_libs; use_release_libs(Path({str(tmp_path)!r}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert out.returncode != 0 and f"tokenizers is not in --release_libs {tmp_path}" in out.stderr
 
 

@@ -1,8 +1,8 @@
 import json
+import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -13,7 +13,9 @@ from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.cli import main
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
-from tests.conftest import REPO_ROOT
+from devtools.responders import tool_caller
+from devtools.scripted_server import HoldingResponder, ScriptedLLMServer
+from tests.conftest import HANG_GUARD_S, REPO_ROOT, wait_until
 
 
 def config(data_dir, tmp_path, **overrides):
@@ -115,24 +117,34 @@ def test_errored_tasks_are_recorded_and_retried(tiny_data_dir, tiny_engines, tmp
 
 @pytest.mark.slow
 def test_killed_process_resumes_each_task_exactly_once(tiny_data_dir, tiny_engines, tmp_path):
+    """SIGKILL with tasks kept and calls in flight (the server holds every reply after the
+    fifth until the process is dead), then the resume: every task exactly once."""
+    held = HoldingResponder(tool_caller, answered=5)
     output = tmp_path / "killed.json"
-    command = [sys.executable, "run.py", "--data_dir", str(tiny_data_dir), "--task_split", "train",
-               "--out", str(output), "--agent_memory", "last"]
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 600  # a hang guard, not a timing check
-    while (process.poll() is None and time.monotonic() < deadline
-           and not (output.exists() and load_result_file(output)[1])):  # killed with tasks finished
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
-    _, before = load_result_file(output)
-    finished = subprocess.run(command + ["--resume_from", str(output)], cwd=REPO_ROOT,
-                              capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-only"}
+    with ScriptedLLMServer(held) as server:
+        command = [sys.executable, "run.py", "--data_dir", str(tiny_data_dir), "--task_split", "train",
+                   "--out", str(output), "--agent_strategy", "function_calling", "--model", "scripted",
+                   "--api_base", server.url, "--agent_memory", "none", "--max_concurrency", "3"]
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: held.holding > 0 and output.exists() and len(load_result_file(output)[1]) >= 2,
+                       process, "two tasks were kept and a call was held")
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=HANG_GUARD_S)
+        finally:
+            process.kill()
+            held.release()
+        _, before = load_result_file(output)
+        finished = subprocess.run(command + ["--resume_from", str(output)], cwd=REPO_ROOT, env=env,
+                                  capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert process.returncode == -signal.SIGKILL
     assert finished.returncode == 0, finished.stderr
     header, records = load_result_file(output)
     ids = [r["task_id"] for r in records]
     assert len(ids) == len(set(ids)) == header["results"]["overall"]["total_count"]
-    assert set(ids) == set(range(len(ids))) and len(before) <= len(ids)
+    assert set(ids) == set(range(len(ids))) and 2 <= len(before) < len(ids)
 
 
 def test_cli_prints_the_table_and_the_synthetic_note(tiny_data_dir, tiny_engines, tmp_path, capsys):

@@ -9,7 +9,7 @@ import pytest
 
 from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.errors import DataError
-from tests.conftest import REPO_ROOT, rewrite
+from tests.conftest import HANG_GUARD_S, REPO_ROOT, rewrite
 
 
 # ---------------------------------------------------------------- data files
@@ -273,7 +273,7 @@ def test_human_mode_stops_at_end_of_input_and_keeps_what_finished(tiny_data_dir,
     argv = [sys.executable, str(REPO_ROOT / "run.py"), "--user_mode", "human", "--max_steps", "3",
             "--agent_strategy", "heuristic", "--agent_memory", "none", "--data_dir", str(tiny_data_dir),
             "--search_backend", "bm25s", "--end_index", "2", "--out", str(output)]
-    done = subprocess.run(argv, input="", capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    done = subprocess.run(argv, input="", capture_output=True, text=True, cwd=REPO_ROOT, timeout=HANG_GUARD_S)
     assert done.returncode == 1, done.stderr
     assert "error: end of input on the user's turn (--user_mode human): the run stops" in done.stderr
     assert f"--resume_from {output}" in done.stderr

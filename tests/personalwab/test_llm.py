@@ -7,7 +7,6 @@ import logging
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -25,7 +24,7 @@ from PersonalWAB.llm import (
     route_model,
 )
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply, prompt_token_count
-from tests.conftest import REPO_ROOT
+from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 SENTINEL = "sk-SENTINEL-DO-NOT-LEAK-123"
 SEARCH_TOOL = {
@@ -228,7 +227,7 @@ def test_concurrent_threads_share_one_client() -> None:
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(timeout=60)
+            thread.join(timeout=HANG_GUARD_S)
     assert failures == []
     assert len(server.requests) == 160
 
@@ -236,7 +235,7 @@ def test_concurrent_threads_share_one_client() -> None:
 def test_importing_llm_does_not_import_litellm() -> None:
     code = "import sys, PersonalWAB.llm; print('litellm' in sys.modules)"
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
@@ -259,19 +258,23 @@ def test_route_model_uses_openai_compatible_route_only_behind_api_base() -> None
     assert route_model("gpt-4o-mini", None) == "gpt-4o-mini"
 
 
-def test_scripted_server_repeats_last_reply_and_stops_by_itself() -> None:
-    server = ScriptedLLMServer([ScriptedReply(content="a"), ScriptedReply(content="b")], max_lifetime_s=0.6)
-    with server:
+def test_scripted_server_repeats_last_reply() -> None:
+    with ScriptedLLMServer([ScriptedReply(content="a"), ScriptedReply(content="b")]) as server:
         client = client_for(server)
         contents = [client.complete(HELLO).message["content"] for _ in range(3)]
         request = urllib.request.Request(server.url + "/nope", data=b"{}", method="POST")
         with pytest.raises(urllib.error.HTTPError) as missing:
-            urllib.request.urlopen(request, timeout=5)
+            urllib.request.urlopen(request, timeout=HANG_GUARD_S)
         assert missing.value.code == 404
-        time.sleep(0.9)
-        with pytest.raises(urllib.error.URLError):
-            urllib.request.urlopen(server.url + "/chat/completions", data=b"{}", timeout=2)
     assert contents == ["a", "b", "b"]
+
+
+def test_scripted_server_stops_by_itself() -> None:
+    """A failing test cannot leave it running: after its lifetime it stops listening."""
+    with ScriptedLLMServer([ScriptedReply(content="a")], max_lifetime_s=0.2) as server:
+        assert server.wait(HANG_GUARD_S), "hung: the server never stopped"
+        with pytest.raises(urllib.error.URLError):
+            urllib.request.urlopen(server.url + "/chat/completions", data=b"{}", timeout=HANG_GUARD_S)
 
 
 def test_a_truncated_body_is_recorded_as_truncated_not_as_a_connection_error() -> None:

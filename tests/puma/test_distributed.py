@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from PersonalWAB.protocol import project_protocol
-from tests.conftest import REPO_ROOT
+from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 LOSS_TOLERANCE = 1e-5  # absolute, per logged step (losses near 7 for SFT, 0.69 for DPO)
 WEIGHT_TOLERANCE = 1e-6  # absolute, every adapter tensor
-RUN_TIMEOUT_S = 300
+RUN_TIMEOUT_S = HANG_GUARD_S
 # 8 examples, 4 per optimizer step, 2 epochs: 4 steps, a checkpoint after each epoch (steps 2 and 4)
 COMMON = ["--num_train_epochs", "2", "--global_batch_size", "4", "--logging_steps", "1", "--save_strategy", "epoch"]
 STEP_ARGS = {"sft": ["--train_on", "function", "--max_length", "144"],

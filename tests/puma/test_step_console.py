@@ -18,7 +18,7 @@ import pytest
 
 from PersonalWAB.errors import DataError
 from PUMA.quiet import VERBOSITY_ENV
-from tests.conftest import REPO_ROOT
+from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 
 class HubAnswering503:
@@ -101,7 +101,7 @@ def test_a_step_with_an_unreachable_hub_model_ends_in_one_line(tiny_data_dir: Pa
     env.update(HF_ENDPOINT=f"http://127.0.0.1:{port}", HF_HOME=str(tmp_path / "hf_home"))
     done = subprocess.run([sys.executable, "-m", "PUMA.data", "param", "--model_path", "some-org/some-model",
                            "--data_dir", str(tiny_data_dir), "--out_dir", str(tmp_path / "out")],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         f"error: --model_path some-org/some-model: not a local folder, and the Hugging Face hub "
@@ -244,7 +244,7 @@ def test_library_warnings_stay_out_of_a_step_unless_verbose(verbose: bool):
     if verbose:
         env["PUMA_VERBOSE"] = "1"
     done = subprocess.run([sys.executable, "-c", QUIET_PROBE], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=HANG_GUARD_S)
     assert done.returncode == 0, done.stderr
     assert "step done" in done.stderr
     leaked = ("copy construct from a tensor" in done.stderr, "a transformers warning" in done.stderr)

@@ -21,7 +21,7 @@ from PersonalWAB.runner.execute import run
 from devtools.responders import tool_caller
 from devtools.scripted_server import ScriptedLLMServer
 from examples.my_agent import TOOLS
-from tests.conftest import REPO_ROOT
+from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 EXAMPLE = "examples.my_agent:MyAgent"
 KEY = "sk-test-custom-agent"
@@ -49,7 +49,8 @@ def test_example_agent_runs_from_the_flag_at_the_repo_root(tiny_data, tiny_engin
         finished = subprocess.run(
             [sys.executable, "run.py", "--agent_strategy", EXAMPLE, "--model", "openai/scripted", "--api_base",
              server.url, "--data_dir", str(tiny_data.data_dir), "--end_index", "5", "--out", str(output)],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "OPENAI_API_KEY": KEY})
+            cwd=REPO_ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S,
+            env={**os.environ, "OPENAI_API_KEY": KEY})
         first = server.requests[0]
     assert finished.returncode == 0, finished.stderr
     assert "custom run (project texts; agent_strategy examples.my_agent:MyAgent" in finished.stdout

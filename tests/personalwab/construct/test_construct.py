@@ -30,7 +30,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.llm import LLMError
 from devtools.construct_responder import respond
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
-from tests.conftest import REPO_ROOT
+from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 DATA_FILES = ("all_products_part_1.json", "all_products_part_2.json", "user_history_part_1.json",
               "user_history_part_2.json", "user_instructions.json", "user_profiles.json")
@@ -316,7 +316,7 @@ def test_killed_build_repeats_no_call_and_ends_identical(built, tmp_path: Path) 
                    "--max_concurrency", "1", "--steps", ",".join(TEXT_STEPS)]
         process.append(subprocess.Popen(command, cwd=REPO_ROOT, env={**os.environ, "TQDM_DISABLE": "1"},
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        assert process[0].wait(timeout=300) == -signal.SIGKILL
+        assert process[0].wait(timeout=HANG_GUARD_S) == -signal.SIGKILL
     assert len(answered) == 25 and not (out / "data").exists()
     with ScriptedLLMServer(respond) as healthy:
         result = build(settings(raw, out, healthy.url), steps=TEXT_STEPS, log=quiet)
@@ -519,7 +519,7 @@ def test_scripted_server_runs_from_the_shell(tmp_path: Path) -> None:
             prompts.MATCH_SYSTEM, "Profile:\nBrand Preference: Lumo\n\nHistory A:\n\nHistory B:\n", 8)).cached
     finally:
         process.send_signal(signal.SIGTERM)
-        output, _ = process.communicate(timeout=30)
+        output, _ = process.communicate(timeout=HANG_GUARD_S)
     assert process.returncode == 0 and "stopped after 1 request(s)" in output
 
 

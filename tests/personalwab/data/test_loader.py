@@ -7,7 +7,7 @@ import pytest
 
 from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.errors import DataError
-from tests.conftest import REPO_ROOT, rewrite
+from tests.conftest import HANG_GUARD_S, REPO_ROOT, rewrite
 
 
 def test_one_shared_object_per_directory(tiny_data_dir, tiny_data):
@@ -121,7 +121,7 @@ def test_targets_missing_from_the_catalogue_are_flagged(data_copy):
     assert any("1 'test' task(s) have a target ASIN missing from the product catalogue (e.g. task 4: 'B0NOTSOLD')"
                in w for w in data.warnings)
     out = subprocess.run([sys.executable, "-m", "PersonalWAB.data", "validate", "--data_dir", str(data_copy)],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert out.returncode == 0 and "warning:" in out.stdout and "B0NOTSOLD" in out.stdout
 
 
@@ -142,7 +142,7 @@ def test_importing_the_run_modules_loads_nothing_heavy():
         "if m in sys.modules];"
         "assert not heavy, heavy; assert not loader._CACHE; print('light')"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert out.returncode == 0, out.stderr
     assert "light" in out.stdout
 

@@ -23,7 +23,7 @@ from PersonalWAB.leaderboard.report import write_report_page
 from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
-from tests.conftest import REPO_ROOT
+from tests.conftest import HANG_GUARD_S, REPO_ROOT, wait_until
 
 PAYLOAD = "<script>window.__pwned = 1;</script><img src=x onerror=window.__pwned=2> Nice lip balm."
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -53,7 +53,7 @@ class DevTools:
     """A minimal DevTools protocol client: commands in order, events kept for inspection."""
 
     def __init__(self, ws_url: str):
-        self.socket = websocket.create_connection(ws_url, timeout=20, suppress_origin=True)
+        self.socket = websocket.create_connection(ws_url, timeout=HANG_GUARD_S, suppress_origin=True)
         self.last_id = 0
         self.events: list[dict] = []
 
@@ -68,7 +68,7 @@ class DevTools:
                 return message.get("result", {})
             self.events.append(message)
 
-    def wait_for(self, event: str, timeout_s: float = 20) -> None:
+    def wait_for(self, event: str, timeout_s: float = HANG_GUARD_S) -> None:
         deadline = time.monotonic() + timeout_s
         while not any(e.get("method") == event for e in self.events):
             if time.monotonic() > deadline:
@@ -96,13 +96,10 @@ def browser(chromium, tmp_path):
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 20
-        while not (port_file.exists() and len(port_file.read_text().splitlines()) >= 2):
-            assert process.poll() is None, "chromium exited on start"
-            assert time.monotonic() < deadline, "chromium did not open its DevTools port"
-            time.sleep(0.1)
+        wait_until(lambda: port_file.exists() and len(port_file.read_text().splitlines()) >= 2, process,
+                   "chromium opened its DevTools port")
         port = port_file.read_text().splitlines()[0]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=HANG_GUARD_S) as response:
             page = next(t for t in json.loads(response.read()) if t["type"] == "page")
         tools = DevTools(page["webSocketDebuggerUrl"])
         yield tools

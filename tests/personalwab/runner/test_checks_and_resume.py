@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from datetime import datetime
 
 import pytest
@@ -26,8 +25,8 @@ from PersonalWAB.runner.cli import main
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
 from devtools.responders import tool_caller
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
-from tests.conftest import REPO_ROOT
+from devtools.scripted_server import HoldingResponder, ScriptedLLMServer, ScriptedReply
+from tests.conftest import HANG_GUARD_S, REPO_ROOT, as_background_job, wait_until
 
 
 def quiet(_: str) -> None:
@@ -263,26 +262,26 @@ def test_interrupt_keeps_finished_tasks_and_prints_the_resume_command(tiny_data_
 @pytest.mark.slow
 def test_a_signal_stops_a_run_with_calls_in_flight(tiny_data_dir, tiny_engines, tmp_path, stop):
     """Ctrl-C and SIGTERM (a job scheduler's stop) alike: the finished tasks kept, the resume
-    command printed, the lock released, no traceback."""
-    def slow(request):
-        reply = tool_caller(request)
-        reply.delay_s = 0.5
-        return reply
-
+    command printed, the lock released, no traceback. The run starts as a script's background
+    job (SIGINT ignored), and the server holds every reply after the fourth, so the signal
+    always arrives with tasks finished and calls in flight, however fast the machine."""
+    held = HoldingResponder(tool_caller, answered=4)
     output = tmp_path / "r.json"
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-only"}
-    with ScriptedLLMServer(slow) as server:
+    with ScriptedLLMServer(held) as server:
         command = [sys.executable, "run.py", *cli(tiny_data_dir, output), "--agent_strategy", "function_calling",
                    "--model", "scripted", "--api_base", server.url, "--max_concurrency", "3",
                    "--agent_memory", "none"]
-        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+        process = subprocess.Popen(as_background_job(command), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 600  # a hang guard, not a timing check
-        while (process.poll() is None and time.monotonic() < deadline
-               and not (output.exists() and len(load_result_file(output)[1]) >= 2)):
-            time.sleep(0.1)
-        process.send_signal(stop)
-        _, error = process.communicate(timeout=60)  # a hang guard, not a timing check
+        try:
+            wait_until(lambda: held.holding > 0 and output.exists() and len(load_result_file(output)[1]) >= 2,
+                       process, "two tasks were kept and a call was held")
+            process.send_signal(stop)
+            _, error = process.communicate(timeout=HANG_GUARD_S)
+        finally:
+            held.release()
+            process.kill()
     assert process.returncode == 130, error
     assert "interrupted: " in error and "Traceback" not in error and "--resume_from" in error
     parsed = read_run_file(output)
@@ -311,7 +310,7 @@ def test_missing_key_is_named_before_anything_runs(tiny_data_dir, tmp_path, no_o
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     finished = subprocess.run([sys.executable, "run.py", *cli(tiny_data_dir, output), "--agent_strategy",
                                "function_calling", "--model", "gpt-4o-mini"],
-                              cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+                              cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert finished.returncode == 2
     assert "--model gpt-4o-mini needs OPENAI_API_KEY" in finished.stderr
     assert not output.exists()
