@@ -219,6 +219,7 @@ class DataFiles:
     raw: dict[Path, bytes]
     fingerprint: str  # sha256 over the four data files' names and bytes (`BenchmarkData.fingerprint`)
     products_fingerprint: str  # the same over the product parts alone: what a search index holds
+    behaviours_fingerprint: str  # the same over the product and history parts: what the recommender learns from
 
     @classmethod
     def read(cls, data_dir: Path) -> DataFiles:
@@ -226,16 +227,19 @@ class DataFiles:
         history_parts = _part_files(data_dir, HISTORY_PARTS)
         digest = hashlib.sha256()
         raw: dict[Path, bytes] = {}
-        products_fingerprint = ""
+        products_fingerprint = behaviours_fingerprint = ""
         for path in [*product_parts, *history_parts, data_dir / INSTRUCTIONS_FILE, data_dir / PROFILES_FILE]:
             raw[path] = _read_bytes(path)
             _digest_file(digest, path, raw[path])
             if path == product_parts[-1]:
                 products_fingerprint = digest.hexdigest()
+            if path == history_parts[-1]:
+                behaviours_fingerprint = digest.hexdigest()
         for name in (SYNTHETIC_MANIFEST, CONSTRUCTION_MANIFEST):
             with contextlib.suppress(FileNotFoundError):
                 raw[data_dir / name] = (data_dir / name).read_bytes()
-        return cls(data_dir, product_parts, history_parts, raw, digest.hexdigest(), products_fingerprint)
+        return cls(data_dir, product_parts, history_parts, raw, digest.hexdigest(), products_fingerprint,
+                   behaviours_fingerprint)
 
     def cache_key(self) -> list[Any]:
         """What the parsed data depends on: the files' content (not their size or modification
@@ -277,6 +281,7 @@ class BenchmarkData:
     warnings: list[str] = field(default_factory=list)
     fingerprint: str = ""  # sha256 over the data files' names and bytes: which data a result was run on
     products_fingerprint: str = ""  # the same over the product parts: which products a search index holds
+    behaviours_fingerprint: str = ""  # the same over the product and history parts: what SASRec learns from
     _history_times: dict[str, list[int]] = field(default_factory=dict, repr=False)
 
     @property
@@ -343,10 +348,10 @@ class BenchmarkData:
 
 
 PARSED_CACHE = "parsed_data.marshal"
-PARSED_CACHE_VERSION = 4  # bump when `_parse_and_check` changes what it builds
+PARSED_CACHE_VERSION = 5  # bump when `_parse_and_check` changes what it builds
 _CACHED_FIELDS = ("products", "histories", "profiles", "tasks", "synthetic_manifest", "construction_manifest",
                   "synthetic_marker", "parts",
-                  "warnings", "fingerprint", "products_fingerprint", "_history_times")
+                  "warnings", "fingerprint", "products_fingerprint", "behaviours_fingerprint", "_history_times")
 
 
 def _read_parsed_cache(data_dir: Path, key: list[Any]) -> BenchmarkData | None:
@@ -471,6 +476,7 @@ def _parse_and_check(files: DataFiles) -> BenchmarkData:
         warnings=warnings,
         fingerprint=files.fingerprint,
         products_fingerprint=files.products_fingerprint,
+        behaviours_fingerprint=files.behaviours_fingerprint,
         _history_times=history_times,
     )
     if manifest is not None:

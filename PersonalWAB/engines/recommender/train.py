@@ -282,17 +282,17 @@ def popularity_warning(sasrec: Mapping[str, float], popularity: Mapping[str, flo
 
 
 def save_checkpoint(model: SASRec, checkpoint_path: Path, report: dict[str, Any], item_map_path: Path | None = None,
-                    data_fingerprint: str = "") -> None:
+                    behaviours_fingerprint: str = "") -> None:
     """A plain state dict (the official layout) plus `<checkpoint>.json` saying how it was made and,
-    given the item map and data it was trained on, their digests (`engine.provenance`), so it is
-    never used with others."""
+    given the item map and the products and histories it was trained on, their digests
+    (`engine.provenance`), so it is never used with others."""
     # Saved into memory: torch names the archive's root folder after a file it writes, which
     # for a scratch name (it holds the pid) would make equal models' files differ.
     buffer = io.BytesIO()
     torch.save(model.state_dict(), buffer)
     atomic_write_bytes(checkpoint_path, buffer.getvalue())
     if item_map_path is not None:
-        report = {**report, **provenance(checkpoint_path, item_map_path, data_fingerprint)}
+        report = {**report, **provenance(checkpoint_path, item_map_path, behaviours_fingerprint)}
     atomic_write_text(checkpoint_path.with_name(checkpoint_path.name + ".json"), json.dumps(report, indent=2))
 
 
@@ -422,7 +422,7 @@ def train_sasrec(
         "checkpoint": str(checkpoint_path),
         "item_map": str(item_map_path),
     }
-    save_checkpoint(model, checkpoint_path, report, item_map_path, data.fingerprint)
+    save_checkpoint(model, checkpoint_path, report, item_map_path, data.behaviours_fingerprint)
     if warning:
         print(f"warning: {checkpoint_path}: {warning}", file=sys.stderr, flush=True)
     return report
