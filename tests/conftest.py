@@ -93,6 +93,11 @@ def wait_until(condition: Callable[[], bool], process: subprocess.Popen, what: s
         time.sleep(0.05)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite the golden records (tests/puma/golden/) from what the code computes now")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def own_text_store(tmp_path_factory: pytest.TempPathFactory):
     """Embedding vectors the tests make go to a store of their own, not the checkout's."""
