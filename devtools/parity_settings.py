@@ -194,13 +194,15 @@ def json_file(path: Path | None) -> Any:
 
 
 def release_values(calls: dict[str, ScriptCall], recorded: dict[str, dict[str, Any]], release_dir: Path
-                   ) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Per step, the values the release's scripts run with; and what was read about them."""
-    notes = []
-    for call in calls.values():
+                   ) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """Per step, the values the release's scripts run with; and, per step, what was read about them."""
+    notes: dict[str, list[str]] = {}
+    for run in RELEASE_RUNS:
+        call = calls[run.sh]
         if call.stray:
-            notes.append(f"{call.name} passes stray argument(s) {list(call.stray)} (a backslash followed by a space): "
-                         "as shipped its argparse refuses them; compared without them")
+            notes.setdefault(run.step, []).append(
+                f"{call.name} passes stray argument(s) {list(call.stray)} (a backslash followed by a space): as "
+                "shipped its argparse refuses them; compared without them")
     node = calls["finetune_function_param.sh"].processes
     values: dict[str, dict[str, Any]] = {}
     for run in RELEASE_RUNS:
@@ -212,8 +214,9 @@ def release_values(calls: dict[str, ScriptCall], recorded: dict[str, dict[str, A
             processes = call.processes
             if processes is None:
                 processes = node
-                notes.append(f"{call.name}: `{call.launcher}` with no --include runs on every GPU of the node; taken "
-                             f"as the {node} that finetune_function_param.sh names (--include), the same node")
+                notes.setdefault(run.step, []).append(
+                    f"{call.name}: `{call.launcher}` with no --include runs on every GPU of the node; taken as the "
+                    f"{node} that finetune_function_param.sh names (--include), the same node")
             hardware = seen["requested_hardware"]
             layout = {"processes": processes, "per_device_train_batch_size": args["train_batch_size"],
                       "gradient_accumulation_steps": args["gradient_accumulation_steps"],
@@ -418,8 +421,8 @@ def settings_items(runner: Any, release_dir: Path, inputs: ReleaseInputs, run_di
     readings = listed_readings(repo_root / "PUMA" / "configs" / "release.yaml")
     items = {**compare_values(release, project, readings, "settings"),
              **compare_values(release, defaults, readings, "documented defaults", stated_only=True)}
-    for tally in items.values():
-        for note in notes:
+    for label, tally in items.items():
+        for note in notes.get(label.split("[", 1)[1].rstrip("]"), []):
             tally.note(note)
     return items, {"release": release, "project": project, "documented_defaults": defaults, "notes": notes,
                    "release_scripts": {name: dataclasses.asdict(call) for name, call in calls.items()}}
