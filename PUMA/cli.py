@@ -10,14 +10,14 @@ default), the chosen recipe's `steps.<step>` section (`PUMA/configs/<recipe>.yam
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from PersonalWAB.cli import BAD_INPUT, check_output, run_command
 from PersonalWAB.errors import DataError
 from PersonalWAB import settings
-from PersonalWAB.settings import CONFIG_FLAG, config_value, flag_name, given, make, parse_namespace, settings_fields
+from PersonalWAB.settings import (CONFIG_FLAG, config_value, flag_name, given, make, parse_namespace,
+                                 read_config_mapping, settings_fields)
 from PersonalWAB.schema_types import Task
 
 if TYPE_CHECKING:
@@ -46,13 +46,8 @@ def chosen_recipe(argv: Sequence[str], default: str = "release") -> str:
     if recipe:
         return recipe
     if config:
-        import yaml
-
-        try:
-            loaded = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            loaded = None  # the settings parser names the file's problem
-        if isinstance(loaded, dict) and loaded.get("recipe"):
+        loaded = read_config_mapping(config)  # a file that cannot be read is named here
+        if loaded.get("recipe"):
             return str(loaded["recipe"])
     return default
 

@@ -188,7 +188,7 @@ def test_puma_run_checks_its_file_and_steps_before_running(tmp_path: Path):
     from PUMA.pipeline import run_pipeline
 
     ran: list[list[str]] = []
-    with pytest.raises(ValueError, match="sft: 'epochs' is not a flag of this step"):
+    with pytest.raises(ValueError, match=r"puma run: sft.epochs: unknown setting"):
         run_pipeline(_pipeline(tmp_path, "sft: {epochs: 1}\n"), log=lambda _: None, execute=ran.append)
     with pytest.raises(ValueError, match="--steps 0,9"):
         run_pipeline(_pipeline(tmp_path, "", "--steps", "0,9"), log=lambda _: None, execute=ran.append)
