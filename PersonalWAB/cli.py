@@ -8,10 +8,11 @@
 
 Each command's module is imported only when it is chosen, so `pwab --help` is instant.
 `dispatch` serves PUMA's `puma` command too. Every command checks the output paths it was
-given before any work (`check_output`: a folder that cannot be made or a file that cannot
-be written is named with its flag), and `run_command` ends bad input that escapes a command
+given before any work (`output_problem`: a folder that cannot be made or a file that cannot
+be written is named with its flag; `PersonalWAB.outputs`: the output rule, no file replaced
+that the command did not write), and `run_command` ends bad input that escapes a command
 in one line, never a traceback. While a command runs, Ctrl-C and SIGTERM stop it the same
-clean way (`stop_signals`).
+clean way (`stop_signals`), and its claim on its outputs holds (`command_scope`).
 """
 
 from __future__ import annotations
@@ -107,8 +108,10 @@ def run_command(main: Callable[[list[str] | None], int | None], argv: list[str] 
     cannot be written, a file that cannot be read) ends it with one line naming the file, a
     FatalError (a service that failed for good) with its one line and exit status 1, and a stop
     (Ctrl-C, SIGTERM) that the command does not report itself with one line and exit status 130."""
+    from PersonalWAB.outputs import command_scope
+
     try:
-        with stop_signals():
+        with stop_signals(), command_scope():
             return int(main(argv) or 0)
     except bad_input as exc:
         text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
@@ -184,12 +187,6 @@ def os_error_text(exc: OSError) -> str:
         return exc.strerror or str(exc)
     names = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
     return f"{names}: {exc.strerror or exc}"
-
-
-def check_command_outputs(args: Any, outputs: dict[str, bool]) -> None:
-    """Check the outputs a command's parsed `args` name: attribute -> whether it is a folder."""
-    for attribute, folder in outputs.items():
-        check_output(getattr(args, attribute, None), f"--{attribute}", folder)
 
 
 def main(argv: list[str] | None = None) -> int:

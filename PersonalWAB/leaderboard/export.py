@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.errors import DataError
 from PersonalWAB.leaderboard.analysis import is_solved
 from PersonalWAB.leaderboard.summarize import csv_text
@@ -29,8 +28,8 @@ from PersonalWAB.metrics import has_format_error, record_cost, record_steps, rec
 from PersonalWAB.leaderboard.validate import read_valid
 from PersonalWAB.results import RunFile
 from PersonalWAB.schema_types import Record, RunArgs
-from PersonalWAB.scratch import atomic_write_text
-from PersonalWAB.settings import parse, setting
+from PersonalWAB.outputs import FILE, parse_command, write_output
+from PersonalWAB.settings import setting
 
 FORMATS = ("csv", "jsonl", "parquet")
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -115,11 +114,13 @@ def jsonl_table(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
-def write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
+def parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    pq.write_table(pa.Table.from_pylist(rows), out)
+    buffer = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist(rows), buffer)
+    return bytes(buffer.getvalue().to_pybytes())
 
 
 def parquet_problem(out: Path | None) -> str | None:
@@ -134,9 +135,8 @@ def parquet_problem(out: Path | None) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(ExportSettings, argv, description="One row per task run (task x trial) of result files, with every "
-                                                  "scored field.")
-    check_command_outputs(args, {"out": False})
+    args = parse_command([ExportSettings], argv, {"out": FILE}, description="One row per task run (task x trial) of "
+                         "result files, with every scored field.")[0]
     out = Path(args.out) if args.out else None
     problem = parquet_problem(out) if args.format == "parquet" else None
     if problem:
@@ -150,9 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     if out is None:
         sys.stdout.write(csv_table(rows) if args.format == "csv" else jsonl_table(rows))
         return EXIT_OK
-    if args.format == "parquet":
-        write_parquet(rows, out)
-    else:
-        atomic_write_text(out, csv_table(rows) if args.format == "csv" else jsonl_table(rows))
+    write_output(out, parquet_bytes(rows) if args.format == "parquet" else
+                 csv_table(rows) if args.format == "csv" else jsonl_table(rows))
     print(f"{len(rows)} rows ({len(args.files)} file(s)) written to {out}", file=sys.stderr)
     return EXIT_OK

@@ -24,6 +24,7 @@ from pathlib import Path
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.summarize import TABLE_CSS, md_cell
 from PersonalWAB.metrics import bootstrap_interval, compute_statistics, count_errors, record_steps, task_score
+from PersonalWAB.outputs import write_output
 from PersonalWAB.reproduce.paper import PaperRow, paper_source
 from PersonalWAB.results import custom_reasons
 from PersonalWAB.schema_types import Header, Record
@@ -212,6 +213,6 @@ def write_tables(comparison: Comparison, folder: Path) -> list[Path]:
     for name, render in (("comparison.txt", render_text), ("comparison.md", render_markdown),
                          ("comparison.html", render_html)):
         path = folder / name
-        path.write_text(render(comparison) + ("\n" if name.endswith(".txt") else ""), encoding="utf-8")
+        write_output(path, render(comparison) + ("\n" if name.endswith(".txt") else ""))
         written.append(path)
     return written

@@ -127,13 +127,12 @@ def _cli(argv, monkeypatch):
 ])
 def test_every_pwab_command_names_an_output_under_a_file(command, flag, a_file, monkeypatch, capsys):
     argv = [part.replace("{bad}", str(a_file)) for part in command]
-    if command[0] in ("run", "reproduce"):  # these leave through os._exit after their own message
-        monkeypatch.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
-        with pytest.raises(SystemExit) as stop:
-            _cli(argv, monkeypatch)
-        code = stop.value.code
-    else:
+    # run and reproduce leave through os._exit after their own message
+    monkeypatch.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
+    try:
         code = _cli(argv, monkeypatch)
+    except SystemExit as stop:
+        code = stop.code
     err = capsys.readouterr().err
     assert code == 2
     assert f"{flag} {a_file}/" in err and "Traceback" not in err

@@ -85,7 +85,7 @@ def test_parts_that_are_not_one_whole_are_refused(score_parts, tmp_path, capsys,
 def test_a_part_as_out_is_refused_and_kept(score_parts, capsys):
     kept = score_parts["1of2"].read_bytes()
     assert step(merge_shards, score_parts["0of2"], score_parts["1of2"], "--out", score_parts["1of2"]) == 2
-    assert "is one of the parts; name a new file" in capsys.readouterr().err
+    assert f"--out {score_parts['1of2']}: is also this command's input (PART" in capsys.readouterr().err
     assert score_parts["1of2"].read_bytes() == kept
 
 
