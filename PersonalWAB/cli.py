@@ -26,7 +26,7 @@ import sys
 import threading
 from pathlib import Path
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.scratch import output_file_problem
