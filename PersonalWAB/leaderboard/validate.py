@@ -138,7 +138,7 @@ def protocol_label(run_args: RunArgs) -> tuple[str, list[str]]:
         return STANDARD, []
     if not isinstance(record, dict):
         return CUSTOM, ["run_args.protocol is not an object"]
-    reasons = custom_reasons(record)
+    reasons = custom_reasons(record, run_args.get("protocol_texts_digest"))
     return (CUSTOM, reasons) if reasons else (STANDARD, [])
 
 

@@ -100,9 +100,10 @@ def compare_row(row: str, path: Path, header: Header, records: list[Record],
             cells[(group, metric)] = Cell(stats[group][key], low, high,
                                           paper.figure(group, metric) if paper else None)
     tasks = {group: len(members) for group, members in groups.items() if members}
-    protocol = header["run_args"]["protocol"]
-    return RowComparison(row, path, paper, tasks, cells, count_errors(records)["overall"],
-                         [] if protocol["standard"] else custom_reasons(protocol))
+    run_args = header["run_args"]
+    reasons = [] if run_args["protocol"]["standard"] else custom_reasons(run_args["protocol"],
+                                                                          run_args.get("protocol_texts_digest"))
+    return RowComparison(row, path, paper, tasks, cells, count_errors(records)["overall"], reasons)
 
 
 def comparison_notes(rows: list[RowComparison], data_source: str, model: str, track_note: str) -> list[str]:
