@@ -186,7 +186,7 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
 
     config, data, tasks, run_args, protocol = plan.config, plan.data, plan.tasks, plan.run_args, plan.protocol
     folder = cache_folder(config.cache)
-    cache = ResponseCache(folder) if folder is not None else None
+    cache = ResponseCache(folder, warn=lambda line: log(f"warning: {line}")) if folder is not None else None
     for path in remove_stale(plan.output.parent):
         log(f"removed {path}, left by a run that was killed")
     kinds = {tasks[tid]["type"] for _, tid in plan.jobs}
