@@ -16,7 +16,7 @@ from PersonalWAB import __version__
 from PersonalWAB.agents.registry import agent_settings
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import record_paid_usd
-from PersonalWAB.pricing import USER_FLAG, parse_rate, warn_hosted_prices
+from PersonalWAB.pricing import USER_FLAG, parse_rate, usd_text, warn_hosted_prices
 from PersonalWAB.progress import log_line, set_quiet
 from PersonalWAB.response_cache import ResponseCache, cache_folder, task_scope
 from PersonalWAB.results import ResultWriter
@@ -74,7 +74,7 @@ class BudgetReached(RuntimeError):
     are checkpointed and a resume runs the rest."""
 
     def __init__(self, spent: float, budget: float):
-        super().__init__(f"the run's model calls cost ${spent:.4f}, reaching its budget of ${budget:.4f}")
+        super().__init__(f"the run's model calls cost {usd_text(spent)}, reaching its budget of {usd_text(budget)}")
         self.spent = spent
         self.budget = budget
 
@@ -238,6 +238,8 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
         return make_record(task_id, trial, tasks[task_id], env, episode)
 
     over_budget = threading.Event()  # no task starts once set: the ones not started are left for a resume
+    paid = [0.0]  # what the tasks of this call paid, counted as each ends (before its worker takes the next)
+    paying = threading.Lock()
 
     def run_one(trial: int, task_id: int) -> Record | None:
         if over_budget.is_set():
@@ -246,6 +248,10 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
             record = run_task(trial, task_id)
         if scope is not None:
             record["info"]["cache_hits"], record["info"]["cache_saved_usd"] = scope.hits, scope.saved_usd
+        with paying:
+            paid[0] += record_paid_usd(record)
+            if max_usd is not None and paid[0] >= max_usd:
+                over_budget.set()
         return record
 
     plan.output = writer.start(unique=plan.claim == "unique", replace=plan.claim == "replace")
@@ -256,7 +262,7 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
         f"with {config.agent_strategy}, memory {config.agent_memory}, {protocol.name} texts{resumed}; "
         f"results in {plan.output}")
     start = time.perf_counter()
-    spent, finished = 0.0, 0
+    finished, told = 0, False
     with RunProgress(len(plan.jobs) + len(plan.kept), plan.kept) as bar:
         try:
             for record in finished_records(plan.jobs, run_one, config.max_concurrency):
@@ -270,14 +276,12 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
                                     f"{record['trial']}):", *trace_lines(record),
                                     f"  action_acc {record['action_acc']} "
                                     f"res_acc {[round(r, 3) for r in record['res_acc']]}"]))
-                spent += record_paid_usd(record)
-                if max_usd is not None and spent >= max_usd and finished < len(plan.jobs) \
-                        and not over_budget.is_set():
-                    over_budget.set()
-                    log(f"the budget of ${max_usd:.4f} is spent (${spent:.4f}): no more tasks start; the tasks "
-                        "in flight finish and are kept")
+                if max_usd is not None and over_budget.is_set() and finished < len(plan.jobs) and not told:
+                    told = True
+                    log(f"the budget of {usd_text(max_usd)} is spent ({usd_text(paid[0])}): no more tasks start; the "
+                        "tasks in flight finish and are kept")
             if max_usd is not None and over_budget.is_set() and finished < len(plan.jobs):
-                raise BudgetReached(spent, max_usd)
+                raise BudgetReached(paid[0], max_usd)
         except BaseException:
             writer.save_before_stop()
             raise

@@ -30,7 +30,7 @@ def test_a_rate_is_zero_or_two_numbers_per_million_tokens():
     assert parse_rate(None) is None
     assert parse_rate("0") == Rate(0.0, 0.0)
     assert parse_rate("0.15, 0.6").usd(1_000_000, 2_000_000) == pytest.approx((0.15, 1.2))
-    for bad in ("free", "1", "1,2,3", "-1,2", "inf,1"):
+    for bad in ("free", "1", "1,2,3", "-1,2", "inf,1", "1e308,1e308", "10001,1"):
         with pytest.raises(ValueError, match="--user_price_per_mtok"):
             parse_rate(bad, "--user_price_per_mtok")
 
@@ -63,7 +63,9 @@ def test_cost_lines_name_the_agent_the_user_and_how_each_was_priced():
     assert "user $0.0000 (my-user-model has no price in litellm's table: counted as 0" in line
     lines = cost_lines(1.5, 0.25, {**run_args, "user_price_per_mtok": "1,2"}, {"hits": 3, "saved_usd": 0.5})
     assert lines[0].startswith("cost: $1.75 = agent $1.50")
-    assert lines[1] == "cache: 3 call(s) answered from the response cache; $0.5000 of the cost above not paid again"
+    assert lines[1] == "paid: $1.25; saved: $0.5000 (3 call(s) answered from the response cache)"
+    fully_cached = cost_lines(0.0057, 0.0, {**run_args, "user_mode": "no"}, {"hits": 4, "saved_usd": 0.0057})
+    assert fully_cached[1] == "paid: $0.0000; saved: $0.0057 (4 call(s) answered from the response cache)"
     assert cost_lines(0.0, 0.0, {"model": None, "user_mode": "offline"}) == []  # no model called
 
 
