@@ -115,10 +115,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     task_ids = task_selection(config.start_index, end, config.shuffle, config.seed)
     selected = len(task_ids)
     if config.shard:
-        task_ids = Shard.parse(config.shard).take(task_ids)
-        if not task_ids:
-            raise SettingsError(f"--shard {config.shard}: the {selected} selected task(s) leave this shard none; "
-                                f"split them into at most {selected} shards")
+        task_ids = Shard.parse(config.shard).take_some(task_ids, "selected task(s)")
     # RunArgs names only the settings read outside the runner: the rest are RunConfig's fields
     run_args = cast(RunArgs, {**config.settings(), "data_dir": str(data.data_dir), "data_source": data.source,
                 "data_fingerprint": data.fingerprint, "project_version": __version__,
