@@ -3,8 +3,8 @@ FILE... --format csv|jsonl|parquet --out PATH`, or `load_dataframe(paths)` in a 
 
 One row per record (task x trial) with every scored field the leaderboard computes from it
 (Function Acc and Result Acc as the header scores them, solved, attempts, steps, costs, the
-error that ended it) beside what names the run (file, run name, tags, agent, model, memory,
-track, data). Errored records are kept, with their error: filtering is the analyst's choice.
+error that ended it) beside what names the run (file, whether the run finished, run name,
+tags, agent, model, memory, track, data). Errored records are kept, with their error: filtering is the analyst's choice.
 Lists (per-attempt scores, actions) are JSON text in CSV and native lists elsewhere.
 
 pandas and pyarrow are imported only by the functions that need them; parquet needs pyarrow
@@ -45,13 +45,16 @@ class ExportSettings:
                               default_text="stdout")
 
 
-def run_columns(path: Path, run_args: RunArgs) -> dict[str, Any]:
-    """What names the run a row belongs to."""
+def run_columns(path: Path, run_args: RunArgs, finished: bool) -> dict[str, Any]:
+    """What names the run a row belongs to, and whether the run finished (`run_finished` false: a
+    checkpoint of a run that was interrupted, stopped at its budget or killed, or records without
+    a header: its rows are not the whole run)."""
     max_steps = run_args.get("max_steps", -1)
     return {
         "file": str(path),
-        "run_name": run_args.get("run_name") or "",
-        "tags": ";".join(run_args.get("tag") or []),
+        "run_finished": finished,
+        "run_name": str(run_args.get("run_name") or ""),
+        "tags": ";".join(map(str, run_args.get("tag") or [])),
         "agent": run_args.get("agent_strategy", ""),
         "model": run_args.get("model") or "",
         "memory": run_args.get("agent_memory", ""),
@@ -85,7 +88,7 @@ def export_rows(paths: list[Path | str]) -> list[dict[str, Any]]:
     rows = []
     for path in paths:
         parsed = cast(RunFile, read_valid(path).result)  # the one reader: an invalid file is refused
-        run = run_columns(parsed.path, parsed.run_args)
+        run = run_columns(parsed.path, parsed.run_args, parsed.header is not None)
         rows += [{**run, **record_columns(record)} for record in parsed.records]
     return rows
 
