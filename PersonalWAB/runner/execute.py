@@ -138,6 +138,15 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
                    "replace" if resumes_in_place(config, output) or config.overwrite else "new", protocol, end)
 
 
+def jobs_text(jobs: list[tuple[int, int]], trials: int) -> str:
+    """How many task runs are to run, in words: "40 task(s)", or "40 task(s) x 2 trials (80 task runs)"."""
+    tasks = len({task_id for _, task_id in jobs})
+    if trials == 1:
+        return f"{len(jobs)} task(s)"
+    return f"{tasks} task(s) x {trials} trials ({len(jobs)} task runs)" if len(jobs) == tasks * trials else \
+        f"{len(jobs)} task runs of {tasks} task(s) x {trials} trials"
+
+
 def concurrency_hint(config: RunConfig, jobs: int) -> str | None:
     """A hint for a model run of many tasks one at a time: an API model serves several at once
     and the scores stay the same (not so for InteRecAgent memory, which each task updates)."""
@@ -255,7 +264,7 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
     plan.writer = writer
     resumed = f"; {len(plan.kept)} kept from {config.resume_from}" if config.resume_from else ""
     shard = f" (shard {config.shard})" if config.shard else ""
-    log(f"running {len(plan.jobs)} task(s){shard} of the {config.task_split} split ({data.source}) "
+    log(f"running {jobs_text(plan.jobs, config.num_trials)}{shard} of the {config.task_split} split ({data.source}) "
         f"with {config.agent_strategy}, memory {config.agent_memory}, {protocol.name} texts{resumed}; "
         f"results in {plan.output}")
     start = time.perf_counter()
