@@ -35,6 +35,15 @@ def test_a_rate_is_zero_or_two_numbers_per_million_tokens():
             parse_rate(bad, "--user_price_per_mtok")
 
 
+def test_a_price_that_would_make_the_cost_infinite_stops_the_run_before_it_starts(tiny_data_dir, tmp_path, capsys):
+    out = tmp_path / "run.json"
+    assert run_main(["--data_dir", str(tiny_data_dir), "--out", str(out), "--agent_strategy", "function_calling",
+                     "--model", "gpt-4o-mini", "--price_per_mtok", "1e308,1e308"]) == 2
+    err = capsys.readouterr().err
+    assert "--price_per_mtok '1e308,1e308': expected 0 or IN,OUT, two numbers from 0 to 10,000" in err
+    assert err.count("\n") == 1 and not out.exists()
+
+
 def test_a_loopback_server_priced_as_a_hosted_model_is_warned():
     warning = hosted_price_warning("gpt-4o-mini", "http://127.0.0.1:8000/v1", None)
     assert warning is not None and "--price_per_mtok 0" in warning and "$0.15" in warning
