@@ -1,4 +1,5 @@
-"""What a command may write: the one output rule every command's outputs pass.
+"""What a command may write: outputs it can write at all (`output_problem`: not a device, FIFO
+or folder, in a folder that can be made), and the one output rule every command's outputs pass.
 
 A command writes an output only where
 - nothing is yet (a new path, or an empty folder);
@@ -84,6 +85,51 @@ def command_name(settings: Any) -> str:
     """What the ledger calls the command of `settings` (its settings class: one per command)."""
     cls = type(settings)
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+# ---------------------------------------------------------------- writable at all
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _creatable_problem(path: Path, flag: str, folder: Path) -> str | None:
+    """Why files cannot be written in `folder` (made where missing), or None."""
+    existing = _nearest_existing(folder)
+    if not existing.is_dir():
+        return f"{flag} {path}: {existing} is a file, so no folder can be made there"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{flag} {path}: cannot create or write files in {existing} (permission denied)"
+    return None
+
+
+def output_problem(path: Path | str, flag: str, folder: bool = False) -> str | None:
+    """Why `path` cannot be written as the output `flag` names (a file, or with `folder` a
+    folder to write files into), or None when it can."""
+    path = Path(path)
+    if folder:
+        if path.exists() and not path.is_dir():
+            return f"{flag} {path}: is a file, not a folder"
+        return _creatable_problem(path, flag, path)
+    if path.is_dir():
+        return f"{flag} {path}: is a folder; name a file"
+    problem = scratch.output_file_problem(path)
+    if problem:  # a FIFO or device would be replaced by the rename that writes the file
+        return f"{flag} {path}: {problem}"
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"{flag} {path}: the file is not writable (permission denied)"
+    return _creatable_problem(path, flag, path.parent)
+
+
+def check_output(path: Path | str | None, flag: str, folder: bool = False) -> None:
+    """Raise DataError naming `flag` when `path` (if given) cannot be written."""
+    problem = None if path is None else output_problem(path, flag, folder)
+    if problem:
+        raise DataError(problem)
 
 
 # ---------------------------------------------------------------- the ledger
@@ -202,8 +248,6 @@ def claim_outputs(settings: Any, outputs: Mapping[str, str], *, also: Iterable[A
     `settings` or of the command's other settings `also`, less `writes`), and an existing one
     must be the command's own (`own`, or the ledger) unless `--overwrite`. While a command runs,
     the claim and the inputs then hold for the writer. Raises DataError naming the flag."""
-    from PersonalWAB.cli import output_problem
-
     flags = {item.name: f"--{flag_name(item)}" for item in fields(settings) if is_setting(item)}
     command = command_name(settings)
     overwrite = bool(getattr(settings, "overwrite", False)) if overwrite is None else overwrite

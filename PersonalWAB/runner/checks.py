@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from PersonalWAB.cli import output_problem
+from PersonalWAB.outputs import output_problem
 from PersonalWAB.outputs import command_inputs, input_problem
 from PersonalWAB.envs.users import MULTI_TURN_USERS
 from PersonalWAB.pricing import AGENT_FLAG, USER_FLAG, parse_rate

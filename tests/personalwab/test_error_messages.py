@@ -203,7 +203,7 @@ def test_a_folder_without_write_permission_is_named(tmp_path, monkeypatch, capsy
 
 
 def test_output_problems(tmp_path, a_file):
-    from PersonalWAB.cli import output_problem
+    from PersonalWAB.outputs import output_problem
 
     assert output_problem(tmp_path / "new" / "deeper" / "x.json", "--out") is None
     assert output_problem(tmp_path, "--out", folder=True) is None
