@@ -39,7 +39,8 @@ TRAINING_STEPS = ("sft", "dpo", "grpo")  # their --resume continues the checkpoi
 
 def made_by_step(step: str) -> Callable[[Path], bool]:
     """Whether an existing output is one `step` wrote: a PUMA record beside it (in a folder: any
-    of its records) names the step, or a training step's folder holds its checkpoints."""
+    of its records) names the step, or a training step's folder holds its checkpoints (GRPO, which
+    writes no record: its log)."""
     import json
 
     from PUMA.recipe import RECORD_NAME, RECORD_SUFFIX, record_path
@@ -56,7 +57,8 @@ def made_by_step(step: str) -> Callable[[Path], bool]:
     def own(path: Path) -> bool:
         if not path.is_dir():
             return names_step(record_path(path))
-        if step in TRAINING_STEPS and any(path.glob("checkpoint-*/trainer_state.json")):
+        if step in TRAINING_STEPS and (any(path.glob("checkpoint-*/trainer_state.json"))
+                                       or (step == "grpo" and (path / "grpo_log.jsonl").is_file())):
             return True
         return any(map(names_step, [path / RECORD_NAME, *path.glob(f"*{RECORD_SUFFIX}")]))
 
