@@ -308,17 +308,6 @@ def test_human_mode_stops_at_end_of_input_and_keeps_what_finished(tiny_data_dir,
                for record in records)  # no empty user reply was recorded
 
 
-@pytest.fixture(scope="module")
-def result_file(tiny_data_dir, tiny_engines, tmp_path_factory):
-    from PersonalWAB.runner.config import RunConfig
-    from PersonalWAB.runner.execute import run
-
-    out = tmp_path_factory.mktemp("results") / "result.json"
-    config = RunConfig(data_dir=str(tiny_data_dir), out=str(out), agent_memory="none", search_backend="bm25s",
-                       end_index=3)
-    return run(config, log=lambda _: None)[1]
-
-
 def test_csv_text_cells_are_escaped_and_numbers_kept(result_file):
     import csv
     import io

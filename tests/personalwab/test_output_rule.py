@@ -57,17 +57,6 @@ def raw_dir(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def result(tiny_data_dir, tiny_engines, tmp_path_factory) -> Path:
-    from PersonalWAB.runner.config import RunConfig
-    from PersonalWAB.runner.execute import run
-
-    out = tmp_path_factory.mktemp("results") / "result.json"
-    config = RunConfig(data_dir=str(tiny_data_dir), out=str(out), agent_memory="none", search_backend="bm25s",
-                       end_index=3)
-    return run(config, log=lambda _: None)[1]
-
-
 # (command line with {out} for the output, what the output is) for every command with an output;
 # {input} / {data} / {raw} / {result} / {model} are existing inputs
 WRITERS = {
@@ -134,7 +123,7 @@ AS_INPUT = {"pwab run": ("pwab run --data_dir {data} --protocol_file {input} --o
 
 
 @pytest.fixture()
-def places(tmp_path, tiny_data_dir, raw_dir, result) -> dict[str, Path]:
+def places(tmp_path, tiny_data_dir, raw_dir, result_file) -> dict[str, Path]:
     """The inputs a command line names: copies, so that a test may see them unchanged."""
     import shutil
 
@@ -143,11 +132,21 @@ def places(tmp_path, tiny_data_dir, raw_dir, result) -> dict[str, Path]:
     (tmp_path / "model" / "config.json").write_text("{}")
     return {"data": Path(shutil.copytree(tiny_data_dir, tmp_path / "data", ignore=shutil.ignore_patterns(
                 "cache", "indexes", "recommender"))),
-            "raw": raw_dir, "result": result, "input": tmp_path / "input.json", "model": tmp_path / "model"}
+            "raw": raw_dir, "result": result_file, "input": tmp_path / "input.json", "model": tmp_path / "model"}
 
 
 def _line(template: str, places: dict[str, Path], out: Path) -> list[str]:
     return [word.format(out=out, **places) for word in template.split()]
+
+
+def _refused(line: list[str], kept: Path, monkeypatch, capsys) -> str:
+    """The one line a command refusing to write prints (exit 2), `kept` unchanged."""
+    before = _snapshot(kept)
+    assert _command(line, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and str(kept) in err and "Traceback" not in err, err
+    assert _snapshot(kept) == before
+    return err
 
 
 @pytest.mark.parametrize("name", WRITERS)
@@ -162,23 +161,15 @@ def test_no_command_replaces_an_output_it_did_not_write(name, places, tmp_path, 
         out.mkdir()
         foreign = out / ("precious.txt" if kind == "folder" else kind)
         foreign.write_text(FOREIGN)
-    before = _snapshot(out)
-    assert _command(_line(template, places, out), monkeypatch) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: ") and str(out) in err and "Traceback" not in err, err
-    assert "--overwrite" in err, err
-    assert _snapshot(out) == before and foreign.read_text() == FOREIGN
+    assert "--overwrite" in _refused(_line(template, places, out), out, monkeypatch, capsys)
+    assert foreign.read_text() == FOREIGN
 
 
 @pytest.mark.parametrize("name", AS_INPUT)
 def test_no_command_writes_over_its_own_input_even_with_overwrite(name, places, monkeypatch, capsys):
     template, target = AS_INPUT[name]
     target_path = Path(target.format(**places))
-    before = _snapshot(target_path)
-    assert _command(_line(template, places, target_path), monkeypatch) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: ") and str(target_path) in err, err
-    assert _snapshot(target_path) == before
+    _refused(_line(template, places, target_path), target_path, monkeypatch, capsys)
 
 
 def test_every_writing_command_is_covered():
@@ -190,7 +181,8 @@ def test_every_writing_command_is_covered():
     assert writers - without_output <= covered | {"puma launch"}, writers - without_output - covered
 
 
-def test_a_command_writes_over_its_own_output_until_someone_changes_it(result, tmp_path, monkeypatch, capsys):
+def test_a_command_writes_over_its_own_output_until_someone_changes_it(result_file, tmp_path, monkeypatch, capsys):
+    result = result_file
     table = tmp_path / "board.md"
     line = ["pwab", "leaderboard", "summarize", str(result), "--out", str(table)]
     assert _command(line, monkeypatch) == 0 and table.read_text().startswith("#")
@@ -206,7 +198,8 @@ def test_a_command_writes_over_its_own_output_until_someone_changes_it(result, t
                     monkeypatch) == 2
 
 
-def test_pages_are_written_again_but_not_over_a_file_of_someone_elses(result, tmp_path, monkeypatch, capsys):
+def test_pages_are_written_again_but_not_over_a_file_of_someone_elses(result_file, tmp_path, monkeypatch, capsys):
+    result = result_file
     pages = tmp_path / "pages"
     line = ["pwab", "leaderboard", "report", str(result), "--out", str(pages)]
     assert _command(line, monkeypatch) == 0 and _command(line, monkeypatch) == 0
