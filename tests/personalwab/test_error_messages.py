@@ -37,24 +37,6 @@ def test_a_behaviour_given_twice_in_data_with_a_manifest_is_named_as_such(data_c
         load_benchmark_data(data_copy)
 
 
-@pytest.mark.parametrize("part", ["user_history_part_2.json", "all_products_part_2.json"])
-def test_data_with_the_releases_counts_that_lacks_a_part_is_refused_naming_it(part, data_copy, monkeypatch):
-    from PersonalWAB.data import published
-    from PersonalWAB.paths import SYNTHETIC_MANIFEST
-
-    (data_copy / SYNTHETIC_MANIFEST).unlink()
-    rewrite(data_copy / "user_profiles.json", lambda content: [entry.pop("synthetic_data", None)
-                                                               for entry in content.values()])
-    counts = published.count_summary(load_benchmark_data(data_copy, reload=True))
-    monkeypatch.setattr(published, "PUBLISHED_COUNTS", published.OfficialCounts(
-        users=counts["users"], train=counts["train"], test=counts["test"], test_types=counts["test_types"]))
-    assert load_benchmark_data(data_copy, reload=True).source == "official"
-    (data_copy / part).unlink()
-    with pytest.raises(DataError, match=rf"{part} missing: the data has the release's published users and "
-                                        "instructions"):
-        load_benchmark_data(data_copy, reload=True)
-
-
 def test_an_asin_in_two_product_parts_is_reported_with_both_parts(data_copy):
     first, second = data_copy / "all_products_part_1.json", data_copy / "all_products_part_2.json"
     asin = next(iter(json.loads(first.read_text())))
