@@ -7,13 +7,17 @@ The same rules hold for every command:
 - a boolean is `--name` (on), `--name 1|0` or `--name true|false` (the release's `--shuffle 1`
   and `--puma_generate 0` included);
 - `--config FILE.yaml` gives any settings by their flag names; flags on the command line
-  override the file;
+  override the file. A value in the file is the flag's value only as the same text on the command
+  line would be (the flag's own converter and choices; a YAML boolean, float, list or null of
+  another type is refused), one setting is given once (not as `out` and `output` both), and only
+  a regular file of at most 1 MiB, whose aliases expand within that, is read;
 - an old spelling of a flag (`aliases`) keeps working and says which flag replaced it;
 - the resolved settings (`resolved()`) are what a command records next to its outputs, and the
   settings marked `resume=True` are those a resumed run must share (`resume_keys()`).
 
 Positional settings (`positional=True`) are the command's operands, e.g. the files a
-leaderboard command reads. Nothing here imports more than the standard library and PyYAML.
+leaderboard command reads. Nothing here imports more than the standard library, PyYAML and
+`PersonalWAB.scratch` (which file is regular).
 """
 
 from __future__ import annotations
