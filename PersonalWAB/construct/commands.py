@@ -28,10 +28,13 @@ def is_fetched(raw: Path) -> bool:
 
 
 def is_build(out: Path) -> bool:
-    """Whether a folder is one this pipeline builds (its work folder or its data's manifest), to resume."""
+    """Whether the build may write in OUT: it writes only OUT/work, OUT/data and OUT/cache (the rest
+    of OUT, e.g. the raw files, is left as it is), and each of these is absent or its own (the work
+    folder's state, the data's construction manifest, the answers cache)."""
     from PersonalWAB.paths import CONSTRUCTION_MANIFEST
 
-    return (out / "work").is_dir() or (out / "data" / CONSTRUCTION_MANIFEST).exists()
+    made = {"work": "state.json", "data": CONSTRUCTION_MANIFEST, "cache": "llm"}
+    return all(not (out / folder).exists() or (out / folder / mark).exists() for folder, mark in made.items())
 
 
 @dataclass

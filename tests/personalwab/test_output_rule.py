@@ -65,7 +65,7 @@ WRITERS = {
     "pwab data download": ("pwab data download --out {out}", "folder"),
     "pwab data protocol": ("pwab data protocol --release_dir {raw} --out {out}", "file"),
     "pwab construct fetch": ("pwab construct fetch --out {out}", "folder"),
-    "pwab construct build": ("pwab construct build --raw_dir {raw} --out {out}", "folder"),
+    "pwab construct build": ("pwab construct build --raw_dir {raw} --out {out}", "work/precious.txt"),
     "pwab construct consistency": ("pwab construct consistency --data_dir {data} --out {out}", "file"),
     "pwab construct stats": ("pwab construct stats --data_dir {data} --out {out}", "file"),
     "pwab leaderboard summarize": ("pwab leaderboard summarize {result} --out {out}", "file"),
@@ -160,6 +160,7 @@ def test_no_command_replaces_an_output_it_did_not_write(name, places, tmp_path, 
         out = tmp_path / "someone_elses"
         out.mkdir()
         foreign = out / ("precious.txt" if kind == "folder" else kind)
+        foreign.parent.mkdir(parents=True, exist_ok=True)
         foreign.write_text(FOREIGN)
     assert "--overwrite" in _refused(_line(template, places, out), out, monkeypatch, capsys)
     assert foreign.read_text() == FOREIGN
