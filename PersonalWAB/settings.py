@@ -359,8 +359,8 @@ def config_value(item: Field[Any], value: Any, where: str) -> Any:
             if value is not None and not isinstance(value, dict):
                 raise ValueError(f"expected a mapping of the step's flags, got {_yaml_type(value)}")
             return value
-        if value is None:
-            if default_of(item) is None and not spec.required:
+        if value is None:  # the default, where a setting has one that is no value (an operand has none)
+            if default_of(item) is None and not spec.required and not spec.positional:
                 return None
             raise ValueError(f"expected {_expected(item, _kind(item))}, got null (leave the key out for the default)")
         if _is_list(item) or (spec.positional and spec.nargs is not None):

@@ -68,10 +68,16 @@ def _required_values(classes: tuple[type, ...]) -> dict[str, Any]:
     return values
 
 
-def _from_config(classes: tuple[type, ...], mapping: dict[str, Any], folder: Path) -> tuple[int, str, Any]:
-    """(exit status, stderr, the settings) of the command's settings read from a file holding `mapping`."""
+def _written(mapping: dict[str, Any], folder: Path) -> tuple[Path, dict[str, Any]]:
+    """A settings file holding `mapping`, and what the file says (YAML reads some text back
+    otherwise than it was given, e.g. a NEL character as a space)."""
     path = folder / "settings.yaml"
     path.write_text(yaml.safe_dump(mapping, allow_unicode=True), encoding="utf-8")
+    return path, yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _from_config(classes: tuple[type, ...], path: Path) -> tuple[int, str, Any]:
+    """(exit status, stderr, the settings) of the command's settings read from the file `path`."""
     parsed: list[Any] = []
 
     def command(argv: list[str] | None) -> int:
@@ -88,14 +94,15 @@ def _value(parsed: list[Any], item: Any) -> Any:
     return next(getattr(one, item.name) for one in parsed if hasattr(one, item.name))
 
 
-def _from_command_line(classes: tuple[type, ...], item: Any, text: str, required: dict[str, Any]) -> Any:
-    """What the flag takes from `text` on the command line (REFUSED when the parser refuses it)."""
+def _from_command_line(classes: tuple[type, ...], item: Any, texts: list[str], required: dict[str, Any]) -> Any:
+    """What the flag takes from `texts` on the command line, each as one value of it (REFUSED when
+    the parser refuses them)."""
     argv = []
     for flag, value in required.items():
         if flag != flag_name(item):
             is_positional = spec_of(_item(classes, flag)).positional
             argv += [*([] if is_positional else [f"--{flag}"]), *(value if isinstance(value, list) else [value])]
-    given = ["--", text] if spec_of(item).positional else [f"--{flag_name(item)}={text}"]
+    given = ["--", *texts] if spec_of(item).positional else [f"--{flag_name(item)}={text}" for text in texts]
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             parsed = parse_many(classes, [*argv, *given])
@@ -115,6 +122,8 @@ def _as_flag_text(value: Any) -> str | None:
 
 
 def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     return type(a) is type(b) and a == b
@@ -136,7 +145,13 @@ def test_every_setting_of_every_command_takes_a_config_value_as_its_flag_or_name
     item = _item(classes, flag)
     required = _required_values(classes)
     with tempfile.TemporaryDirectory() as folder:
-        code, err, parsed = _from_config(classes, {**required, flag: value}, Path(folder))
+        path, said = _written({**required, flag: value}, Path(folder))
+        value = said[flag]
+        code, err, parsed = _from_config(classes, path)
+        if value is None:  # null is the setting's default, as the key left out gives it
+            default = _from_config(classes, _written(required, Path(folder))[0])[2]
+            assert code == EXIT_BAD_INPUT or (default_of(item) is None
+                                              and _value(parsed, item) == _value(default, item))
         if code:
             assert code == EXIT_BAD_INPUT
             assert err.count("\n") == 1 and f"--config {folder}/settings.yaml: {flag}" in err, err
@@ -148,19 +163,19 @@ def test_every_setting_of_every_command_takes_a_config_value_as_its_flag_or_name
     if isinstance(value, dict) or (isinstance(value, list) and not listed) or (listed and not items):
         pytest.fail(f"{command}: {flag}: {value!r} taken as {taken!r}")
     if value is None:
-        assert taken is None and default_of(item) is None
         return
-    for one, got in zip(items, taken if listed else [taken]):
-        if isinstance(one, bool):
-            assert is_boolean(item) and got is one
-            continue
+    texts = []
+    for one in items:
+        if isinstance(one, bool):  # only a boolean setting takes a YAML boolean, as itself
+            assert is_boolean(item) and taken is one, (command, flag, one, taken)
+            return
         text = _as_flag_text(one)
         if text is None:  # a float: only a number's converter takes it, as it takes the number's text
             assert spec_of(item).kind is not None or isinstance(default_of(item), (int, float)), (command, flag, one)
             text = repr(one)
-        expected = _from_command_line(classes, item, text, required)
-        expected_one = expected[-1] if listed and isinstance(expected, (list, tuple)) else expected
-        assert expected is not REFUSED and _same(got, expected_one), (command, flag, one, got, expected)
+        texts.append(text)
+    expected = _from_command_line(classes, item, texts, required)
+    assert expected is not REFUSED and _same(taken, expected), (command, flag, value, taken, expected)
 
 
 def test_the_property_covers_every_command():
@@ -228,3 +243,14 @@ def test_only_a_regular_settings_file_of_bounded_size_is_read(kind, tmp_path):
              "not utf-8": "not UTF-8 text"}[kind]
     with pytest.raises(DataError, match=f"--config {path}: {fault}"):
         parse_config(["--config", str(path)])
+
+
+def test_a_null_operand_in_a_config_file_is_refused(tmp_path):
+    """A command's operand (the file `pack` packs) has no default: null in the file is no file,
+    where it would pass the parser as given."""
+    from PersonalWAB.leaderboard.commands import pack
+
+    path = tmp_path / "pack.yaml"
+    path.write_text("file: null\n")
+    with pytest.raises(DataError, match=f"--config {path}: file: expected text, got null"):
+        pack(["--config", str(path)])
