@@ -198,6 +198,18 @@ def tiny_engines(tiny_data):
 
 
 @pytest.fixture(scope="session")
+def result_file(tiny_data_dir: Path, tiny_engines, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run of three tasks (the offline agent, no memory): a valid result file to read, never to change."""
+    from PersonalWAB.runner.config import RunConfig
+    from PersonalWAB.runner.execute import run
+
+    out = tmp_path_factory.mktemp("results") / "result.json"
+    config = RunConfig(data_dir=str(tiny_data_dir), out=str(out), agent_memory="none", search_backend="bm25s",
+                       end_index=3)
+    return run(config, log=lambda _: None)[1]
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(tiny_data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Llama with a tokenizer trained on the tiny data (PUMA tests)."""
     from PUMA.tiny_model import make_tiny_model

@@ -481,7 +481,23 @@ def _parse_and_check(files: DataFiles) -> BenchmarkData:
     )
     if manifest is not None:
         check_against_manifest(data)
+    elif built is None and marker is None:
+        check_release_parts(data)
     return data
+
+
+def check_release_parts(data: BenchmarkData) -> None:
+    """Refuse data taken for the release (no manifest of this project's, the release's published
+    users and instructions) that lacks one of the release's part files: the products or histories
+    it held are gone without a word, and the data would pass for merely custom."""
+    if not matches_published_counts(data):
+        return
+    for pattern, count in ((PRODUCT_PARTS, data.parts[0]), (HISTORY_PARTS, data.parts[1])):
+        if count < OFFICIAL_PARTS:
+            names = ", ".join(pattern.replace("*", str(n)) for n in range(count + 1, OFFICIAL_PARTS + 1))
+            raise DataError(f"{data.data_dir}: {names} missing: the data has the release's published users and "
+                            f"instructions, and the release comes in {OFFICIAL_PARTS} such parts. Restore it (`bash "
+                            "scripts/download_data.sh` fetches the official files)")
 
 
 # What a synthetic manifest counts of the profile and part files, and how to count it in the
@@ -491,6 +507,19 @@ MANIFEST_COUNTS = {
     "products": lambda data: len(data.products),
     "behaviours": lambda data: sum(len(behaviours) for behaviours in data.histories.values()),
 }
+
+
+def _count_hint(data: BenchmarkData, name: str, more: bool) -> str:
+    """Why a count may differ from the manifest's: a part missing (fewer), entries given twice (more)."""
+    if name == "behaviours" and more:
+        repeated = schema.repeated_behaviours(data.histories, HISTORY_PARTS)
+        if repeated:
+            return f": {len(repeated)} behaviour(s) are given twice (a part or an entry copied?), e.g. {repeated[0]}"
+    parts = PRODUCT_PARTS if name == "products" else HISTORY_PARTS if name == "behaviours" else None
+    if parts is None:
+        return ""
+    found = ", ".join(p.name for p in sorted(data.data_dir.glob(parts)))
+    return f"; found {found}: " + ("entries added after it was generated?" if more else "is a part missing?")
 
 
 def check_against_manifest(data: BenchmarkData) -> None:
@@ -503,11 +532,8 @@ def check_against_manifest(data: BenchmarkData) -> None:
     for name, count in MANIFEST_COUNTS.items():
         expected, found = counts.get(name), count(data)
         if isinstance(expected, int) and expected != found:
-            parts = PRODUCT_PARTS if name == "products" else HISTORY_PARTS if name == "behaviours" else None
-            hint = (f"; found {', '.join(p.name for p in sorted(data.data_dir.glob(parts)))}: is a part missing?"
-                    if parts else "")
-            raise DataError(f"{data.data_dir}: holds {found} {name} where {path} says "
-                            f"{expected}{hint}")
+            raise DataError(f"{data.data_dir}: holds {found} {name} where {path} says {expected}"
+                            f"{_count_hint(data, name, found > expected)}")
     if manifest.get("scale") == FULL_SCALE and not matches_published_counts(data):
         summary = count_summary(data)
         raise DataError(f"{path}: scale {FULL_SCALE!r} has the published counts, but the data holds "

@@ -33,7 +33,6 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
 from PersonalWAB.engines.recommender.engine import SASRecRecommender, load_item_map, provenance
 from PersonalWAB.engines.recommender.sasrec import SASRec, SASRecConfig
@@ -41,7 +40,8 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.paths import ArtifactPaths
 from PersonalWAB.progress import progress_bar
 from PersonalWAB.scratch import atomic_write_bytes, atomic_write_text
-from PersonalWAB.settings import parse_many, resolved, setting
+from PersonalWAB.outputs import FILE, parse_command
+from PersonalWAB.settings import resolved, setting
 
 TRAINING_SPLITS = ("history", "train")
 TOP_K = 10
@@ -428,6 +428,15 @@ def train_sasrec(
     return report
 
 
+def is_checkpoint(path: Path) -> bool:
+    """Whether `path` is a checkpoint this command trained (its report beside it names it)."""
+    try:
+        report = json.loads(path.with_name(path.name + ".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(report, dict) and Path(str(report.get("checkpoint"))).name == path.name
+
+
 @dataclass
 class TrainPaths:
     """Where `python -m PersonalWAB.engines.recommender.train` reads and writes."""
@@ -441,10 +450,9 @@ class TrainPaths:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, config = parse_many([TrainPaths, SASRecTrainConfig], argv,
-                              prog="python -m PersonalWAB.engines.recommender.train",
-                              description=__doc__.split("\n\n")[0])
-    check_command_outputs(args, {"out": False})
+    args, config = parse_command([TrainPaths, SASRecTrainConfig], argv, {"out": FILE}, own=lambda _: is_checkpoint,
+                                 writes=("item_map",), prog="python -m PersonalWAB.engines.recommender.train",
+                                 description=__doc__.split("\n\n")[0])
     artifacts = ArtifactPaths.for_data_dir(args.data_dir)
     try:
         data = load_benchmark_data(args.data_dir)
