@@ -183,3 +183,14 @@ def test_validate_refuses_a_checkpoint_with_emptied_run_args(finished, tiny_data
     checkpoint.write_text(json.dumps([{"run_args": {}, "unfinished": True}, *content[1:]]))
     report = validate_file(checkpoint, tiny_data)
     assert not report.valid and "custom" in report.flags
+
+
+@pytest.mark.parametrize(("memory", "departs"), [("relevant", True), ("taskspe", True), ("last", False)])
+def test_bf16_embeddings_depart_from_the_release_where_memory_ranks_by_them(memory, departs):
+    from PersonalWAB.runner.labels import setting_departures
+
+    settings = {"agent_strategy": "function_calling", "agent_memory": memory, "memory_length": 10}
+    line = "embedding_precision bf16: memory ranked by bf16 MiniLM vectors, not the release's fp32"
+    departures = setting_departures({**settings, "embedding_precision": "bf16"})
+    assert any(d.startswith(line) for d in departures) == departs
+    assert setting_departures({**settings, "embedding_precision": "fp32"}) == setting_departures(settings) == []

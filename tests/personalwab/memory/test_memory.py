@@ -201,6 +201,26 @@ def test_cache_is_reused_kept_per_protocol_and_invalidated(one_user_dir, tmp_pat
     assert encoder.texts - before == behaviours
 
 
+def test_each_precision_keeps_caches_of_its_own_and_a_run_ranks_by_its_own(one_user_dir):
+    """A bf16 build writes beside the fp32 caches, never over them, and the precision a run set
+    (`ranking_precision`) is the one memory reads."""
+    from conftest import HashEncoder
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.memory.embeddings import ranking_precision
+
+    data = load_benchmark_data(one_user_dir)
+    exact = BehaviourEmbeddings(data, PROTOCOL, HashEncoder())
+    fast = BehaviourEmbeddings(data, PROTOCOL, HashEncoder(), precision="bf16")
+    assert set(fast.ensure()) == {f"{exact.name}_bf16", "instruction_embeddings_bf16"}
+    assert not (data.artifacts.cache_dir / f"{exact.name}.npy").exists()
+    assert set(exact.ensure()) == {exact.name, "instruction_embeddings"}
+    assert BehaviourEmbeddings(data, PROTOCOL, HashEncoder(), precision="bf16").ensure() == {}
+    assert "--embedding_precision bf16" in fast.prebuild_command()
+    with ranking_precision("bf16"):
+        assert shared_behaviour_embeddings(data, PROTOCOL).precision == "bf16"
+    assert shared_behaviour_embeddings(data, PROTOCOL).precision == "fp32"
+
+
 def test_function_file(tmp_path):
     path = tmp_path / "functions.json"
     path.write_text(json.dumps({
