@@ -72,8 +72,9 @@ class EmbeddingPrecision:
 
     embedding_precision: str = setting(
         EXACT, "precision of the MiniLM vectors that rank relevant and taskspe memory: fp32 (the release's) or bf16 "
-               "(its cache builds ~2.5x faster on a CPU with bf16 instructions; top-10 memory as fp32's on about "
-               "99% of tasks, docs/performance.md; a departure). Review scoring stays fp32",
+               "(a departure: its cache builds ~3x faster on a CPU with bf16 instructions, but close scores swap, "
+               "so the top-10 list is fp32's on ~81% of tasks and the same ten on ~97%: docs/performance.md). "
+               "Review scoring stays fp32",
         choices=PRECISIONS, resume=True)
 
 
