@@ -347,8 +347,8 @@ class OnnxMiniLM(OneCorePerCall):
     """ONNX Runtime on the CPU, fp32: the session and the configured tokenizer are safe to share."""
 
     def __init__(self, model_path: Path, model_id: str, threads: int | None):
-        super().__init__(model_path, threads)
         self.session = exported_graph(model_path, model_id, self._session)
+        super().__init__(model_path, threads)
 
     @staticmethod
     def _session(graph: Path) -> Any:
@@ -374,10 +374,10 @@ class OpenVinoMiniLM(OneCorePerCall):
     one inference request per thread."""
 
     def __init__(self, model_path: Path, model_id: str, threads: int | None):
-        super().__init__(model_path, threads)
         import openvino
 
         memory_backend("bf16")  # refuses a CPU without bf16 instructions
+        super().__init__(model_path, threads)
         core = openvino.Core()
         config = {"INFERENCE_PRECISION_HINT": "bf16", "NUM_STREAMS": str(self.threads),
                   "INFERENCE_NUM_THREADS": str(self.threads)}
