@@ -147,7 +147,8 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
     if puma_embeddings:
         from PersonalWAB.memory.embeddings import PUMA_TEMPLATE, build_behaviour_embeddings
 
-        built = build_behaviour_embeddings(data, protocol, force=force, log=log, template=PUMA_TEMPLATE)
+        built = build_behaviour_embeddings(data, protocol, force=force, log=log, template=PUMA_TEMPLATE,
+                                           precision=EXACT)
         seconds.update({f"puma_{name}": value for name, value in built.items()})
     _record_build_times(data, seconds)
     return seconds
