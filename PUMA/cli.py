@@ -14,10 +14,12 @@ from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from PersonalWAB.cli import BAD_INPUT, check_output, run_command
+from PersonalWAB.cli import BAD_INPUT, run_command
 from PersonalWAB.errors import DataError
+from PersonalWAB.outputs import FILE, FOLDER, OutputChoice, claim_outputs
 from PersonalWAB import settings
-from PersonalWAB.settings import CONFIG_FLAG, config_value, flag_name, given, make, parse_namespace, settings_fields
+from PersonalWAB.settings import (CONFIG_FLAG, config_value, flag_name, given, make, parse_namespace,
+                                 read_config_mapping, settings_fields)
 from PersonalWAB.schema_types import Task
 
 if TYPE_CHECKING:
@@ -27,16 +29,49 @@ T = TypeVar("T")
 # A step's settings problems are ValueErrors naming the flag (e.g. --recipe, an input another
 # recipe made): one line and exit 2, like a DataError or an output that cannot be written.
 STEP_BAD_INPUT = (*BAD_INPUT, ValueError)
-# The config fields that name a step's output (each the step's `--out`): folder (True) or file (False).
-OUTPUT_FIELDS = {"output_dir": True, "out_dir": True, "output_file": False, "out": True}
+# The config fields that name a step's output (each the step's `--out`): a folder or a file.
+OUTPUT_FIELDS = {"output_dir": FOLDER, "out_dir": FOLDER, "output_file": FILE, "out": FOLDER}
+# The steps whose records make an output a step's own, where they are not the step's own name.
+OWN_RECORDS = {"data": ("data_function", "data_param"), "generate": ("generate_function", "generate_param"),
+               "merge_shards": ("generate_function", "generate_param", "score")}
+TRAINING_STEPS = ("sft", "dpo", "grpo")  # their --resume continues the checkpoints a stopped run left
 
 
-def check_step_outputs(config: Any) -> None:
-    """Raise DataError naming the flag of an output the step could not write, before it
-    loads a model or data."""
-    for item in settings_fields(type(config)):
-        if item.name in OUTPUT_FIELDS:
-            check_output(getattr(config, item.name), f"--{flag_name(item)}", OUTPUT_FIELDS[item.name])
+def made_by_step(step: str) -> Callable[[Path], bool]:
+    """Whether an existing output is one `step` wrote: a PUMA record beside it (in a folder: any
+    of its records) names the step, or a training step's folder holds its checkpoints (GRPO, which
+    writes no record: its log)."""
+    import json
+
+    from PUMA.recipe import RECORD_NAME, RECORD_SUFFIX, record_path
+
+    steps = OWN_RECORDS.get(step, (step,))
+
+    def names_step(record: Path) -> bool:
+        try:
+            content = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(content, dict) and content.get("step") in steps
+
+    def own(path: Path) -> bool:
+        if not path.is_dir():
+            return names_step(record_path(path))
+        if step in TRAINING_STEPS and (any(path.glob("checkpoint-*/trainer_state.json"))
+                                       or (step == "grpo" and (path / "grpo_log.jsonl").is_file())):
+            return True
+        return any(map(names_step, [path / RECORD_NAME, *path.glob(f"*{RECORD_SUFFIX}")]))
+
+    return own
+
+
+def check_step_outputs(config: Any, step: str, overwrite: bool = False) -> None:
+    """Claim the step's outputs by the output rule (`PersonalWAB.outputs`) before it loads a
+    model or data: writable, none of its inputs, and not an output of something else unless
+    --overwrite; DataError naming the flag otherwise."""
+    outputs = {item.name: OUTPUT_FIELDS[item.name] for item in settings_fields(type(config))
+               if item.name in OUTPUT_FIELDS}
+    claim_outputs(config, outputs, own=made_by_step(step), overwrite=overwrite)
 
 
 def chosen_recipe(argv: Sequence[str], default: str = "release") -> str:
@@ -46,13 +81,8 @@ def chosen_recipe(argv: Sequence[str], default: str = "release") -> str:
     if recipe:
         return recipe
     if config:
-        import yaml
-
-        try:
-            loaded = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            loaded = None  # the settings parser names the file's problem
-        if isinstance(loaded, dict) and loaded.get("recipe"):
+        loaded = read_config_mapping(config)  # a file that cannot be read is named here
+        if loaded.get("recipe"):
             return str(loaded["recipe"])
     return default
 
@@ -78,10 +108,10 @@ def parse_step(cls: type[T], argv: Sequence[str] | None, prog: str, doc: str | N
     """The step's settings from `argv` (flags over `--config` over the recipe's step defaults
     over the dataclass defaults), its outputs checked."""
     args = list(sys.argv[1:] if argv is None else argv)
-    parser = settings.build_parser(cls, prog=prog, description=doc)
+    parser = settings.build_parser(cls, OutputChoice, prog=prog, description=doc)
     parser.set_defaults(**recipe_defaults(cls, step, chosen_recipe(args, _default_recipe(cls))))
-    config = make([cls], parse_namespace(parser, settings_fields(cls), args))[0]
-    check_step_outputs(config)
+    config, choice = make([cls, OutputChoice], parse_namespace(parser, settings_fields(cls, OutputChoice), args))
+    check_step_outputs(config, step, choice.overwrite)
     return config
 
 

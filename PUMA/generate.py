@@ -104,8 +104,16 @@ class GenerateConfig:
                                 metavar="I/N", kind=shard_setting)
 
 
-BACKENDS = ("auto", "hf", "vllm")
 CPU_BATCH_SIZE = 8
+GPU_DTYPE = "bfloat16"  # `--dtype auto` on a GPU: the release's test_llama.py ran with --bf16
+
+
+def dtype_name(config: GenerateConfig, device: str) -> str:
+    """The precision the model generates in on `device` (cpu or cuda): `--dtype`, where auto is
+    float32 on a CPU and GPU_DTYPE on a GPU."""
+    if config.dtype != "auto":
+        return config.dtype
+    return "float32" if device == "cpu" else GPU_DTYPE
 MAX_AUTO_BATCH_SIZE = 64
 
 
@@ -231,7 +239,7 @@ def generate_outputs(config: GenerateConfig, prompts: list[str], log: Callable[[
     import torch
 
     device = inference_device()
-    dtype = resolve_dtype(config.dtype, device, "bfloat16")
+    dtype = resolve_dtype(dtype_name(config, device), device)
     model, tokenizer = load_causal_lm(config.model_path, for_generation=True, dtype=dtype,
                                       merge=release_after is None)  # the release kept its adapter unmerged
     model = model.to(device)

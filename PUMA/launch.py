@@ -245,9 +245,10 @@ def plan_launch(step: str, env: Mapping[str, str], gpus: int | None = None,
     return LaunchPlan(recipe, n, launcher, train_args, step_env, cpu_processes, rendezvous.nodes)
 
 
-def check_batch(step: str, step_args: Sequence[str], world_size: int) -> None:
-    """Refuse (ValueError) step settings whose global batch the run's processes do not divide,
-    before any process starts (each would refuse it on its own, in a launcher's traceback)."""
+def check_step(step: str, step_args: Sequence[str], world_size: int) -> None:
+    """Refuse the step's settings before any process starts (each would refuse them on its own,
+    in a launcher's traceback): a bad setting or output (DataError), a global batch the run's
+    processes do not divide (ValueError)."""
     import importlib
 
     from PUMA.cli import parse_step
@@ -266,8 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     except LaunchError as exc:
         print(exc, file=sys.stderr)
         return exc.status
-    if plan.world_size > 1:
-        check_batch(step, step_args, plan.world_size)
+    check_step(step, step_args, plan.world_size)
     print(plan.summary(), file=sys.stderr, flush=True)
     command = plan.command(STEPS[step], step_args)
     os.execvpe(command[0], command, {**os.environ, **plan.env})

@@ -303,7 +303,8 @@ def launch_departures(config: LoRATrainingConfig, step: str, layout: BatchLayout
 
 def run_facts(trainer: Any, config: LoRATrainingConfig, step: str) -> dict[str, Any]:
     """What a step's record states about its batch and precision (from the trainer that ran:
-    its world size and device), with the launch departures added to the recipe's own."""
+    its world size and device), with the launch departures added to the recipe's own, and every
+    argument of the trainer and the adapter as they ran (`training_arguments`, `lora`)."""
     from PUMA.recipe import get_recipe
 
     args = trainer.args
@@ -321,10 +322,27 @@ def run_facts(trainer: Any, config: LoRATrainingConfig, step: str) -> dict[str, 
     facts = {**layout.facts(), "nodes": nodes_from_env(), "fsdp": bool(getattr(trainer, "is_fsdp_enabled", False)),
              "precision": precision, "trainable_dtype": ",".join(dtypes),
              "optimizer": str(getattr(optimizer, "value", optimizer)), "epoch_order": order,
-             "launch_departures": extra}
+             "launch_departures": extra, "training_arguments": json_value(args.to_dict()),
+             "lora": json_value(trainer.model.peft_config["default"].to_dict())
+             if hasattr(trainer.model, "peft_config") else None}
     if extra:
         facts["departures_from_release"] = get_recipe(config.recipe).departures(step) + extra
     return facts
+
+
+def json_value(value: Any) -> Any:
+    """A trainer's or adapter's settings as JSON values (enums by value, sets sorted, objects as
+    text), so a record holds exactly what the step ran with."""
+    value = getattr(value, "value", value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(json_value(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
 
 
 def resume_point(resume: bool, output_dir: str) -> str | None:

@@ -117,8 +117,6 @@ def merge_file(config: MergeShardsConfig, log: Any = print) -> Path:
     from PUMA.modeling import write_json
     from PUMA.recipe import get_recipe, write_record
 
-    if any(Path(part).resolve() == Path(config.output_file).resolve() for part in config.parts):
-        raise DataError(f"--out {config.output_file} is one of the parts; name a new file")
     output, first = join_parts(config.parts)
     record = first.record
     settings = {**record["settings"], "shard": None, "output_file": config.output_file}

@@ -44,7 +44,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from PersonalWAB.settings import flag_name, parse, setting, settings_fields, spec_of
+from PersonalWAB.settings import CONFIG_FLAG, config_settings, given, parse, setting, settings_fields
 from PUMA.recipe import RECIPES, get_recipe, read_record
 
 STEP_NAMES = {1: "data", 2: "sft + merge", 3: "generate", 4: "score", 5: "dpo_data", 6: "dpo", 7: "evaluate"}
@@ -57,7 +57,8 @@ FINAL_PREDICTIONS = {"num_return_sequences": 1, "num_beams": 1, "do_sample": Fal
 
 
 def _section(step: str) -> Any:
-    return setting(None, f"the {step} section's settings, by flag name (in the --config file)", hidden=True)
+    return setting(None, f"the {step} section's settings, by flag name (in the --config file)", hidden=True,
+                   section=True)
 
 
 @dataclass
@@ -159,26 +160,29 @@ def flags(values: dict[str, Any]) -> list[str]:
     return argv
 
 
-def check_sections(settings: PipelineSettings) -> None:
-    """Every section is a mapping of its step's flags (an unknown one is named before any step runs)."""
+def section_fields(name: str) -> list[Any]:
+    """The settings a section may give: its step's flags (evaluate: `pwab run`'s)."""
     import importlib
 
-    for name, target in SECTIONS.items():
+    target = SECTIONS[name]
+    if target is None:
+        from PersonalWAB.runner.config import run_settings_fields
+
+        return run_settings_fields()
+    module, _, cls = target.partition(":")
+    return settings_fields(getattr(importlib.import_module(module), cls))
+
+
+def check_sections(settings: PipelineSettings, source: str = "puma run") -> None:
+    """Every section is a mapping of its step's flags, each value checked as that flag checks it
+    (`source`: the --config file, named in the message), before any step runs and under --dry_run."""
+    for name in SECTIONS:
         values = getattr(settings, name)
         if values is None:
             continue
         if not isinstance(values, dict):
-            raise ValueError(f"{name}: expected a mapping of the step's flags, got {values!r}")
-        if target is None:
-            continue
-        module, _, cls = target.partition(":")
-        known = set()
-        for item in settings_fields(getattr(importlib.import_module(module), cls)):
-            known |= {flag_name(item), item.name, *spec_of(item).aliases, *spec_of(item).compat}
-        unknown = [key for key in values if str(key).lstrip("-") not in known]
-        if unknown:
-            raise ValueError(f"{name}: {unknown[0]!r} is not a flag of this step (puma "
-                             f"{target.split('.')[1].split(':')[0]} --help lists them)")
+            raise ValueError(f"{source}: {name}: expected a mapping of the step's flags, got {values!r}")
+        config_settings(values, section_fields(name), source, name)
 
 
 def _carried(step: str, settings: PipelineSettings, inputs: dict[str, str]) -> dict[str, Any]:
@@ -261,11 +265,11 @@ def chosen_steps(text: str) -> list[int]:
 
 
 def run_pipeline(settings: PipelineSettings, log: Callable[[str], None] = print,
-                 execute: Callable[[list[str]], int] | None = None) -> int:
+                 execute: Callable[[list[str]], int] | None = None, source: str = "puma run") -> int:
     """Run the chosen steps one process at a time; the first failing one's exit status (0: all ran)."""
     steps = chosen_steps(settings.steps)
     get_recipe(settings.recipe)
-    check_sections(settings)
+    check_sections(settings, source)
     execute = execute or (lambda argv: subprocess.run(argv, env={**os.environ, "RECIPE": settings.recipe}).returncode)
     start = time.monotonic()
     for step in steps:
@@ -284,7 +288,10 @@ def run_pipeline(settings: PipelineSettings, log: Callable[[str], None] = print,
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_pipeline(parse(PipelineSettings, argv, prog="puma run", description=__doc__))
+    args = sys.argv[1:] if argv is None else argv
+    config = given(args, CONFIG_FLAG)
+    return run_pipeline(parse(PipelineSettings, args, prog="puma run", description=__doc__),
+                        source=f"{CONFIG_FLAG} {config}" if config else "puma run")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ from PersonalWAB.scratch import atomic_write_text
 RECIPES = ("release", "improved")
 RECORD_NAME = "puma_run.json"
 RECORD_SUFFIX = ".puma_run.json"
+# The libraries whose versions decide what a step computes (each record names the ones installed).
+LIBRARIES = ("torch", "transformers", "tokenizers", "trl", "peft", "accelerate", "datasets", "sentencepiece")
 
 
 @dataclass(frozen=True)
@@ -248,6 +250,20 @@ def _plain(settings: Any) -> dict[str, Any]:
     return resolved(settings) if is_dataclass(settings) else dict(settings)
 
 
+def library_versions() -> dict[str, str]:
+    """The installed version of each library of LIBRARIES (read from the installed metadata,
+    nothing imported); a library not installed is left out."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
 def write_record(output: str | Path, step: str, recipe: Recipe, settings: Any,
                  inputs: Mapping[str, str | None] | None = None, **facts: Any) -> Path:
     """Write the step's record next to `output` (on the main process only under accelerate)."""
@@ -259,6 +275,6 @@ def write_record(output: str | Path, step: str, recipe: Recipe, settings: Any,
               "shared_with_release": _book().shared_with_release,
               "readings": reading_lines(step, _plain(settings)),
               "settings": _plain(settings), "inputs": {k: v for k, v in (inputs or {}).items() if v},
-              "written": datetime.now(UTC).isoformat(timespec="seconds"), **facts}
+              "libraries": library_versions(), "written": datetime.now(UTC).isoformat(timespec="seconds"), **facts}
     atomic_write_text(path, json.dumps(record, indent=1, ensure_ascii=False, default=str))
     return path

@@ -80,9 +80,10 @@ def _recommender_is_stale(data: BenchmarkData, log: Callable[[str], None]) -> bo
     checkpoint = data.artifacts.checkpoint
     if foreign_recommender(checkpoint, data.artifacts.item_map, data.products) is not None:
         return False
-    if not trained_on_other_data(checkpoint, data.fingerprint):
+    if not trained_on_other_data(checkpoint, data):
         return False
-    log(f"warning: {checkpoint} was trained on the files of {data.data_dir} before they changed; training it again")
+    log(f"warning: {checkpoint} was trained on the products and histories of {data.data_dir} before they changed; "
+        "training it again")
     return True
 
 

@@ -8,10 +8,11 @@
 
 Each command's module is imported only when it is chosen, so `pwab --help` is instant.
 `dispatch` serves PUMA's `puma` command too. Every command checks the output paths it was
-given before any work (`check_output`: a folder that cannot be made or a file that cannot
-be written is named with its flag), and `run_command` ends bad input that escapes a command
+given before any work (`PersonalWAB.outputs`: a folder that cannot be made or a file that
+cannot be written is named with its flag, and no file is replaced that the command did not
+write), and `run_command` ends bad input that escapes a command
 in one line, never a traceback. While a command runs, Ctrl-C and SIGTERM stop it the same
-clean way (`stop_signals`).
+clean way (`stop_signals`), and its claim on its outputs holds (`command_scope`).
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from PersonalWAB.errors import DataError, FatalError
-from PersonalWAB.scratch import output_file_problem
+from PersonalWAB.outputs import command_scope
 
 # What a command's bad input or unwritable output raises when the command itself does not say
 # it: the one line of the exception is shown, exit status 2 (never a traceback).
@@ -108,7 +108,7 @@ def run_command(main: Callable[[list[str] | None], int | None], argv: list[str] 
     FatalError (a service that failed for good) with its one line and exit status 1, and a stop
     (Ctrl-C, SIGTERM) that the command does not report itself with one line and exit status 130."""
     try:
-        with stop_signals():
+        with stop_signals(), command_scope():
             return int(main(argv) or 0)
     except bad_input as exc:
         text = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
@@ -133,63 +133,12 @@ def leave(code: int) -> NoReturn:
     os._exit(code)
 
 
-# ---------------------------------------------------------------- output paths
-
-
-def _nearest_existing(path: Path) -> Path:
-    path = path.absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
-def _creatable_problem(path: Path, flag: str, folder: Path) -> str | None:
-    """Why files cannot be written in `folder` (made where missing), or None."""
-    existing = _nearest_existing(folder)
-    if not existing.is_dir():
-        return f"{flag} {path}: {existing} is a file, so no folder can be made there"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{flag} {path}: cannot create or write files in {existing} (permission denied)"
-    return None
-
-
-def output_problem(path: Path | str, flag: str, folder: bool = False) -> str | None:
-    """Why `path` cannot be written as the output `flag` names (a file, or with `folder` a
-    folder to write files into), or None when it can."""
-    path = Path(path)
-    if folder:
-        if path.exists() and not path.is_dir():
-            return f"{flag} {path}: is a file, not a folder"
-        return _creatable_problem(path, flag, path)
-    if path.is_dir():
-        return f"{flag} {path}: is a folder; name a file"
-    problem = output_file_problem(path)
-    if problem:  # a FIFO or device would be replaced by the rename that writes the file
-        return f"{flag} {path}: {problem}"
-    if path.exists() and not os.access(path, os.W_OK):
-        return f"{flag} {path}: the file is not writable (permission denied)"
-    return _creatable_problem(path, flag, path.parent)
-
-
-def check_output(path: Path | str | None, flag: str, folder: bool = False) -> None:
-    """Raise DataError naming `flag` when `path` (if given) cannot be written."""
-    problem = None if path is None else output_problem(path, flag, folder)
-    if problem:
-        raise DataError(problem)
-
-
 def os_error_text(exc: OSError) -> str:
     """An OSError as one line that names its file: `PATH: reason`."""
     if exc.filename is None:
         return exc.strerror or str(exc)
     names = str(exc.filename) + (f" -> {exc.filename2}" if exc.filename2 else "")
     return f"{names}: {exc.strerror or exc}"
-
-
-def check_command_outputs(args: Any, outputs: dict[str, bool]) -> None:
-    """Check the outputs a command's parsed `args` name: attribute -> whether it is a folder."""
-    for attribute, folder in outputs.items():
-        check_output(getattr(args, attribute, None), f"--{attribute}", folder)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,9 @@ AGENT_FLAG, USER_FLAG = "--price_per_mtok", "--user_price_per_mtok"
 RATE_HELP = ("USD per million prompt and completion tokens of {whose} model, as IN,OUT (e.g. 0.15,0.6), or 0 for "
              "a free one (a server of your own); overrides litellm's price table")
 LOCAL_NAMES = frozenset({"localhost", "host.docker.internal"})
+# The dearest rate a price may give, in USD per million tokens (hosted models list at most a few
+# hundred): above it a run's cost can overflow to infinity, which no result file can hold.
+MAX_RATE_PER_MTOK = 10_000.0
 
 _warned: set[tuple[str, str, str]] = set()
 _warned_lock = threading.Lock()
@@ -47,9 +50,9 @@ def parse_rate(text: str | None, flag: str = AGENT_FLAG) -> Rate | None:
         numbers = []
     if len(numbers) == 1 and numbers[0] == 0:
         return Rate(0.0, 0.0)
-    if len(numbers) != 2 or not all(0 <= n < float("inf") for n in numbers):
-        raise ValueError(f"{flag} {text!r}: expected 0 or IN,OUT, two numbers >= 0 in USD per million prompt and "
-                         "completion tokens (e.g. 0.15,0.6)")
+    if len(numbers) != 2 or not all(0 <= n <= MAX_RATE_PER_MTOK for n in numbers):
+        raise ValueError(f"{flag} {text!r}: expected 0 or IN,OUT, two numbers from 0 to {MAX_RATE_PER_MTOK:,.0f} in "
+                         "USD per million prompt and completion tokens (e.g. 0.15,0.6)")
     return Rate(numbers[0], numbers[1])
 
 
@@ -114,8 +117,11 @@ def warn_hosted_prices(settings: Any, log: Callable[[str], None]) -> None:
 
 
 def usd_text(usd: float) -> str:
-    """Dollars with cents, or to 1/100 of a cent below a dollar (a small cost never reads as $0.00)."""
-    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.4f}"
+    """Dollars with cents, or to 1/100 of a cent below a dollar, or to two figures below that (a
+    small cost or budget never reads as $0.00)."""
+    if usd >= 1:
+        return f"${usd:,.2f}"
+    return f"${usd:.4f}" if usd >= 0.0001 or usd == 0 else f"${usd:.2g}"
 
 
 def price_source(model: str | None, api_base: str | None, rate: str | None, flag: str) -> str:
@@ -131,9 +137,9 @@ def price_source(model: str | None, api_base: str | None, rate: str | None, flag
 
 def cost_lines(agent_usd: float, user_usd: float, run_args: Mapping[str, Any],
                cache: Mapping[str, Any] | None = None) -> list[str]:
-    """What a results table's reader should know of the money: the agent's and the user's cost
-    and how each was priced, and what a response cache saved (when the run used one); no line
-    for a run that called no model."""
+    """What a results table's reader should know of the money: what the calls cost, the agent's
+    and the user's and how each was priced, and, when the run used a response cache, what of it
+    was paid and what the cache saved; no line for a run that called no model."""
     model, user_model = run_args.get("model"), run_args.get("user_model")
     user_called = run_args.get("user_mode") == "naive" and bool(user_model)
     if not model and not user_called:
@@ -146,6 +152,7 @@ def cost_lines(agent_usd: float, user_usd: float, run_args: Mapping[str, Any],
         parts.append(f"user {usd_text(user_usd)} ({user_price})")
     lines = [f"cost: {usd_text(agent_usd + user_usd)} = " + "; ".join(parts)]
     if cache:
-        lines.append(f"cache: {cache.get('hits', 0)} call(s) answered from the response cache; "
-                     f"{usd_text(float(cache.get('saved_usd', 0.0)))} of the cost above not paid again")
+        saved = float(cache.get("saved_usd", 0.0))
+        lines.append(f"paid: {usd_text(max(agent_usd + user_usd - saved, 0.0))}; saved: {usd_text(saved)} "
+                     f"({cache.get('hits', 0)} call(s) answered from the response cache)")
     return lines

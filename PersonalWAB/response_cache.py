@@ -12,8 +12,11 @@ model sees, and gives the record the first run wrote.
 The store is one SQLite file (`responses.sqlite3`) in write-ahead-log mode: each answer is
 committed the moment it arrives, so workers in threads or processes share it and a run
 killed at any point keeps every answer it received. Only successful answers are kept; an
-error is asked again. The cache is used inside a task's `task_scope`, which the runner opens
-around every task run; calls outside one are not cached by the client. The construction tools
+error is asked again. A damaged store (a page the disk or a copy broke) is refused when it is
+opened, naming the file and the ways on (`--cache off`, or a new store); an entry that is not
+a JSON answer is asked again and replaced, with a warning, never failing the task. The cache
+is used inside a task's `task_scope`, which the runner opens around every task run; calls
+outside one are not cached by the client. The construction tools
 keep their answers in the same store under keys of their own (`PersonalWAB.construct.llm_cache`).
 """
 
@@ -24,8 +27,9 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,18 +60,27 @@ def cache_folder(setting: str | None, default: Path | None = None) -> Path | Non
 class ResponseCache:
     """The answers in `folder/responses.sqlite3`; one connection per thread and process."""
 
-    def __init__(self, folder: Path | str):
+    def __init__(self, folder: Path | str, warn: Callable[[str], None] | None = None):
         self.folder = Path(folder)
         self.path = self.folder / CACHE_FILE
         self._local = threading.local()
+        self._warn = warn or (lambda line: print(f"warning: {line}", file=sys.stderr))
+        self._unreadable: set[str] = set()  # keys whose entry is no answer: replaced when asked again
+        self._lock = threading.Lock()
         if self.folder.exists() and not self.folder.is_dir():
             raise DataError(f"response cache {self.folder}: not a folder")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            self._connection()
+            problems = [row[0] for row in self._connection().execute("PRAGMA quick_check(3)").fetchall()]
         except (OSError, sqlite3.Error) as exc:
-            raise DataError(f"response cache {self.path}: cannot be used ({exc}); remove it or choose another "
-                            "folder") from None
+            raise self.damaged(exc) from None
+        if problems != ["ok"]:
+            raise self.damaged("; ".join(problems))
+
+    def damaged(self, problem: object) -> DataError:
+        """The one-line refusal of a store that cannot be read, with the ways on."""
+        return DataError(f"response cache {self.path}: cannot be used ({problem}); run with --cache off, or move the "
+                         "file away to start a new cache (its answers are then asked and paid again)")
 
     def _connection(self) -> sqlite3.Connection:
         """This thread's connection (a forked process opens its own)."""
@@ -87,14 +100,35 @@ class ResponseCache:
         return connection
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The answer stored under `key`, if any."""
-        row = self._connection().execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
+        """The answer stored under `key`, if any (an entry that is not a JSON answer counts as none)."""
+        try:
+            row = self._connection().execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self.damaged(exc) from None
+        if row is None:
+            return None
+        try:
+            reply = json.loads(row[0])
+        except (TypeError, ValueError):
+            reply = None
+        if isinstance(reply, dict):
+            return reply
+        with self._lock:
+            first = not self._unreadable
+            self._unreadable.add(key)
+        if first:
+            self._warn(f"response cache {self.path}: an entry is not a JSON answer (a damaged write?); its call is "
+                       "asked again and the entry replaced (further such entries are treated alike, silently)")
+        return None
 
     def put(self, key: str, reply: dict[str, Any]) -> None:
-        """Store an answer at once; the first answer stored under a key stays."""
-        self._connection().execute("INSERT OR IGNORE INTO replies (key, reply) VALUES (?, ?)",
-                                   (key, json.dumps(reply, ensure_ascii=False, sort_keys=True)))
+        """Store an answer at once; the first answer stored under a key stays (an unreadable one is replaced)."""
+        verb = "REPLACE" if key in self._unreadable else "IGNORE"
+        try:
+            self._connection().execute(f"INSERT OR {verb} INTO replies (key, reply) VALUES (?, ?)",
+                                       (key, json.dumps(reply, ensure_ascii=False, sort_keys=True)))
+        except sqlite3.DatabaseError as exc:
+            raise self.damaged(exc) from None
 
     def __len__(self) -> int:
         return int(self._connection().execute("SELECT COUNT(*) FROM replies").fetchone()[0])

@@ -44,7 +44,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.gc_pause import gc_paused
 from PersonalWAB.metrics import (compute_statistics, is_errored, record_cost, record_user_cost, solved_threshold_of,
                                  trial_statistics)
-from PersonalWAB.protocol.spec import RELEASE_SHORT
+from PersonalWAB.protocol.spec import RELEASE_PROTOCOL_DIGEST, RELEASE_SHORT
 from PersonalWAB.response_cache import cache_totals
 from PersonalWAB.schema_types import Header, ProtocolRecord, Record, RunArgs, Task, TaskSummary, required_keys
 from PersonalWAB.scratch import RunLock, atomic_write_text
@@ -69,9 +69,18 @@ def task_summary(task: Task) -> TaskSummary:
     }
 
 
-def custom_reasons(record: ProtocolRecord) -> list[str]:
-    """Why a run's `protocol` record (`run_args.protocol`) makes it custom ([] for a standard run)."""
-    texts = [] if record.get("texts") == f"release@{RELEASE_SHORT}" else [f"{record.get('texts')} texts"]
+def custom_reasons(record: ProtocolRecord, texts_digest: Any) -> list[str]:
+    """Why a run's `protocol` record (`run_args.protocol`) and its `protocol_texts_digest` make it
+    custom ([] for a standard run). Texts named the pinned release's count as the release's only
+    with the digest the project pins for them: a label written by hand names unknown texts."""
+    name = record.get("texts")
+    if name != f"release@{RELEASE_SHORT}":
+        texts = [f"{name} texts"]
+    elif texts_digest != RELEASE_PROTOCOL_DIGEST:
+        texts = [f"unknown texts (named {name}, but protocol_texts_digest {texts_digest!r} is not the pinned release's "
+                 f"{RELEASE_PROTOCOL_DIGEST})"]
+    else:
+        texts = []
     return texts + list(record.get("departures") or [])
 
 

@@ -95,19 +95,53 @@ def output_file_problem(path: Path) -> str | None:
     return not_a_regular_file(path) or name_too_long(path)
 
 
+# The running command's input files, by (device, inode) -> (path, flag): never replaced
+# (`PersonalWAB.outputs` registers them when the command claims its outputs).
+_inputs: dict[tuple[int, int], tuple[Path, str]] = {}
+
+
+def protect_inputs(inputs: dict[Path, str]) -> None:
+    """From now on the writer refuses to replace these files (path -> the flag naming it)."""
+    _inputs.clear()
+    for path, flag in inputs.items():
+        try:
+            status = os.stat(path)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(status.st_mode):
+            _inputs[(status.st_dev, status.st_ino)] = (Path(path), flag)
+
+
+def protected_inputs() -> dict[Path, str]:
+    return {path: flag for path, flag in _inputs.values()}
+
+
+def input_replaced(path: Path) -> str | None:
+    """Why writing `path` would replace one of the running command's inputs (None: it would not)."""
+    if not _inputs:
+        return None
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    held = _inputs.get((status.st_dev, status.st_ino))
+    return None if held is None else f"is this command's input ({held[1]} {held[0]}); an input is never written over"
+
+
 def atomic_write_bytes(path: Path, data: bytes, exclusive: bool = False) -> None:
     """Write a whole file or nothing: readers (and a killed writer) never leave half of it.
     The one writer of every file the project's commands produce.
 
     A failure (a full disk) leaves the target's last whole version and no scratch file, and
-    raises OSError naming the target, not the scratch file.
+    raises OSError naming the target, not the scratch file. One of the running command's
+    inputs (`protect_inputs`) is never replaced: DataError.
 
     `exclusive`: create the file only if the name is free (FileExistsError otherwise), still
     whole: the scratch file is hard-linked into place, so no reader ever sees it empty. On a
     file system without hard links (some FUSE and FAT mounts) the name is claimed with an
     exclusive create and then filled, so a reader may see it empty for that moment."""
     path = Path(path)
-    problem = output_file_problem(path)
+    problem = output_file_problem(path) or input_replaced(path)
     if problem:
         raise DataError(f"{path}: {problem}; not written")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,13 +7,17 @@ The same rules hold for every command:
 - a boolean is `--name` (on), `--name 1|0` or `--name true|false` (the release's `--shuffle 1`
   and `--puma_generate 0` included);
 - `--config FILE.yaml` gives any settings by their flag names; flags on the command line
-  override the file;
+  override the file. A value in the file is the flag's value only as the same text on the command
+  line would be (the flag's own converter and choices; a YAML boolean, float, list or null of
+  another type is refused), one setting is given once (not as `out` and `output` both), and only
+  a regular file of at most 1 MiB, whose aliases expand within that, is read;
 - an old spelling of a flag (`aliases`) keeps working and says which flag replaced it;
 - the resolved settings (`resolved()`) are what a command records next to its outputs, and the
   settings marked `resume=True` are those a resumed run must share (`resume_keys()`).
 
 Positional settings (`positional=True`) are the command's operands, e.g. the files a
-leaderboard command reads. Nothing here imports more than the standard library and PyYAML.
+leaderboard command reads. Nothing here imports more than the standard library, PyYAML and
+`PersonalWAB.scratch` (which file is regular).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
 import re
 import sys
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
@@ -68,6 +73,7 @@ class Spec:
     required: bool = False
     flag: str | None = None  # the flag's name when it is not the field's
     hidden: bool = False  # accepted but left out of --help (a flag kept only for compatibility)
+    section: bool = False  # a mapping of another command's flags, given in the --config file only
 
 
 SPEC_KEY = "pwab_setting"
@@ -77,15 +83,18 @@ def setting(default: Any, help: str, *, choices: Collection[Any] | None = None, 
             default_text: str | None = None, kind: Callable[[str], Any] | None = None,
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: bool = False, nargs: str | int | None = None, required: bool = False,
-            flag: str | None = None, hidden: bool = False, factory: Callable[[], Any] | None = None) -> Any:
+            flag: str | None = None, hidden: bool = False, factory: Callable[[], Any] | None = None,
+            section: bool = False) -> Any:
     """A settings-dataclass field and its flag. `help` is written without the default (the
     parser adds it); `kind` converts a command-line string where the default's type does not
-    say how (a None default of a number); `factory` makes a mutable default (a list)."""
+    say how (a None default of a number); `factory` makes a mutable default (a list);
+    `section`: a mapping of another command's flags, which only a --config file can give."""
     if not help.strip():
         raise ValueError("every setting needs help text")
     spec = Spec(help=help, choices=tuple(choices) if choices is not None else None, metavar=metavar,
                 default_text=default_text, kind=kind, aliases=tuple(aliases), compat=tuple(compat), resume=resume,
-                positional=positional, nargs=nargs, required=required, flag=flag, hidden=hidden)
+                positional=positional, nargs=nargs, required=required, flag=flag, hidden=hidden,
+                section=section)
     if factory is not None:
         return field(default_factory=factory, metadata={SPEC_KEY: spec})
     if required:
@@ -269,31 +278,100 @@ def build_parser(*classes: type, prog: str | None = None, description: str | Non
 
 # ---------------------------------------------------------------- config files
 
+# A settings file is a few lines: one larger than this, or whose YAML aliases (`*name`) expand to
+# more than this, is refused before it is read or built (/dev/zero, a FIFO, an alias bomb).
+MAX_CONFIG_BYTES = 1 << 20
+
 
 def _flag_names(items: list[Field[Any]]) -> dict[str, Field[Any]]:
+    """Each name a config key may give a setting by (its flag, field, compatible and old spellings)."""
     names: dict[str, Field[Any]] = {}
     for item in items:
         spec = spec_of(item)
         old = [alias for alias in spec.aliases if not _negated(alias, item)]  # `no_x: true` would mean x: false
         for name in (flag_name(item), item.name, *spec.compat, *old):
-            names[name.replace("-", "_")] = item
+            names.setdefault(name.replace("-", "_"), item)
     return names
 
 
-def config_value(item: Field[Any], value: Any, where: str) -> Any:
-    """A config file's value, converted and checked as the flag's would be."""
-    spec = spec_of(item)
+def _is_list(item: Field[Any]) -> bool:
+    """Whether the setting holds a list (`--name a b`, or a repeated flag)."""
+    return spec_of(item).nargs in ("+", "*", 1)
+
+
+def _expected(item: Field[Any], kind: Callable[[str], Any] | None) -> str:
+    """What a setting's value is, in words (for a message)."""
+    if kind is parse_bool:
+        return "a boolean (true/false or 1/0)"
+    if kind is int:
+        return "a whole number"
+    if kind is float:
+        return "a number"
+    if kind is None:
+        return "text"
+    return spec_of(item).metavar or f"a value --{flag_name(item)} takes"
+
+
+def _yaml_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the YAML boolean {str(value).lower()} (yes/no/on/off are booleans in YAML too)"
+    if isinstance(value, float) and value != value:
+        return "the YAML number .nan"
+    if isinstance(value, (int, float)):
+        return f"the YAML number {value!r}"
+    if isinstance(value, list):
+        return "a YAML list"
+    if isinstance(value, dict):
+        return "a YAML mapping"
+    return f"a YAML {type(value).__name__}"
+
+
+def _one_value(item: Field[Any], value: Any) -> Any:
+    """One config value (an item of a list setting's list) as its flag would take it: the text
+    the command line would give goes through the flag's own converter, so a value the command
+    line refuses is refused here, and a value of another YAML type is never taken as it is."""
     kind = _kind(item)
-    if spec.nargs in ("+", "*", 1) and value is not None and not isinstance(value, list):
-        value = [value]  # `categories: Books` in a file: a list of one, as `--categories Books` gives
+    quote = "; quote it to give the text" if kind is None else ""
+    if isinstance(value, bool):
+        if kind is parse_bool:
+            return value
+        raise ValueError(f"expected {_expected(item, kind)}, got {_yaml_type(value)}{quote}")
+    # a number as text would keep its YAML reading, not what was written (1.10 reads as 1.1)
+    numeric_text = kind is None and isinstance(value, float)
+    if numeric_text or not isinstance(value, (str, int, float)):
+        raise ValueError(f"expected {_expected(item, kind)}, got {_yaml_type(value)}{quote}")
+    if isinstance(value, str):
+        return value if kind is None else kind(value)
     try:
-        if value is not None and kind is not None:
-            if spec.nargs in ("+", "*", 1) or (spec.positional and isinstance(value, list)):
-                value = [kind(v) if isinstance(v, str) or kind is parse_bool else v for v in value]
-            elif kind is parse_bool or isinstance(value, str):
-                value = kind(value)
-            elif kind is float and isinstance(value, int):
-                value = float(value)
+        return str(value) if kind is None else kind(repr(value))
+    except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
+        if kind in (int, float):
+            raise ValueError(f"expected {_expected(item, kind)}, got {_yaml_type(value)}") from None
+        raise ValueError(f"{_yaml_type(value)}: {exc}") from None
+
+
+def config_value(item: Field[Any], value: Any, where: str) -> Any:
+    """A config file's value, converted and checked as the flag's would be (its converter, its
+    choices); a value of another type is a DataError naming `where` (the file and the key)."""
+    spec = spec_of(item)
+    try:
+        if spec.section:
+            if value is not None and not isinstance(value, dict):
+                raise ValueError(f"expected a mapping of the step's flags, got {_yaml_type(value)}")
+            return value
+        if value is None:  # the default, where a setting has one that is no value (an operand has none)
+            if default_of(item) is None and not spec.required and not spec.positional:
+                return None
+            raise ValueError(f"expected {_expected(item, _kind(item))}, got null (leave the key out for the default)")
+        if _is_list(item) or (spec.positional and spec.nargs is not None):
+            items = value if isinstance(value, list) else [value]  # `categories: Books`: a list of one
+            if not items:
+                raise ValueError("an empty list: leave the key out for the default")
+            value = [_one_value(item, one) for one in items]
+        else:
+            if isinstance(value, list):
+                raise ValueError(f"expected one value ({_expected(item, _kind(item))}), got a YAML list")
+            value = _one_value(item, value)
     except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
         raise DataError(f"{where}: {exc}") from None
     if spec.choices is not None and value is not None:
@@ -304,32 +382,128 @@ def config_value(item: Field[Any], value: Any, where: str) -> Any:
     return value
 
 
-def read_config_file(path: str | Path, items: list[Field[Any]]) -> dict[str, Any]:
-    """The settings a YAML file gives, by field name, each checked as its flag would be; an
-    unknown key or a bad value is a DataError naming the file and the key."""
-    import yaml
-
-    path = Path(path)
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataError(f"{CONFIG_FLAG} {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise DataError(f"{CONFIG_FLAG} {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
-        raise DataError(f"{CONFIG_FLAG} {path}: expected a mapping of settings, found {type(loaded).__name__}")
+def config_settings(mapping: dict[Any, Any], items: list[Field[Any]], where: str,
+                    section: str | None = None) -> dict[str, Any]:
+    """The settings a mapping of flag names gives (a config file's, or its `section`), by field
+    name, each checked as its flag would be. `where` names the file in the one-line DataError: an
+    unknown key, a bad value, or one setting given twice (a key and the old spelling of its flag,
+    `out` and `output`)."""
+    where = f"{where}: {section}" if section else where
+    dot = "." if section else ": "
     names = _flag_names(items)
     values: dict[str, Any] = {}
-    for key, value in loaded.items():
+    given_as: dict[str, str] = {}
+    for key, value in mapping.items():
         item = names.get(str(key).lstrip("-").replace("-", "_"))
         if item is None:
             close = difflib.get_close_matches(str(key), [flag_name(i) for i in items], n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise DataError(f"{CONFIG_FLAG} {path}: unknown setting {key!r}{hint}")
-        values[item.name] = config_value(item, value, f"{CONFIG_FLAG} {path}: {key}")
+            raise DataError(f"{where}{dot}{key}: unknown setting{hint}")
+        if item.name in given_as:
+            raise DataError(f"{where}{dot}{given_as[item.name]} and {key} both set --{flag_name(item)}; keep one")
+        given_as[item.name] = str(key)
+        values[item.name] = config_value(item, value, f"{where}{dot}{key}")
     return values
+
+
+def read_config_mapping(path: str | Path) -> dict[Any, Any]:
+    """The mapping a YAML settings file holds ({} for an empty file). Read only from a regular
+    file of at most MAX_CONFIG_BYTES; a key given twice in one mapping, YAML aliases that expand
+    past that size, a file that is not YAML or not a mapping: a DataError naming the file."""
+    import yaml
+
+    from PersonalWAB.scratch import not_a_regular_file
+
+    path = Path(path)
+    where = f"{CONFIG_FLAG} {path}"
+    try:
+        if not path.exists():
+            raise FileNotFoundError(2, "No such file or directory")
+        problem = not_a_regular_file(path)
+        if problem:
+            raise DataError(f"{where}: {problem}; name a YAML file")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise DataError(f"{where}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise DataError(f"{where}: larger than {MAX_CONFIG_BYTES // 1024} KiB; a settings file is a few lines")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    loader = _loader_class()(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}
+        _check_expanded_size(node, where)
+        loaded = loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise DataError(f"{where}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except _DuplicateKey as exc:
+        raise DataError(f"{where}: {exc}") from None
+    finally:
+        loader.dispose()
+    if not isinstance(loaded, dict):
+        raise DataError(f"{where}: expected a mapping of settings, found {type(loaded).__name__}")
+    return loaded
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+@functools.cache
+def _loader_class() -> Any:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """PyYAML's safe loader, but a key given twice in one mapping is an error, not the later one."""
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: the keys after it override its keys
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise _DuplicateKey(f"{key!r} is given twice (lines {seen[key]} and {line}); keep one")
+                except TypeError:  # an unhashable key: PyYAML's own error follows
+                    break
+                seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+    return Loader
+
+
+def _check_expanded_size(root: Any, where: str) -> None:
+    """Refuse a document whose aliases expand past MAX_CONFIG_BYTES (counted as it would be built,
+    each alias as a copy of what it names; stops at the limit, so a bomb costs nothing)."""
+    import yaml
+
+    size, stack = 0, [root]
+    while stack:
+        node = stack.pop()
+        size += 1
+        if isinstance(node, yaml.ScalarNode):
+            size += len(node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.extend((key, value))
+        if size > MAX_CONFIG_BYTES:
+            raise DataError(f"{where}: its YAML aliases (*name) expand to more than {MAX_CONFIG_BYTES // 1024} KiB; "
+                            "write the values out")
+
+
+def read_config_file(path: str | Path, items: list[Field[Any]]) -> dict[str, Any]:
+    """The settings a YAML file gives, by field name, each checked as its flag would be; an
+    unknown key, a bad value or one setting given twice is a DataError naming the file and the key."""
+    return config_settings(read_config_mapping(path), items, f"{CONFIG_FLAG} {path}")
 
 
 def given(argv: Sequence[str], flag: str) -> str | None:

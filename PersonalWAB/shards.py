@@ -47,6 +47,15 @@ class Shard:
         """This part's items of the whole ordered list (their order kept)."""
         return list(items[self.index::self.count])
 
+    def take_some(self, items: Sequence[T], what: str) -> list[T]:
+        """`take`, or a DataError when the part would hold nothing (an empty part is no work done,
+        yet it would join like one): `what` names the items ("task(s)", "instruction(s)")."""
+        part = self.take(items)
+        if not part:
+            raise DataError(f"--shard {self}: the {len(items)} {what} leave this shard none; split them into at "
+                            f"most {max(len(items), 1)} shards")
+        return part
+
 
 def shard_setting(text: str) -> str:
     """A `--shard` flag's value checked and written as `I/N` (the parser's usage error otherwise)."""
@@ -67,11 +76,11 @@ def task_selection(start: int, end: int, shuffle: bool, seed: int) -> list[int]:
 
 def shard_part(ordered: Sequence[K], shard_text: str | None) -> tuple[set[K], dict[K, int]]:
     """The items of `ordered` (a job's whole list) the shard `shard_text` does (all of them without
-    one), and each item's place in the whole list."""
+    one), and each item's place in the whole list; a DataError when the shard would do none."""
     places = {item: place for place, item in enumerate(ordered)}
     if not shard_text:
         return set(ordered), places
-    return set(Shard.parse(shard_text).take(ordered)), places
+    return set(Shard.parse(shard_text).take_some(ordered, "instruction(s)")), places
 
 
 def shard_plan(places: Mapping[K, int], done: Sequence[K]) -> dict[str, object]:

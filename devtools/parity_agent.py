@@ -332,6 +332,14 @@ def compare_agent(chosen: list[tuple[int, AgentPath]], tasks: list[dict[str, Any
         elif difference is None and not same_scores(scores[0], scores[1], review):
             difference = {"part": "result file scores", "release": scores[0], "project": scores[1]}
         tally.add(path.reading, difference is None, None if difference is None else {**where, **difference})
+    for index in sorted((set(theirs) | set(ours)) - {i for i, _ in chosen}):  # tasks repeating an earlier path
+        a, b = theirs.get(index, []), ours.get(index, [])
+        review = tasks[index]["type"] == "review"
+        parts = [part for x, y in zip(a, b) for part in [step_difference(x, y, review)]
+                 if part not in (None, "floored")]
+        same = len(a) == len(b) and not parts
+        tally.add("repeated path", same, None if same else {"task": index, "steps": [len(a), len(b)],
+                                                            "parts": parts[:3]})
     tally.facts["steps (release, project)"] = [len(release["steps"]), len(project["steps"])]
     tally.facts["steps with Result Acc above 0 on both sides"] = hits
     return tally

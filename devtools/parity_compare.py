@@ -118,6 +118,7 @@ class Tally:
     first_difference: dict[str, Any] | None = None
     noted: dict[str, int] = field(default_factory=dict)  # e.g. floored cosines: reported, not failures
     facts: dict[str, Any] = field(default_factory=dict)  # measured alongside (e.g. how many scores hit)
+    not_comparable: str | None = None  # why these inputs give the item nothing to compare (not a failure)
 
     def add(self, task_type: str, same: bool, where: dict[str, Any] | None = None) -> None:
         self.compared += 1
@@ -132,6 +133,11 @@ class Tally:
     def note(self, what: str) -> None:
         self.noted[what] = self.noted.get(what, 0) + 1
 
+    def cannot_compare(self, why: str) -> None:
+        """Say the item has nothing to compare on these inputs (never a difference: the inputs'
+        property, reported with the reason)."""
+        self.not_comparable = why
+
     @property
     def all_identical(self) -> bool:
         return self.identical == self.compared
@@ -139,6 +145,8 @@ class Tally:
     def line(self, label: str) -> str:
         types = ", ".join(f"{t} {c[1]}/{c[0]}" for t, c in sorted(self.by_type.items()))
         text = f"{label}: {self.identical}/{self.compared} identical" + (f" ({types})" if types else "")
+        if self.not_comparable:
+            text += f"; not comparable here: {self.not_comparable}"
         if self.noted:
             text += "; " + ", ".join(f"{what}: {n}" for what, n in sorted(self.noted.items()))
         for what, value in self.facts.items():
@@ -150,7 +158,8 @@ class Tally:
     def to_dict(self) -> dict[str, Any]:
         return {"compared": self.compared, "identical": self.identical,
                 "by_type": {t: {"compared": c[0], "identical": c[1]} for t, c in sorted(self.by_type.items())},
-                "noted": self.noted, "facts": self.facts, "first_difference": self.first_difference}
+                "noted": self.noted, "facts": self.facts, "first_difference": self.first_difference,
+                "not_comparable": self.not_comparable}
 
 
 def shorten(where: dict[str, Any], limit: int = 400) -> str:

@@ -3,8 +3,8 @@
 The release's PUMA code runs on the libraries of its time, installed into a folder of their
 own (`scripts/tools/install_release_libs.sh DIR`, `release_parity.py --release_libs DIR`):
 each release command reports the versions it imported (the `libs_out` of release_worker.py's request). The
-project's side runs in this process and in subprocesses of the same Python: its versions are
-read here. Both go into the report and one summary line.
+project's steps record the versions they ran on in their records (`libraries`), which the report
+merges the same way. Both go into the report and one summary line.
 """
 
 from __future__ import annotations
@@ -44,13 +44,32 @@ def release_versions(commands: dict[str, dict[str, Any]]) -> dict[str, list[str]
     return {name: versions[name] for name in LIBRARIES if name in versions}
 
 
-def report(runner: ReleaseRunner) -> dict[str, Any]:
-    """The project's versions, the release's (merged over its commands) and per release command."""
+def project_versions(run_dir: Path) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
+    """Per library, the versions the project's steps ran on, as each step's record says (more than
+    one means they differed); and per record."""
+    import json
+
+    records = {str(path.relative_to(run_dir)): json.loads(path.read_text(encoding="utf-8")).get("libraries", {})
+               for path in sorted(run_dir.rglob("*puma_run.json"))}
+    versions: dict[str, list[str]] = {}
+    for found in records.values():
+        for name, version in found.items():
+            if version not in versions.setdefault(name, []):
+                versions[name].append(version)
+    return {name: versions[name] for name in LIBRARIES if name in versions}, records
+
+
+def report(runner: ReleaseRunner, run_dir: Path | None = None) -> dict[str, Any]:
+    """The project's versions (from its steps' records when its run is given, else this
+    process's), the release's (merged over its commands) and per command and step."""
     commands = runner.libraries()
-    project = library_versions(load=True)
-    return {"project": {name: found["version"] for name, found in project.items() if found},
-            "release": release_versions(commands), "release_libs": runner.release_libs,
-            "release_commands": commands}
+    if run_dir is not None and run_dir.is_dir():
+        project, steps = project_versions(run_dir)
+    else:
+        project = {name: [found["version"]] for name, found in library_versions(load=True).items() if found}
+        steps = {}
+    return {"project": project, "project_steps": steps, "release": release_versions(commands),
+            "release_libs": runner.release_libs, "release_commands": commands}
 
 
 def summary_line(libraries: dict[str, Any]) -> str:

@@ -12,6 +12,11 @@ Probes (each reads the files `parity_selftest.prepare_inputs` writes into DIR):
                 several orders
     sft, dpo    steps 2 and 6 under `--recipe release`: a few optimizer steps from a fixed
                 initial adapter (`devtools.parity_training`)
+    settings    what every step of `puma run --recipe release` would record that the settings
+                items compare, and each setting's documented default (`settings` below)
+
+Every probe takes its settings as the step's own command line makes them under `--recipe
+release` (`parity_puma.project_settings`): the recipe file and the steps' defaults decide.
 """
 
 from __future__ import annotations
@@ -27,14 +32,13 @@ from PersonalWAB.settings import parse, setting
 
 
 def generation(inputs: Path) -> dict[str, Any]:
-    from devtools.parity_puma import GenerateRecorder
+    from devtools.parity_puma import GenerateRecorder, project_settings
     from PUMA.generate import GenerateConfig, generate_file
 
-    config = GenerateConfig(model_path=str(inputs / "model"), mode="param", recipe="release", backend="hf",
-                            dtype="float32", data_file=str(inputs / "param.json"),
-                            function_file=str(inputs / "functions.json"), output_file=str(inputs.parent / "gen.json"),
-                            max_new_tokens=6, num_beams=4, num_return_sequences=4, do_sample=True, temperature=1.5,
-                            batch_size=1)
+    config = project_settings(GenerateConfig, "generate", "--model_path", str(inputs / "model"), "--mode", "param",
+                              "--dtype", "float32", "--data_file", str(inputs / "param.json"),
+                              "--function_file", str(inputs / "functions.json"),
+                              "--out", str(inputs.parent / "gen.json"), "--batch_size", "1")
     with GenerateRecorder() as recorder:
         path = generate_file(config, log=lambda _: None)
     return {"calls": [{"effective": call["effective"]} for call in recorder.calls], "prompt_ids": recorder.prompts(),
@@ -61,8 +65,48 @@ def dpo(inputs: Path) -> dict[str, Any]:
     return selftest_dpo_observation(inputs)
 
 
+def settings(inputs: Path) -> dict[str, Any]:
+    """What each step of `puma run --recipe release` would record (its settings, the trainer's
+    arguments and adapter its own builder makes, its decoding), made by the steps' own settings
+    parsers and builders without training or generating; and each setting's documented default.
+    The values are those the `settings` items compare (devtools/parity_settings.py)."""
+    from PersonalWAB.settings import resolved
+
+    from devtools.parity_puma import project_settings
+    from devtools.parity_settings import documented_defaults, project_values
+    from devtools.parity_training import tiny_training_data
+    from PUMA.data import DataConfig
+    from PUMA.dpo import DPOStepConfig, build_dpo_trainer
+    from PUMA.generate import GenerateConfig, effective_settings
+    from PUMA.lora import json_value
+    from PUMA.sft import SFTConfig, build_sft_trainer
+
+    scratch = inputs.parent / "settings_probe"
+    function_data, pairs = tiny_training_data(inputs / "data", scratch)
+    model = str(inputs / "model")
+    records: dict[str, dict[str, Any]] = {}
+    records["data"] = {"settings": resolved(project_settings(DataConfig, "data", "all", "--data_dir",
+                                                             str(inputs / "data"), "--out", str(scratch / "data")))}
+    for step, cls, build, files in (
+            ("sft", SFTConfig, build_sft_trainer, ("--function_data", str(function_data), "--param_data",
+                                                   str(scratch / "param_train.json"))),
+            ("dpo", DPOStepConfig, build_dpo_trainer, ("--data_file", str(pairs)))):
+        config = project_settings(cls, step, "--model_path", model, "--out", str(scratch / step), *files)
+        trainer, _ = build(config)
+        records[step] = {"settings": resolved(config), "training_arguments": json_value(trainer.args.to_dict()),
+                         "lora": json_value(trainer.model.peft_config["default"].to_dict())}
+    for mode in ("function", "param"):
+        config = project_settings(GenerateConfig, "generate", "--model_path", model, "--mode", mode,
+                                  "--out", str(scratch / f"{mode}.json"))
+        records[f"generate_{mode}"] = {"settings": resolved(config),
+                                       "effective_decoding": effective_settings(config, "hf")}
+    records["dpo_data"] = records["data"]
+    processes = {"sft": 4, "dpo": 4}  # the release's node
+    return {"values": project_values(records, processes), "defaults": documented_defaults(processes)}
+
+
 PROBES: dict[str, Callable[[Path], dict[str, Any]]] = {"generation": generation, "scores": scores, "sft": sft,
-                                                        "dpo": dpo}
+                                                        "dpo": dpo, "settings": settings}
 
 
 @dataclass

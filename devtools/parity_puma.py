@@ -29,6 +29,7 @@ the evaluation: the PUMA agent's live prompt and result for every task;
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -41,19 +42,20 @@ from typing import Any
 
 from devtools import parity_tokenizer
 from devtools.parity_compare import Tally, first_difference, score_verdict
+from devtools.parity_selection import DEFAULT_SEED
+from devtools.parity_settings import SAMPLING_ONLY, SETTING_KEYS, plain_settings
 from devtools.parity_scoring import (above_zero_counts, compare_scores, crafted_candidates, informative_pairs,
                                      order_effect, release_order_scores, release_orders, reordered_candidates,
                                      scores_above_zero, targets_of)
-from devtools.release_mirror import ParityError, ReleaseRunner, finish, launch, log_tail
+from devtools.release_mirror import ParityError, ReleaseRunner, build_mirror, finish, launch, log_tail
 from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
 
 LLAMA_ID = "meta-llama/Llama-2-7b-chat-hf"
 LABEL_MODEL = "gpt-4o-mini"
 SPLITS = ("train", "test")
-STEPS = ("1", "2", "3", "4", "5", "6", "eval", "sft_train", "merge", "dpo_train", "agent")
+STEPS = ("1", "settings", "2", "3", "4", "5", "6", "eval", "sft_train", "merge", "dpo_train", "agent")
 # sft_train, merge, dpo_train: parity_training; agent: parity_agent
 LOSS_TOLERANCE = 1e-5
-CANDIDATE_SEED = 42  # the project's default generation seed, given to the release's generate too
 
 
 @dataclass
@@ -61,17 +63,17 @@ class PumaSetup:
     data_dir: Path
     work: Path
     repo_root: Path
+    release_dir: Path | None = None  # the release checkout (its scripts' settings are read from it)
     protocol_file: str | None = None
     model_dir: Path | None = None  # a tiny Llama folder; default: made with PUMA.tiny_model
-    limit: int | None = None  # tasks per split (the release's scripts get a task file of these)
-    mem_token_length: int = 768
-    memory_length: int = 100
-    sft_max_length: int = 1280
+    limit: int | None = None  # tasks of each type per split (devtools/parity_selection.py); None: all
+    seed: int = DEFAULT_SEED  # the draw of those tasks
     sft_batches: int = 4
-    param_new_tokens: int = 48
+    param_new_tokens: int = 48  # the greedy parameter outputs compared (both sides)
     timeout_s: float = 3600
     steps: tuple[str, ...] = STEPS  # step 1 always runs (or is reused from a kept work folder)
     results: dict[str, Tally] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)  # the report's record of what was run and covered
 
 
 def label_reply(body: dict[str, Any]) -> ScriptedReply:
@@ -92,14 +94,6 @@ def merged_parts(data_dir: Path, pattern: str, out: Path) -> Path:
     for part in sorted(data_dir.glob(pattern)):
         merged.update(json.loads(part.read_text(encoding="utf-8")))
     out.write_text(json.dumps(merged), encoding="utf-8")
-    return out
-
-
-def limited_tasks(data_dir: Path, limit: int | None, out: Path, splits: tuple[str, ...] = SPLITS) -> Path:
-    tasks = json.loads((data_dir / "user_instructions.json").read_text(encoding="utf-8"))
-    chosen = {split: (tasks.get(split, [])[:limit] if limit else tasks.get(split, [])) if split in splits else []
-              for split in SPLITS}
-    out.write_text(json.dumps(chosen), encoding="utf-8")
     return out
 
 
@@ -192,26 +186,71 @@ def compare_requests(release: list[dict[str, Any]], project: list[dict[str, Any]
 
 
 # --- the steps ---------------------------------------------------------------------------------------------------
+def release_call(setup: PumaSetup, sh: str, replace: dict[str, str], drop: tuple[str, ...] = ()) -> list[str]:
+    """The flags `sh` (one of the release's PUMA/scripts) passes its script, paths replaced with
+    this check's (devtools/release_scripts.py reads them from the release)."""
+    from devtools.release_scripts import release_scripts
+
+    return release_scripts(setup.release_dir)[sh].argv(replace, drop)
+
+
+def project_data_folder(setup: PumaSetup, tasks_file: Path) -> Path:
+    """The data as the project's side reads it: the chosen tasks in place of the data's (the
+    other files linked; the caches copied, as entries keyed by these tasks are added to them)."""
+    project_data = setup.work / "project_data"
+    if not (project_data / "user_instructions.json").exists():
+        project_data.mkdir(exist_ok=True)
+        for source in setup.data_dir.iterdir():
+            target = project_data / source.name
+            if source.name == "user_instructions.json":
+                target.write_bytes(tasks_file.read_bytes())
+            elif source.name == "cache":
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            elif not target.exists():
+                target.symlink_to(source, target_is_directory=source.is_dir())
+    return project_data
+
+
+def pipeline_config(setup: PumaSetup, project_data: Path, model: Path, run_dir: Path, label_url: str) -> Path:
+    """The settings file of the project's side, a user's `puma run --recipe release`: only what
+    wires it to this check (data, base model, work folder, the label model's server, the texts);
+    every other setting is the recipe's own."""
+    import yaml
+
+    pack = {"protocol_file": setup.protocol_file} if setup.protocol_file else {}
+    config = {"recipe": "release", "data_dir": str(project_data), "model_path": str(model), "work_dir": str(run_dir),
+              "data": {"query_model": f"openai/{LABEL_MODEL}", "api_base": label_url, **pack},
+              **{section: dict(pack) for section in ("generate_function", "generate_param", "score",
+                                                      "generate_test", "evaluate") if pack}}
+    path = setup.work / "puma_run.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def pipeline_done(run_dir: Path) -> bool:
+    return (run_dir / "result_puma_singleturn.json").exists() and (run_dir / "label_requests.json").exists()
+
+
 def step1(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, history_file: Path, model: Path,
-          log: Callable[[str], None]) -> tuple[Path, Path]:
-    """Both sides write their SFT data; the release's files and the project's folder."""
-    release_dir, project_dir = setup.work / "release", setup.work / "project"
+          log: Callable[[str], None]) -> tuple[Path, Path, Path]:
+    """The release's step-1 scripts with their .sh flags, and beside them the project's side: the
+    user's own `puma run --recipe release`, all seven steps, on the same tasks. Returns the
+    release's step-1 folder, the project's (`<run>/data`) and the run's folder."""
+    release_dir, run_dir = setup.work / "release", setup.work / "puma_run"
     release_dir.mkdir(exist_ok=True)
-    project_dir.mkdir(exist_ok=True)
-    hub = {LLAMA_ID: str(model)}
     release_done = all((release_dir / name).exists()
                        for name in ("function_data.json", "param_data.json", "label_requests.json"))
-    project_done = all((project_dir / name).exists() for name in ("label_requests.json", *(
-        f"{kind}_{split}.json" for kind in ("function", "param") for split in SPLITS)))
-    # a kept --work_dir: each side's step 1 (the release's is the slow one) is not run again
-    for side, done in (("release", release_done), ("project", project_done)):
+    project_done = pipeline_done(run_dir)
+    # a kept --work_dir: each side's run (the release's step 1 is the slow one) is not run again
+    for side, done in (("release's step 1", release_done), ("project's puma run", project_done)):
         if done:
-            log(f"puma step 1: reusing the {side}'s SFT data in the work folder")
+            log(f"puma step 1: reusing the {side} in the work folder")
     if not (release_done and project_done):
-        _step1_run(setup, runner, tasks_file, history_file, model, hub, release_dir, project_dir, log,
+        _step1_run(setup, runner, tasks_file, history_file, model, release_dir, run_dir, log,
                    run_release=not release_done, run_project_side=not project_done)
+    project_dir = run_dir / "data"
     release_requests = json.loads((release_dir / "label_requests.json").read_text(encoding="utf-8"))
-    project_requests = json.loads((project_dir / "label_requests.json").read_text(encoding="utf-8"))
+    project_requests = json.loads((run_dir / "label_requests.json").read_text(encoding="utf-8"))
     release_function = json.loads((release_dir / "function_data.json").read_text(encoding="utf-8"))
     release_param = json.loads((release_dir / "param_data.json").read_text(encoding="utf-8"))
     for split in SPLITS:
@@ -225,52 +264,50 @@ def step1(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, history_fil
             release_param[split], ours_param, types,
             {"instruction": "instruction", "prompt": "prompt", "target": "label", "mem": "memory"})
     setup.results["step1 label requests"] = compare_requests(release_requests, project_requests)
-    return release_dir, project_dir
+    return release_dir, project_dir, run_dir
 
 
 def _step1_run(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, history_file: Path, model: Path,
-               hub: list[str], release_dir: Path, project_dir: Path, log: Callable[[str], None],
-               run_release: bool = True, run_project_side: bool = True) -> None:
+               release_dir: Path, run_dir: Path, log: Callable[[str], None], run_release: bool = True,
+               run_project_side: bool = True) -> None:
+    hub = {LLAMA_ID: str(model)}
     with ScriptedLLMServer(label_reply, max_lifetime_s=setup.timeout_s) as theirs, \
             ScriptedLLMServer(label_reply, max_lifetime_s=setup.timeout_s) as ours:
         started = {}
         function_log, param_log = setup.work / "release_step1_function.log", setup.work / "release_step1_param.log"
         if run_release:
-            log("puma step 1: the release's prepare_function_data.py / prepare_param_data.py ...")
+            log("puma step 1: the release's prepare_function_data.py / prepare_param_data.py with their .sh flags ...")
             started = {
                 "function": runner.start("script", function_log, script="PUMA/prepare_function_data.py", hub=hub,
-                                         release_argv=["--task_file", str(tasks_file), "--output_file",
-                                                       str(release_dir / "function_data.json")], cwd=release_dir),
+                                         release_argv=release_call(setup, "pre_sft_func_data.sh", {
+                                             "--task_file": str(tasks_file),
+                                             "--output_file": str(release_dir / "function_data.json")}),
+                                         cwd=release_dir),
                 "param": runner.start("script", param_log, script="PUMA/prepare_param_data.py", hub=hub,
                                       base_url=theirs.url,
-                                      release_argv=["--task_file", str(tasks_file), "--user_history_file",
-                                                    str(history_file), "--output_file",
-                                                    str(release_dir / "param_data.json"),
-                                                    "--mem_token_length", str(setup.mem_token_length),
-                                                    "--mem_length", str(setup.memory_length)], cwd=release_dir)}
-        project_data = setup.work / "project_data"
-        if not (project_data / "user_instructions.json").exists():
-            project_data.mkdir(exist_ok=True)
-            for source in setup.data_dir.iterdir():
-                target = project_data / source.name
-                if source.name == "user_instructions.json":
-                    target.write_bytes(tasks_file.read_bytes())
-                elif source.name == "cache":  # a copy: caches keyed by these tasks must not replace the data's
-                    shutil.copytree(source, target, dirs_exist_ok=True)
-                elif not target.exists():
-                    target.symlink_to(source, target_is_directory=source.is_dir())
+                                      release_argv=release_call(setup, "pre_sft_param_data.sh", {
+                                          "--task_file": str(tasks_file), "--user_history_file": str(history_file),
+                                          "--output_file": str(release_dir / "param_data.json")}),
+                                      cwd=release_dir)}
         if run_project_side:
-            log("puma step 1: PUMA.data all ...")
-            run_project(setup, "step1", project_command(
-                setup, "PUMA.data", "all", "--recipe", "release", "--data_dir", str(project_data), "--out",
-                str(project_dir), "--model_path", str(model), "--mem_token_length", str(setup.mem_token_length),
-                "--memory_length", str(setup.memory_length), "--query_model", f"openai/{LABEL_MODEL}",
-                "--api_base", ours.url))
-            (project_dir / "label_requests.json").write_text(json.dumps(ours.requests), encoding="utf-8")
+            project_data = project_data_folder(setup, tasks_file)
+            shutil.rmtree(run_dir, ignore_errors=True)  # an unfinished run of an earlier check
+            config = pipeline_config(setup, project_data, model, run_dir, ours.url)
+            log(f"puma: the project's side, `puma run --config {config.name}` (recipe release, steps 1-7) ...")
+            run_project(setup, "puma_run", [sys.executable, "-m", "PUMA", "run", "--config", str(config)])
+            (run_dir / "label_requests.json").write_text(json.dumps(ours.requests), encoding="utf-8")
         if run_release:
             runner.finish(started["function"], "release prepare_function_data.py", function_log)
             runner.finish(started["param"], "release prepare_param_data.py", param_log)
             (release_dir / "label_requests.json").write_text(json.dumps(theirs.requests), encoding="utf-8")
+
+
+def project_settings(cls: type, step: str, *argv: str) -> Any:
+    """A step's settings as its own command line makes them under `--recipe release` from `argv`
+    (files and folders only: every other value is the recipe's or the step's default)."""
+    from PUMA.cli import parse_step
+
+    return parse_step(cls, ["--recipe", "release", *argv], f"python -m PUMA.{step}", None, step)
 
 
 def project_sft_batches(setup: PumaSetup, project_dir: Path, model: Path) -> dict[str, Any]:
@@ -280,11 +317,10 @@ def project_sft_batches(setup: PumaSetup, project_dir: Path, model: Path) -> dic
 
     from PUMA.sft import SFTConfig, build_sft_trainer
 
-    config = SFTConfig(recipe="release", model_path=str(model), train_on="function_param",
-                       function_data=str(project_dir / "function_train.json"),
-                       param_data=str(project_dir / "param_train.json"), output_dir=str(setup.work / "project_sft"),
-                       max_length=setup.sft_max_length, per_device_train_batch_size=1, gradient_accumulation_steps=1,
-                       save_strategy="no")
+    config = project_settings(SFTConfig, "sft", "--model_path", str(model),
+                              "--function_data", str(project_dir / "function_train.json"),
+                              "--param_data", str(project_dir / "param_train.json"),
+                              "--out", str(setup.work / "project_sft"))
     trainer, _ = build_sft_trainer(config)
     trainer.model.eval()
     rows = []
@@ -303,9 +339,12 @@ def step2(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     log(f"puma step 2: the first {setup.sft_batches} SFT batches and their loss ...")
     out = setup.work / "release_sft_batches.json"
     log_path = setup.work / "release_step2.log"
+    from devtools.release_scripts import release_scripts
+
+    max_length = int(release_scripts(setup.release_dir)["finetune_function_param.sh"].flags["--source_length"])
     process = runner.start("sft_batches", log_path, hub={LLAMA_ID: str(model)},
                            param_data=release_dir / "param_data.json", function_data=release_dir / "function_data.json",
-                           model=model, max_length=setup.sft_max_length, batches=setup.sft_batches, out=out)
+                           model=model, max_length=max_length, batches=setup.sft_batches, out=out)
     ours = project_sft_batches(setup, project_dir, model)
     runner.finish(process, "release SFT batches", log_path)
     theirs = json.loads(out.read_text(encoding="utf-8"))
@@ -370,23 +409,9 @@ class GenerateRecorder:
         return rows
 
 
-# The decoding fields compared, as the library generated with them (after its defaults): every
-# field either transformers release (4.45, 5.x) reads when decoding text.
-SETTING_KEYS = ("max_new_tokens", "min_new_tokens", "min_length", "num_beams", "num_beam_groups",
-                "num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "min_p", "typical_p",
-                "epsilon_cutoff", "eta_cutoff", "repetition_penalty", "encoder_repetition_penalty", "length_penalty",
-                "no_repeat_ngram_size", "diversity_penalty", "bad_words_ids", "suppress_tokens",
-                "begin_suppress_tokens", "renormalize_logits", "early_stopping", "use_cache", "eos_token_id")
-SAMPLING_ONLY = ("temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff")
 # Llama-2-7b-chat-hf's generation_config.json: the stand-in carries it, so that any default the
 # library would take from the model folder shows up as a difference.
 CHAT_GENERATION_DEFAULTS = {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "max_length": 4096}
-
-
-def plain_settings(config: Any) -> dict[str, Any]:
-    """The decoding fields of a `GenerationConfig` as JSON values (the library may hold tensors)."""
-    return {key: value.tolist() if hasattr(value, "tolist") else value
-            for key in SETTING_KEYS for value in [getattr(config, key, None)]}
 
 
 def settings_of(call: dict[str, Any]) -> dict[str, Any]:
@@ -421,24 +446,28 @@ def compare_settings(release_calls: list[dict[str, Any]], project_calls: list[di
     return tally
 
 
-def release_generate(setup: PumaSetup, runner: ReleaseRunner, label: str, adapter: Path, model: Path,
-                     argv: list[str], seed: int | None = None) -> dict[str, Any]:
+def release_generate(setup: PumaSetup, runner: ReleaseRunner, label: str, sh: str, adapter: Path, model: Path,
+                     replace: dict[str, str], drop: tuple[str, ...] = (), seed: int | None = None) -> dict[str, Any]:
+    """The release's test_llama.py with the flags of `sh` (its generate script), files replaced,
+    on the CPU in fp32 (its `--bf16` is the GPU's precision: both sides compare in fp32 here,
+    and the settings items compare the precision each plans for a GPU)."""
     record = setup.work / f"release_{label}_calls.json"
     log_path = setup.work / f"release_{label}.log"
+    argv = release_call(setup, sh, {"--model_path": str(adapter), "--base_model": str(model), "--device": "cpu",
+                                    **replace}, drop=("--bf16", *drop))
     process = runner.start("script", log_path, script="PUMA/test_llama.py", hub={LLAMA_ID: str(model)},
-                           record=record, seed=seed,
-                           release_argv=["--model_path", str(adapter), "--base_model", str(model), "--device", "cpu",
-                                         *argv], cwd=setup.work / "release")
+                           record=record, seed=seed, release_argv=argv, cwd=setup.work / "release")
     runner.finish(process, f"release test_llama.py ({label})", log_path)
     return json.loads(record.read_text(encoding="utf-8"))
 
 
-def project_generate(setup: PumaSetup, **settings: Any) -> tuple[dict[str, list[str]], GenerateRecorder]:
+def project_generate(setup: PumaSetup, *argv: str) -> tuple[dict[str, list[str]], GenerateRecorder]:
+    """`puma generate --recipe release` in this process on `argv` (files, and only the values
+    the release's side is given too), in fp32 on the CPU as the release's side runs."""
     from PUMA.generate import GenerateConfig, generate_file
 
-    config = GenerateConfig(**{"recipe": "release", "backend": "hf", "dtype": "float32", "batch_size": 8,
-                               "protocol_file": setup.protocol_file, "mem_token_length": setup.mem_token_length,
-                               **settings})
+    pack = ("--protocol_file", setup.protocol_file) if setup.protocol_file else ()
+    config = project_settings(GenerateConfig, "generate", "--dtype", "float32", *pack, *argv)
     with GenerateRecorder() as recorder:
         path = generate_file(config, log=lambda _: None)
     return json.loads(Path(path).read_text(encoding="utf-8")), recorder
@@ -465,51 +494,55 @@ def compare_generation(label: str, setup: PumaSetup, release_calls: dict[str, An
 
 def step3(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_dir: Path, model: Path,
           log: Callable[[str], None]) -> Path:
-    """Function predictions and greedy parameter outputs on the test split, and the settings of
-    the DPO candidates' sampling on two train examples; returns the release's function file."""
+    """Function predictions of both splits (generate_function.sh's flags) and greedy parameter
+    outputs on the test split from the same adapter, and the DPO candidates as
+    generate_param_dpo.sh samples them, against the project's `puma generate` with the recipe's
+    own values; returns the release's function file."""
+    from PUMA.generate import GenerateConfig
+
     adapter = random_adapter(model, setup.work / "adapter")
+    scratch = setup.work / "project"
+    scratch.mkdir(exist_ok=True)
     types = {e["instruction"]: e["type"] for split in SPLITS
              for e in json.loads((project_dir / f"param_{split}.json").read_text(encoding="utf-8"))}
-    log("puma step 3: function predictions (test split) ...")
+    log("puma step 3: function predictions (both splits) ...")
     function_res = release_dir / "function_res.json"
-    calls = release_generate(setup, runner, "function", adapter, model, [
-        "--data_path", str(release_dir / "function_data.json"), "--test_on", "function", "--batch_size", "8",
-        "--max_new_tokens", "32", "--res_file", str(function_res), "--split", "train,test"])
-    ours, recorder = project_generate(setup, mode="function", model_path=str(adapter),
-                                      data_file=str(_both_splits(project_dir, "function")),
-                                      output_file=str(project_dir / "function_res.json"))
+    calls = release_generate(setup, runner, "function", "generate_function.sh", adapter, model, {
+        "--data_path": str(release_dir / "function_data.json"), "--res_file": str(function_res),
+        "--split": "train,test"})
+    ours, recorder = project_generate(setup, "--mode", "function", "--model_path", str(adapter),
+                                      "--data_file", str(_both_splits(project_dir, scratch, "function")),
+                                      "--out", str(scratch / "function_res.json"))
     compare_generation("function", setup, calls, json.loads(function_res.read_text(encoding="utf-8")), ours, recorder,
                        types)
     log("puma step 3: greedy parameter outputs (test split, the release's function file on both sides) ...")
     param_res = release_dir / "param_res_test.json"
-    calls = release_generate(setup, runner, "param_greedy", adapter, model, [
-        "--data_path", str(release_dir / "param_data.json"), "--test_on", "param", "--batch_size", "4",
-        "--max_new_tokens", str(setup.param_new_tokens), "--memory_token_length", str(setup.mem_token_length),
-        "--tool_file", str(function_res), "--res_file", str(param_res), "--split", "test"])
-    ours, recorder = project_generate(setup, mode="param", model_path=str(adapter),
-                                      data_file=str(project_dir / "param_test.json"),
-                                      output_file=str(project_dir / "param_res_test.json"),
-                                      function_file=str(function_res), max_new_tokens=setup.param_new_tokens,
-                                      num_beams=1, num_return_sequences=1, do_sample=False)
+    greedy = str(setup.param_new_tokens)  # the one departure from the scripts, on both sides: greedy and short
+    calls = release_generate(setup, runner, "param_greedy", "generate_param_dpo.sh", adapter, model, {
+        "--data_path": str(release_dir / "param_data.json"), "--max_new_tokens": greedy,
+        "--tool_file": str(function_res), "--res_file": str(param_res), "--split": "test"},
+        drop=("--num_beams", "--temperature", "--do_sample"))
+    ours, recorder = project_generate(setup, "--mode", "param", "--model_path", str(adapter),
+                                      "--data_file", str(project_dir / "param_test.json"),
+                                      "--out", str(scratch / "param_res_test.json"), "--function_file",
+                                      str(function_res), "--max_new_tokens", greedy, "--num_beams", "1",
+                                      "--num_return_sequences", "1", "--do_sample", "0")
     compare_generation("param (greedy)", setup, calls, json.loads(param_res.read_text(encoding="utf-8")), ours,
                        recorder, types)
-    log("puma step 3: the DPO candidates, sampled with the same seed (two train examples) ...")
+    log("puma step 3: the DPO candidates, sampled with the project's seed on both sides (two train examples) ...")
     two = {"train": json.loads((release_dir / "param_data.json").read_text(encoding="utf-8"))["train"][:2], "test": []}
     (release_dir / "param_two.json").write_text(json.dumps(two), encoding="utf-8")
-    (project_dir / "param_two.json").write_text(json.dumps(
+    (scratch / "param_two.json").write_text(json.dumps(
         json.loads((project_dir / "param_train.json").read_text(encoding="utf-8"))[:2]), encoding="utf-8")
-    calls = release_generate(setup, runner, "param_sampling", adapter, model, [
-        "--data_path", str(release_dir / "param_two.json"), "--test_on", "param", "--batch_size", "4",
-        "--max_new_tokens", "8", "--memory_token_length", str(setup.mem_token_length), "--tool_file",
-        str(function_res), "--res_file", str(release_dir / "param_two_res.json"), "--num_beams", "10",
-        "--temperature", "1.5", "--do_sample", "--split", "train"], seed=CANDIDATE_SEED)
+    seed = project_settings(GenerateConfig, "generate").seed  # the release's torch is seeded where the project seeds
+    calls = release_generate(setup, runner, "param_sampling", "generate_param_dpo.sh", adapter, model, {
+        "--data_path": str(release_dir / "param_two.json"), "--tool_file": str(function_res),
+        "--res_file": str(release_dir / "param_two_res.json")}, seed=seed)
     # one prompt per call, as the release, so both sides draw the same random numbers in the same order
-    ours, recorder = project_generate(setup, mode="param", model_path=str(adapter),
-                                      data_file=str(project_dir / "param_two.json"),
-                                      output_file=str(project_dir / "param_two_res.json"),
-                                      function_file=str(function_res), max_new_tokens=8, num_beams=10,
-                                      num_return_sequences=10, do_sample=True, temperature=1.5, batch_size=1,
-                                      seed=CANDIDATE_SEED)
+    ours, recorder = project_generate(setup, "--mode", "param", "--model_path", str(adapter),
+                                      "--data_file", str(scratch / "param_two.json"),
+                                      "--out", str(scratch / "param_two_res.json"),
+                                      "--function_file", str(function_res), "--batch_size", "1")
     settings = compare_settings(calls["generate"], recorder.calls)
     # Sampled beam search draws differently on transformers 4.45 and 5 from one seed (the rewrite
     # picks other continuations at some steps; plain sampling draws the same): the outputs are
@@ -521,9 +554,9 @@ def step3(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     return function_res
 
 
-def _both_splits(project_dir: Path, kind: str) -> Path:
+def _both_splits(project_dir: Path, scratch: Path, kind: str) -> Path:
     """The release generates functions for `--split train,test` into one file: both splits' examples."""
-    out = project_dir / f"{kind}_train_test.json"
+    out = scratch / f"{kind}_train_test.json"
     examples = [e for split in SPLITS for e in json.loads((project_dir / f"{kind}_{split}.json").read_text("utf-8"))]
     out.write_text(json.dumps(examples), encoding="utf-8")
     return out
@@ -560,8 +593,9 @@ def candidates_file(setup: PumaSetup, runner: ReleaseRunner, examples: list[dict
 
 
 def score_command(setup: PumaSetup, candidates: Path, out: Path) -> list[str]:
+    """`puma score --recipe release` on the train candidates (the recipe gives its split)."""
     return project_command(setup, "PUMA.score", "--recipe", "release", "--data_dir", str(setup.work / "project_data"),
-                           "--task_split", "train", "--candidates_file", str(candidates), "--out", str(out))
+                           "--candidates_file", str(candidates), "--out", str(out))
 
 
 @dataclass
@@ -584,7 +618,9 @@ def step4(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     examples = json.loads((project_dir / "param_train.json").read_text(encoding="utf-8"))
     types = {e["instruction"]: e["type"] for e in examples}
     candidates = candidates_file(setup, runner, examples, tasks, setup.work / "candidates_train.json")
-    theirs_path, ours_path = release_dir / "dpo_data.json", project_dir / "candidates_train_scores.json"
+    scratch = setup.work / "project"  # the project's side of the items, beside the user's run
+    scratch.mkdir(exist_ok=True)
+    theirs_path, ours_path = release_dir / "dpo_data.json", scratch / "candidates_train_scores.json"
     log_path, record = setup.work / "release_step4.log", setup.work / "release_step4_env.json"
     process = runner.start("script", log_path, script="test.py", hub={LLAMA_ID: str(model)}, record_env=record,
                            cwd=runner.mirror.root,
@@ -606,7 +642,7 @@ def step4(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
         log(f"puma step 4: {sum(map(len, rewritten.values()))} recommend candidate(s) scored again in the "
             "release's ASIN order ...")
         again, again_scores = setup.work / "candidates_train_release_order.json", \
-            project_dir / "candidates_train_release_order_scores.json"
+            scratch / "candidates_train_release_order_scores.json"
         again.write_text(json.dumps({i: list(dict.fromkeys(c.values())) for i, c in rewritten.items()}),
                          encoding="utf-8")
         run_project(setup, "step4_release_order", score_command(setup, again, again_scores))
@@ -617,7 +653,7 @@ def step4(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     tally.facts["declared ASIN order"] = order_effect(theirs, ours, types, reordered, rewritten)
     setup.results["step4 candidate scores"] = tally
     setup.results["step4 scores above 0 on both sides"] = scores_above_zero(theirs, ours, types, reordered)
-    release_order = project_dir / "candidates_train_scores_release_order.json"
+    release_order = scratch / "candidates_train_scores_release_order.json"
     release_order.write_text(json.dumps(release_order_scores(ours, theirs, types, reordered)), encoding="utf-8")
     return StepScores(theirs_path, ours_path, release_order)
 
@@ -628,14 +664,14 @@ def step5(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     effect taken out (`StepScores.release_order`); the pairs the order changes are counted."""
     log("puma step 5: DPO pairs (prepare_dpo_data.py and PUMA.dpo_data) ...")
     theirs_path = release_dir / "dpo_training_data.json"
-    ours_path, own_order_path = project_dir / "dpo_train_release_order.json", project_dir / "dpo_train.json"
+    scratch = setup.work / "project"
+    ours_path, own_order_path = scratch / "dpo_train_release_order.json", scratch / "dpo_train.json"
     log_path = setup.work / "release_step5.log"
     process = runner.start("script", log_path, script="PUMA/prepare_dpo_data.py", hub={LLAMA_ID: str(model)},
                            cwd=release_dir,
-                           release_argv=["--task_file", str(train_tasks), "--user_history_file", str(history_file),
-                                         "--dpo_data_file", str(scores.release), "--output_file", str(theirs_path),
-                                         "--mem_token_length", str(setup.mem_token_length),
-                                         "--mem_length", str(setup.memory_length)])
+                           release_argv=release_call(setup, "pre_dpo_data.sh", {
+                               "--task_file": str(train_tasks), "--user_history_file": str(history_file),
+                               "--dpo_data_file": str(scores.release), "--output_file": str(theirs_path)}))
     for label, scores_file, out in (("step5", scores.project, own_order_path),
                                     ("step5_release_order", scores.release_order, ours_path)):
         run_project(setup, label, project_command(
@@ -657,28 +693,49 @@ def step5(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     setup.results["step5 DPO pairs"] = tally
 
 
+HARDWARE_FLAGS = ("--float16", "--bf16", "--deepseed_config")  # the training scripts' GPU flags: a CPU runs fp32
+
+
+def project_dpo_rows(setup: PumaSetup, model: Path, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The project's DPO step (`puma dpo --recipe release`, its own values) on `pairs`: each pair's
+    ids as its trainer receives them, and which positions of the chosen and rejected rows its
+    trainer's own collator leaves out of the loss (TRL's `completion_mask` 0)."""
+    from PUMA.dpo import DPOStepConfig, build_dpo_trainer
+
+    scratch = setup.work / "project"
+    scratch.mkdir(exist_ok=True)
+    data = scratch / "dpo_rows_pairs.json"
+    data.write_text(json.dumps(pairs), encoding="utf-8")
+    config = project_settings(DPOStepConfig, "dpo", "--model_path", str(model), "--data_file", str(data),
+                              "--out", str(scratch / "dpo_rows"))
+    trainer, _ = build_dpo_trainer(config)
+    rows = []
+    for index in range(len(trainer.train_dataset)):
+        row = trainer.train_dataset[index]
+        batch = trainer.data_collator([row])
+        masks = batch["completion_mask"].tolist()
+        lengths = [len(row["prompt_ids"]) + len(row[key]) for key in ("chosen_ids", "rejected_ids")]
+        rows.append({"prompt": row["prompt_ids"], "chosen": row["chosen_ids"], "rejected": row["rejected_ids"],
+                     "masked": [[m == 0 for m in mask[:length]] for mask, length in zip(masks, lengths)]})
+    return rows
+
+
 def step6(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, model: Path,
           log: Callable[[str], None]) -> None:
-    """The DPO rows: the release's dpo_llama.py and PUMA.dpo's `encode_pairs` tokenize the same
-    pairs (the release's step-5 pairs)."""
-    log("puma step 6: the DPO rows (the release's dpo_llama.py with TRL 0.11 and PUMA.dpo) ...")
+    """The DPO rows: the release's dpo_llama.py (dpo_llama.sh's flags) and the project's DPO step
+    tokenize the same pairs (the release's step-5 pairs); the positions each leaves out of the
+    loss, from the release's labels and the project's trainer's collator."""
+    log("puma step 6: the DPO rows (the release's dpo_llama.py with TRL 0.11 and the project's DPO trainer) ...")
     pairs = json.loads((release_dir / "dpo_training_data.json").read_text(encoding="utf-8"))["train"]
     data = release_dir / "dpo_rows_input.json"
     data.write_text(json.dumps({"train": pairs, "test": pairs[:2]}), encoding="utf-8")  # its eval split must exist
     out, log_path = setup.work / "release_dpo_rows.json", setup.work / "release_step6.log"
     process = runner.start("dpo_rows", log_path, hub={LLAMA_ID: str(model)}, rows=len(pairs), out=out,
                            cwd=release_dir,
-                           release_argv=["--data_path", str(data), "--output_dir", str(release_dir / "dpo_out"),
-                                         "--model_name", str(model), "--train_epoch", "5", "--learning_rate", "5e-5",
-                                         "--train_batch_size", "1", "--source_length", "1024", "--warmup_ratio", "0.1",
-                                         "--eval_strategy", "epoch", "--save_strategy", "epoch",
-                                         "--logging_steps", "10",
-                                         "--gradient_accumulation_steps", "16", "--train_on", "param",
-                                         "--prompt_length", "768", "--beta", "0.1"])
-    from PUMA.dpo import DPOStepConfig, encode_pairs
-    from PUMA.modeling import load_tokenizer
-
-    ours = encode_pairs(DPOStepConfig(recipe="release"), load_tokenizer(str(model)), pairs)
+                           release_argv=release_call(setup, "dpo_llama.sh", {
+                               "--data_path": str(data), "--output_dir": str(release_dir / "dpo_out"),
+                               "--model_name": str(model)}, drop=HARDWARE_FLAGS))
+    ours = project_dpo_rows(setup, model, pairs)
     runner.finish(process, "release dpo_llama.py (rows)", log_path)
     theirs = json.loads(out.read_text(encoding="utf-8"))
     tally = Tally()
@@ -686,14 +743,11 @@ def step6(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, model: Pat
         prompt = len(a["prompt_input_ids"])
         expected = {"prompt": a["prompt_input_ids"], "chosen": a["chosen_input_ids"][prompt:],
                     "rejected": a["rejected_input_ids"][prompt:],
-                    "labels": [a["chosen_labels"][:prompt] == [-100] * prompt,
-                               a["rejected_labels"][:prompt] == [-100] * prompt]}
-        mine = {"prompt": b["prompt_ids"], "chosen": b["chosen_ids"], "rejected": b["rejected_ids"],
-                "labels": [True, True]}  # TRL 1.16 masks the prompt itself
+                    "masked": [[label == -100 for label in a[key]] for key in ("chosen_labels", "rejected_labels")]}
         same_prefix = a["chosen_input_ids"][:prompt] == a["prompt_input_ids"] == a["rejected_input_ids"][:prompt]
-        same = expected == mine and same_prefix
+        same = expected == b and same_prefix
         tally.add("row", same, None if same else {"index": index, "diff": first_difference(
-            json.dumps(expected), json.dumps(mine))})
+            json.dumps(expected), json.dumps(b))})
     if len(theirs["rows"]) != len(ours):
         tally.add("count", False, {"release": len(theirs["rows"]), "project": len(ours)})
     tally.note(f"release TRL {theirs['trl']}")
@@ -726,76 +780,180 @@ cli()
 """
 
 
-def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, test_count: int,
+def memorised_adapter(setup: PumaSetup, project_dir: Path, model: Path, log: Callable[[str], None]) -> Path:
+    """A LoRA adapter on the stand-in that has learnt the test split's parameter labels by heart
+    (the project's SFT, label-only loss, many epochs): the live agent then generates parameters
+    that hit, so the evaluation's scores can tell the two sides apart (a random adapter's never
+    score above 0)."""
+    out = setup.work / "memorised_adapter"
+    if (out / "adapter_config.json").exists():
+        return out
+    log("puma evaluation: an adapter that learns the test split's parameter labels by heart ...")
+    examples = setup.work / "memorised_examples.json"  # a copy: the harness's input, not a release-recipe output
+    examples.write_bytes((project_dir / "param_test.json").read_bytes())
+    run_project(setup, "memorised_adapter", [
+        sys.executable, "-m", "PUMA.sft", "--recipe", "improved", "--model_path", str(model), "--train_on", "param",
+        "--param_data", str(examples), "--out", str(out), "--num_train_epochs", "60",
+        "--learning_rate", "5e-3", "--warmup_ratio", "0", "--per_device_train_batch_size", "4",
+        "--gradient_accumulation_steps", "1", "--save_strategy", "no", "--logging_steps", "50"])
+    parity_tokenizer.copy_tokenizer_files(model, out)  # the release loads its LlamaTokenizer from the adapter folder
+    (out / "puma_run.json").unlink()  # an input both agents are given, not a step of the recipe they run
+    return out
+
+
+def attempts(path: Path) -> dict[int, int]:
+    """task id -> its scored attempts (the agent's calls of a web function)."""
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    return {int(r["task_id"]): len(r["action_acc"]) for r in rows if isinstance(r, dict) and "task_id" in r}
+
+
+def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, project_dir: Path, test_count: int,
                log: Callable[[str], None]) -> None:
-    """Both run.py's with the PUMA agent generating live from the same adapter and function
-    file: the heuristic's function for every instruction (an exact name, right or wrong; the
-    random adapter's own predictions name none, on which the release's agent crashes)."""
+    """Both run.py's with the PUMA agent generating live from the same adapter (one that has
+    learnt the test labels, so parameters hit) and function file (the heuristic's function for
+    every instruction: an exact name, right or wrong), single-turn and multi-turn (`--max_steps
+    3`, the LLM user a scripted server): per task the scores and the scored attempts, and every
+    live prompt and output."""
     from PersonalWAB.agents.heuristic import choose_function
 
-    log(f"puma evaluation: the PUMA agent generating live on {test_count} test task(s) ...")
+    from devtools.parity_agent import MULTITURN_STEPS, USER_MODEL, user_server
+
     tasks = json.loads((setup.work / "tasks.json").read_text(encoding="utf-8"))["test"]
     function_res = setup.work / "eval_functions.json"
     function_res.write_text(json.dumps({t["task"]: [choose_function(t["task"])] for t in tasks}), encoding="utf-8")
-    adapter = random_adapter(model, setup.work / "adapter")  # step 3's, made here when it did not run
-    release_logs, log_path = setup.work / "release_eval", setup.work / "release_eval.log"
-    record = setup.work / "release_eval_calls.json"
-    process = runner.start("run", log_path, hub={LLAMA_ID: str(model)}, record=record,
-                           release_argv=["--env", "pwab", "--model", "finetune/llama", "--user_mode", "no",
-                                         "--agent_strategy", "puma", "--puma_generate", "1",
-                                         "--puma_model_path", str(adapter),
-                                         "--puma_function_file", str(function_res), "--agent_memory", "taskspe",
-                                         "--memory_length", "100", "--mem_token_length", str(setup.mem_token_length),
-                                         "--task_split", "test", "--max_steps", "-1", "--end_index", str(test_count),
-                                         "--max_concurrency", "1", "--log_dir", str(release_logs)],
-                           cwd=setup.work / "release")
-    ours_path = setup.work / "project_eval.json"
-    run_project(setup, "evaluation", [sys.executable, "-c", RECORDING_RUN,
-                                      str(setup.work / "project_eval_prompts.json"),
-                                      "--data_dir", str(setup.work / "project_data"),
-                                      "--agent_strategy", "puma", "--recipe", "release", "--puma_generate", "1",
-                                      "--puma_model_path", str(adapter), "--puma_function_file", str(function_res),
-                                      # the release's run.py never hands --memory_length to the agent: it uses 10
-                                      "--memory_length", "10", "--mem_token_length", str(setup.mem_token_length),
-                                      "--task_split", "test", "--end_index", str(test_count), "--max_concurrency", "1",
-                                      "--puma_dtype", "float16",  # the release loads its model in fp16
-                                      "--out", str(ours_path), "--overwrite",
-                                      *(["--protocol_file", setup.protocol_file] if setup.protocol_file else [])])
-    runner.finish(process, "release run.py (puma agent)", log_path)
-    theirs_file = next(release_logs.rglob("*.json"), None)
-    if theirs_file is None:
-        raise ParityError(f"the release's run.py wrote no result file under {release_logs}; see {log_path}")
-    theirs, ours = result_scores(theirs_file), result_scores(ours_path)
+    adapter = memorised_adapter(setup, project_dir, model, log)
+    # the release's run.py reads its tasks from its data folder: a mirror of the chosen tasks' folder
+    reported = runner.library_files
+    runner = dataclasses.replace(runner, mirror=build_mirror(setup.release_dir, setup.work / "project_data",
+                                                             parent=setup.work, protocol_file=setup.protocol_file))
+    runner.library_files = reported  # its commands' libraries are the check's too
     kinds = {index: task["type"] for index, task in enumerate(tasks)}
-    tally = Tally()
-    for task_id in sorted(theirs):
-        verdict = score_verdict(theirs[task_id], ours.get(task_id, []), kinds.get(task_id) == "review")
-        if verdict == "floored":  # the environment keeps Result Acc in [0, 1]: a listed deviation
-            tally.note("negative review cosine floored at 0")
-        tally.add(kinds.get(task_id, "?"), verdict != "differs", None if verdict != "differs" else {
-            "task": task_id, "release": theirs[task_id], "project": ours.get(task_id)})
-    setup.results["evaluation scores"] = tally
-    theirs_prompts = json.loads(record.read_text(encoding="utf-8"))["agent_prompts"]
-    ours_prompts_file = setup.work / "project_eval_prompts.json"
-    ours_prompts = json.loads(ours_prompts_file.read_text("utf-8")) if ours_prompts_file.exists() else []
-    for part in ("prompt", "output"):
+    for mode in ("single-turn", "multi-turn"):
+        log(f"puma evaluation ({mode}): the PUMA agent generating live on {test_count} test task(s) ...")
+        turns = ["--max_steps", "-1", "--user_mode", "no"] if mode == "single-turn" else [
+            "--max_steps", str(MULTITURN_STEPS), "--user_mode", "naive", "--user_model", USER_MODEL]
+        label = mode.replace("-", "")
+        release_logs, log_path = setup.work / f"release_eval_{label}", setup.work / f"release_eval_{label}.log"
+        record = setup.work / f"release_eval_{label}_calls.json"
+        shutil.rmtree(release_logs, ignore_errors=True)  # the release's run.py resumes from a file of the same name
+        ours_path, ours_prompts_file = setup.work / f"project_eval_{label}.json", \
+            setup.work / f"project_eval_{label}_prompts.json"
+        with user_server(setup.timeout_s) as theirs_user, user_server(setup.timeout_s) as ours_user:
+            process = runner.start("run", log_path, hub={LLAMA_ID: str(model)}, record=record,
+                                   base_url=theirs_user.url if mode == "multi-turn" else None,
+                                   release_argv=["--env", "pwab", "--model", "finetune/llama", *turns,
+                                                 "--agent_strategy", "puma", "--puma_generate", "1",
+                                                 "--puma_model_path", str(adapter),
+                                                 "--puma_function_file", str(function_res), "--agent_memory",
+                                                 "taskspe", "--task_split", "test", "--end_index", str(test_count),
+                                                 "--max_concurrency", "1", "--log_dir", str(release_logs)],
+                                   cwd=setup.work / "release")
+            run_project(setup, f"evaluation_{label}", [
+                sys.executable, "-c", RECORDING_RUN, str(ours_prompts_file),
+                "--data_dir", str(setup.work / "project_data"), *turns,
+                *(["--user_api_base", ours_user.url] if mode == "multi-turn" else []),
+                "--agent_strategy", "puma", "--recipe", "release", "--puma_generate", "1",
+                "--puma_model_path", str(adapter), "--puma_function_file", str(function_res),
+                # the release's run.py never hands --memory_length to the agent: it uses 10
+                "--memory_length", "10", "--task_split", "test", "--end_index", str(test_count),
+                "--max_concurrency", "1", "--puma_dtype", "float16",  # the release loads its model in fp16
+                "--out", str(ours_path), "--overwrite",
+                *(["--protocol_file", setup.protocol_file] if setup.protocol_file else [])])
+            runner.finish(process, f"release run.py (puma agent, {mode})", log_path)
+        theirs_file = next(release_logs.rglob("*.json"), None)
+        if theirs_file is None:
+            raise ParityError(f"the release's run.py wrote no result file under {release_logs}; see {log_path}")
+        theirs, ours = result_scores(theirs_file), result_scores(ours_path)
+        theirs_steps, ours_steps = attempts(theirs_file), attempts(ours_path)
         tally = Tally()
-        if len(theirs_prompts) != len(ours_prompts):
-            tally.add("count", False, {"release": len(theirs_prompts), "project": len(ours_prompts)})
-        for index, (a, b) in enumerate(zip(theirs_prompts, ours_prompts)):
-            tally.add(part, a[part] == b[part], None if a[part] == b[part] else {
-                "index": index, "diff": first_difference(a[part], b[part])})
-        setup.results[f"evaluation agent {part}s"] = tally
+        above = {}
+        for task_id in sorted(set(theirs) | set(ours)):
+            kind = kinds.get(task_id, "?")
+            verdict = score_verdict(theirs.get(task_id, []), ours.get(task_id, []), kind == "review")
+            if verdict == "floored":  # the environment keeps Result Acc in [0, 1]: a listed deviation
+                tally.note("negative review cosine floored at 0")
+            same_steps = theirs_steps.get(task_id) == ours_steps.get(task_id)
+            tally.add(kind, verdict != "differs" and same_steps, None if verdict != "differs" and same_steps else {
+                "task": task_id, "release": theirs.get(task_id), "project": ours.get(task_id),
+                "attempts": [theirs_steps.get(task_id), ours_steps.get(task_id)]})
+            if theirs.get(task_id, [0, 0])[1] > 0 and ours.get(task_id, [0, 0])[1] > 0:
+                above[kind] = above.get(kind, 0) + 1
+        tally.facts["tasks scoring above 0 on both sides, per type"] = above
+        tally.facts["scored attempts (release, project)"] = [sum(theirs_steps.values()), sum(ours_steps.values())]
+        if not above:
+            tally.cannot_compare("no task's Result Acc is above 0 on both sides")
+        setup.results[f"evaluation scores ({mode})"] = tally
+        theirs_prompts = json.loads(record.read_text(encoding="utf-8"))["agent_prompts"]
+        ours_prompts = json.loads(ours_prompts_file.read_text("utf-8")) if ours_prompts_file.exists() else []
+        calls = [len(theirs_prompts), len(ours_prompts)]
+        # The release's agent generates again at every step of a task from the same prompt (built from
+        # the task, its function and memory, never from the conversation) and so, greedy, gets the
+        # same output; the project's generates once and repeats the action. Each run of identical
+        # calls counts once; a release prompt that changed within a task would stay a difference.
+        theirs_prompts = [call for number, call in enumerate(theirs_prompts)
+                          if number == 0 or call != theirs_prompts[number - 1]]
+        for part in ("prompt", "output"):
+            tally = Tally()
+            tally.facts["generation calls (release, project)"] = calls
+            if len(theirs_prompts) != len(ours_prompts):
+                tally.add("count", False, {"release": len(theirs_prompts), "project": len(ours_prompts)})
+            for index, (a, b) in enumerate(zip(theirs_prompts, ours_prompts)):
+                tally.add(part, a[part] == b[part], None if a[part] == b[part] else {
+                    "index": index, "diff": first_difference(a[part], b[part])})
+            setup.results[f"evaluation agent {part}s ({mode})"] = tally
+
+
+def chosen_tasks(setup: PumaSetup, log: Callable[[str], None]) -> tuple[Path, Path]:
+    """The task files both sides read (`--limit`: N of each type per split, drawn with `--seed`),
+    all splits and the train split alone; the draw goes into the report."""
+    from devtools.parity_selection import choose_from_data, write_tasks
+
+    tasks, choice = choose_from_data(setup.data_dir, setup.limit, setup.seed)
+    setup.facts["tasks"] = choice.facts()
+    counts = {split: len(positions) for split, positions in choice.positions.items()}
+    log(f"puma: tasks compared: {counts['train']} train, {counts['test']} test"
+        + (f" ({setup.limit} of each type per split, drawn with seed {setup.seed})" if setup.limit else ""))
+    return (write_tasks(tasks, choice, setup.work / "tasks.json"),
+            write_tasks(tasks, choice, setup.work / "tasks_train.json", splits=("train",)))
+
+
+def coverage(setup: PumaSetup) -> dict[str, Any]:
+    """What the report can say was covered: the task types compared in step 1's examples, the
+    candidate types that scored above 0 on both sides in step 4, the evaluation's tasks above 0."""
+    facts: dict[str, Any] = {}
+    step1 = [tally for label, tally in setup.results.items() if label.startswith("step1 param data")]
+    if step1:
+        facts["task types in step 1"] = sorted({kind for tally in step1 for kind in tally.by_type})
+    scores = setup.results.get("step4 scores above 0 on both sides")
+    if scores is not None:
+        facts["candidate types above 0 on both sides (step 4)"] = sorted(scores.by_type)
+    for label, tally in setup.results.items():
+        if label.startswith("evaluation scores"):
+            facts[f"{label}: types above 0 on both sides"] = sorted(
+                tally.facts.get("tasks scoring above 0 on both sides, per type", {}))
+    return facts
 
 
 def run_check(setup: PumaSetup, runner: ReleaseRunner, log: Callable[[str], None] = print) -> dict[str, Tally]:
     setup.work.mkdir(parents=True, exist_ok=True)
     model = with_chat_generation_defaults(stand_in_model(setup))
-    tasks_file = limited_tasks(setup.data_dir, setup.limit, setup.work / "tasks.json")
-    train_tasks = limited_tasks(setup.data_dir, setup.limit, setup.work / "tasks_train.json", splits=("train",))
+    tasks_file, train_tasks = chosen_tasks(setup, log)
     history = merged_parts(setup.data_dir, "user_history_part_*.json", setup.work / "user_history.json")
     products = merged_parts(setup.data_dir, "all_products_part_*.json", setup.work / "all_products.json")
-    release_dir, project_dir = step1(setup, runner, tasks_file, history, model, log)
+    release_dir, project_dir, run_dir = step1(setup, runner, tasks_file, history, model, log)
+    if "settings" in setup.steps:
+        from devtools.parity_settings import ReleaseInputs, settings_items
+
+        adapter = random_adapter(model, setup.work / "adapter")
+        function_file = setup.work / "settings_functions.json"
+        function_file.write_text(json.dumps({e["instruction"]: [e["label"]] for split in SPLITS for e in json.loads(
+            (project_dir / f"function_{split}.json").read_text(encoding="utf-8"))}), encoding="utf-8")
+        inputs = ReleaseInputs(setup.work, model, adapter, release_dir / "param_data.json",
+                               release_dir / "function_data.json", function_file)
+        items, values = settings_items(runner, setup.release_dir, inputs, run_dir, setup.repo_root,
+                                       {LLAMA_ID: str(model)}, log)
+        setup.results.update(items)
+        setup.facts["settings"] = values
     setup.results.update(parity_tokenizer.run_item(runner, release_dir, model, LLAMA_ID, setup.work, log))
     if "2" in setup.steps:
         step2(setup, runner, release_dir, project_dir, model, log)
@@ -811,20 +969,24 @@ def run_check(setup: PumaSetup, runner: ReleaseRunner, log: Callable[[str], None
 
         training_items(setup, runner, release_dir, project_dir, model, log)
     if "eval" in setup.steps:
-        evaluation(setup, runner, model, len(json.loads(tasks_file.read_text(encoding="utf-8"))["test"]), log)
+        evaluation(setup, runner, model, project_dir,
+                   len(json.loads(tasks_file.read_text(encoding="utf-8"))["test"]), log)
     if "agent" in setup.steps:
         from devtools.parity_agent import agent_paths
 
         agent_paths(setup, runner, log)
+    setup.facts["coverage"] = coverage(setup)
     return setup.results
 
 
 def summary_lines(setup: PumaSetup) -> list[str]:
-    return [tally.line(f"puma {label}") for label, tally in setup.results.items()]
+    covered = setup.facts.get("coverage", {})
+    lines = [f"puma coverage: {'; '.join(f'{what}: {json.dumps(value)}' for what, value in covered.items())}"]
+    return lines + [tally.line(f"puma {label}") for label, tally in setup.results.items()]
 
 
 def report(setup: PumaSetup) -> dict[str, Any]:
-    return {label: tally.to_dict() for label, tally in setup.results.items()}
+    return {"items": {label: tally.to_dict() for label, tally in setup.results.items()}, **setup.facts}
 
 
 def all_identical(results: dict[str, Tally]) -> bool:

@@ -224,8 +224,9 @@ def compare_scores(theirs: dict[str, dict[str, float]], ours: dict[str, dict[str
 def scores_above_zero(theirs: dict[str, dict[str, float]], ours: dict[str, dict[str, float]], types: dict[str, str],
                       reordered: dict[str, dict[str, float]] | None = None,
                       required: tuple[str, ...] = ("search", "recommend")) -> Tally:
-    """The candidates both sides score above 0, compared; a type of `required` with none is a
-    failure (the comparison would be blind to ranking and hits)."""
+    """The candidates both sides score above 0, compared; a type of `required` with none makes the
+    item not comparable on these inputs (said, with which type: the comparison would be blind to
+    ranking and hits)."""
     tally = Tally()
     for instruction, scored in theirs.items():
         kind = types.get(instruction, "?")
@@ -235,9 +236,9 @@ def scores_above_zero(theirs: dict[str, dict[str, float]], ours: dict[str, dict[
                 verdict = classify_score(kind, score, mine, (reordered or {}).get(instruction, {}).get(candidate))
                 tally.add(kind, verdict != "differs", None if verdict != "differs" else {
                     "instruction": instruction[:60], "candidate": candidate[:60], "release": score, "project": mine})
-    for kind in required:
-        if kind not in tally.by_type:
-            tally.add(kind, False, {"degenerate": f"no {kind} candidate scored above 0 on both sides"})
+    missing = [kind for kind in required if kind not in tally.by_type]
+    if missing:  # the inputs' property: said, never counted as a difference
+        tally.cannot_compare(f"no {' or '.join(missing)} candidate scored above 0 on both sides")
     return tally
 
 

@@ -50,13 +50,15 @@ class Injection:
         return tuple(self.probe_items)
 
 
+GENERATE_PARAM = ("settings [generate_param]",)
 INJECTIONS: tuple[Injection, ...] = (
+    # --- code
     Injection("top_p", "PUMA/modeling.py", '"top_k": 50, "top_p": 1.0,', '"top_k": 50, "top_p": 0.9,',
-              {"generation": ("step3 DPO candidates generate settings",)}, ("step3 DPO candidates generate settings",),
-              "3"),
+              {"generation": ("step3 DPO candidates generate settings",), "settings": GENERATE_PARAM},
+              ("step3 DPO candidates generate settings", *GENERATE_PARAM), "3,settings"),
     Injection("top_k", "PUMA/modeling.py", '"top_k": 50, "top_p": 1.0,', '"top_k": 40, "top_p": 1.0,',
-              {"generation": ("step3 DPO candidates generate settings",)}, ("step3 DPO candidates generate settings",),
-              "3"),
+              {"generation": ("step3 DPO candidates generate settings",), "settings": GENERATE_PARAM},
+              ("step3 DPO candidates generate settings", *GENERATE_PARAM), "3,settings"),
     Injection("memory cut length", "PUMA/prompting.py",
               "room = max(0, max_tokens - tokenizer.num_special_tokens_to_add())",
               "room = max(0, max_tokens - 1 - tokenizer.num_special_tokens_to_add())",
@@ -66,20 +68,46 @@ INJECTIONS: tuple[Injection, ...] = (
               'return list(dict.fromkeys(part.strip() for part in text.split(",") if keep_empty or part.strip()))',
               'return sorted(dict.fromkeys(part.strip() for part in text.split(",") if keep_empty or part.strip()))',
               {"scores": ("step4 candidate scores",)}, ("step4 candidate scores",), "4"),
-    Injection("LoRA dropout", "PUMA/lora.py", 'lora_dropout: float = setting(0.0, "dropout on the LoRA input")',
-              'lora_dropout: float = setting(0.05, "dropout on the LoRA input")',
-              {"sft": ("SFT training",), "dpo": ("DPO training",)}, ("SFT training", "DPO training"),
-              "sft_train,dpo_train"),
+    Injection("empty review scored as the placeholder", "PUMA/score.py",
+              'texts = [actions[i].arguments["review"] if raw_review else actions[i].arguments["review"] or',
+              'texts = [actions[i].arguments["review"] or',
+              {"scores": ("step4 candidate scores",)}, ("step4 candidate scores",), "4"),
     Injection("learning-rate schedule", "PUMA/sft.py",
               "learning_rate=config.learning_rate, remove_unused_columns=False,",
               'learning_rate=config.learning_rate, lr_scheduler_type="cosine", remove_unused_columns=False,',
-              {"sft": ("SFT training",)}, ("SFT training",), "sft_train"),
+              {"sft": ("SFT training",), "settings": ("settings [sft]",)}, ("SFT training", "settings [sft]"),
+              "sft_train,settings"),
     Injection("epochs", "PUMA/sft.py", "num_train_epochs=config.num_train_epochs,\n",
-              "num_train_epochs=config.num_train_epochs + 1,\n", {"sft": ("SFT training",)}, ("SFT training",),
-              "sft_train"),
+              "num_train_epochs=config.num_train_epochs + 1,\n",
+              {"sft": ("SFT training",), "settings": ("settings [sft]",)}, ("SFT training", "settings [sft]"),
+              "sft_train,settings"),
     Injection("DPO beta", "PUMA/dpo.py", "args = DPOConfig(output_dir=config.output_dir, beta=config.beta,",
-              "args = DPOConfig(output_dir=config.output_dir, beta=config.beta * 2,", {"dpo": ("DPO training",)},
-              ("DPO training",), "dpo_train"),
+              "args = DPOConfig(output_dir=config.output_dir, beta=config.beta * 2,",
+              {"dpo": ("DPO training",), "settings": ("settings [dpo]",)}, ("DPO training", "settings [dpo]"),
+              "dpo_train,settings"),
+    # --- values: a step's documented default, and the release recipe file
+    Injection("LoRA dropout default", "PUMA/lora.py", 'lora_dropout: float = setting(0.0, "dropout on the LoRA input")',
+              'lora_dropout: float = setting(0.05, "dropout on the LoRA input")',
+              {"settings": ("documented defaults [sft]", "documented defaults [dpo]")},
+              ("documented defaults [sft]", "documented defaults [dpo]"), "settings"),
+    Injection("num_return_sequences default", "PUMA/generate.py",
+              'num_return_sequences: int = setting(10, "param mode:',
+              'num_return_sequences: int = setting(5, "param mode:',
+              {"settings": ("documented defaults [generate_param]",)}, ("documented defaults [generate_param]",),
+              "settings"),
+    Injection("max_new_tokens default", "PUMA/generate.py",
+              'max_new_tokens: int = setting(256, "param mode:', 'max_new_tokens: int = setting(128, "param mode:',
+              {"settings": ("documented defaults [generate_param]",)}, ("documented defaults [generate_param]",),
+              "settings"),
+    Injection("recipe LoRA rank", "PUMA/configs/release.yaml", "max_length: 1280, lora_r: 16,",
+              "max_length: 1280, lora_r: 8,", {"settings": ("settings [sft]",), "sft": ("SFT training",)},
+              ("settings [sft]", "SFT training"), "settings,sft_train"),
+    Injection("recipe generation temperature", "PUMA/configs/release.yaml", "do_sample: true, temperature: 1.5,",
+              "do_sample: true, temperature: 1.0,",
+              {"settings": GENERATE_PARAM, "generation": ("step3 DPO candidates generate settings",)},
+              (*GENERATE_PARAM, "step3 DPO candidates generate settings"), "settings,3"),
+    Injection("recipe global batch", "PUMA/configs/release.yaml", "sft_batch: [1, 0, 64]", "sft_batch: [1, 0, 32]",
+              {"settings": ("settings [sft]",)}, ("settings [sft]",), "settings"),
 )
 
 
@@ -155,7 +183,8 @@ def prepare_inputs(out: Path, log: Callable[[str], None] = print) -> Path:
 
 def hitting_candidates(data: Any, tasks: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Per train task, candidates that score above 0: the target's title as a query (and its first
-    words); for recommend, the user's latest history ASINs with the target in several orders."""
+    words); for recommend, the user's latest history ASINs with the target in several orders; for
+    review, the real review and its first half, and an empty one."""
     candidates: dict[str, list[str]] = {}
     for task in tasks:
         target = task["target"]["product_info"]
@@ -168,6 +197,9 @@ def hitting_candidates(data: Any, tasks: list[dict[str, Any]]) -> dict[str, list
             asins = [*history, target["parent_asin"]]
             candidates[task["task"]] = [", ".join(asins), ", ".join(reversed(asins)),
                                         ", ".join(asins[1:] + asins[:1]), ", ".join(sorted(asins))]
+        else:  # an empty review scores as the release scores "", the real one close to 1
+            review = task["target"]["review"]["text"]
+            candidates[task["task"]] = ["", review, review[: len(review) // 2]]
     return candidates
 
 
@@ -200,6 +232,12 @@ def compare_probe(probe: str, reference: dict[str, Any], observed: dict[str, Any
         from devtools.parity_puma import compare_scores
 
         return {"step4 candidate scores": compare_scores(reference["scores"], observed["scores"], {})}
+    if probe == "settings":
+        from devtools.parity_settings import compare_values
+
+        return {**compare_values(reference["values"], observed["values"], [], "settings"),
+                **compare_values(reference["defaults"], observed["defaults"], [], "documented defaults",
+                                 stated_only=True)}
     from devtools.parity_training import compare_training
 
     return compare_training(probe, reference, observed)
@@ -277,7 +315,7 @@ def release_selftest(work: Path, parity_args: list[str], injections: tuple[Injec
     clean_report = work / "clean_report.json"
     if clean_report.is_file() and (clean_work / "puma" / "release").is_dir():  # a kept --work_dir
         log(f"self-test: reusing the clean run in {clean_work}")
-        clean = json.loads(clean_report.read_text(encoding="utf-8"))["checks"].get("puma", {})
+        clean = json.loads(clean_report.read_text(encoding="utf-8"))["checks"].get("puma", {}).get("items", {})
     else:
         clean = run_harness(tree_copy(work / "clean"), parity_args, clean_work, clean_report, steps, log, timeout_s)
     outcome.clean["release check, clean tree"] = bool(clean) and all(
@@ -321,9 +359,12 @@ def run_harness(tree: Path, parity_args: list[str], work: Path, report: Path, st
                           env={**os.environ, "PYTHONPATH": str(tree)})
     if done.returncode not in (0, 1) or not report.exists():
         raise SelfTestError(f"{tree.name}: release_parity.py exited {done.returncode}:\n{done.stderr[-3000:]}")
-    return json.loads(report.read_text(encoding="utf-8"))["checks"].get("puma", {})
+    return json.loads(report.read_text(encoding="utf-8"))["checks"].get("puma", {}).get("items", {})
 
 
 def reported_identical(item: dict[str, Any]) -> bool:
-    """A report item compared something and found every part identical."""
+    """A report item found every part it compared identical, and compared something (or said why
+    these inputs give it nothing to compare)."""
+    if item.get("not_comparable"):
+        return item.get("compared") == item.get("identical")
     return item.get("compared", 0) > 0 and item.get("compared") == item.get("identical")

@@ -11,7 +11,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from devtools import parity_libraries, parity_observations, parity_puma, parity_requests
+from devtools import parity_libraries, parity_observations, parity_puma, parity_requests, parity_selection
 from devtools.release_mirror import (PINNED_COMMIT, ParityError, ReleaseRunner, build_mirror,
                                                 check_release_dir, data_sources)
 
@@ -37,6 +37,7 @@ class ParityConfig:
     timeout_s: float = 3600
     puma_model: str | None = None  # the puma check's stand-in model folder (default: a tiny Llama made for the run)
     puma_new_tokens: int = 48
+    seed: int = parity_selection.DEFAULT_SEED  # the puma check's draw of tasks (with `limit`)
     release_libs: str | None = None  # the libraries of the release's time (the puma check runs the release on them)
     puma_steps: tuple[str, ...] = parity_puma.STEPS
 
@@ -78,7 +79,8 @@ class ParityConfig:
             if not Path(path).is_dir():
                 raise ParityError(f"--extra_path {path}: not a directory")
         check_release_dir(self.release_dir)
-        data_sources(self.data_dir, self.protocol_file)
+        if self.protocol_file:  # without one, the pack and its index are made first (`release_pack`)
+            data_sources(self.data_dir, self.protocol_file)
         tasks = load_tasks(self.data_dir)
         if self.split not in tasks or not tasks[self.split]:
             raise ParityError(f"--data_dir {self.data_dir}: no tasks in split {self.split!r}")
@@ -124,11 +126,40 @@ def function_file(config: ParityConfig, tasks: list[dict[str, Any]], work: Path)
     return path
 
 
+def release_pack(config: ParityConfig, work: Path, log: Callable[[str], None]) -> str:
+    """The release protocol pack built from `--release_dir` (the release's own texts: both sides
+    must read them, or the project's side would compare its own), and the data's Lucene index
+    for its texts when missing, built once into the data folder as `pwab build --protocol_file`
+    would. Returns the pack's path."""
+    from PersonalWAB.build import build_artifacts
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.engines.search import search_index_dir
+    from PersonalWAB.errors import DataError
+    from PersonalWAB.protocol import load_protocol
+    from PersonalWAB.protocol.pack import build_pack, write_pack
+
+    path = work / "release_protocol.json"
+    log(f"no --protocol_file: building the release protocol pack from {config.release_dir} into {path}")
+    try:
+        write_pack(build_pack(config.release_dir), path)
+        data = load_benchmark_data(config.data_dir)
+        protocol = load_protocol(path)
+        if not search_index_dir(data, "lucene", protocol).exists():
+            log(f"building the Lucene index of {config.data_dir} for the release's product texts (once) ...")
+            build_artifacts(data, ("lucene",), recommender=False, protocol=protocol, log=log)
+    except DataError as exc:
+        raise ParityError(f"--release_dir {config.release_dir}: {exc}") from None
+    return str(path)
+
+
 def run_session(config: ParityConfig, scratch: Path, repo_root: Path,
                 log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the chosen checks; the report says per check what was compared and what differed."""
     work = config.work_dir or scratch
     work.mkdir(parents=True, exist_ok=True)
+    if config.protocol_file is None:
+        config = dataclasses.replace(config, protocol_file=release_pack(config, work, log))
+        data_sources(config.data_dir, config.protocol_file)
     split_tasks = load_tasks(config.data_dir)[config.split]
     tasks = split_tasks[:config.limit] if config.limit else split_tasks
     mirror = build_mirror(config.release_dir, config.data_dir, parent=work, protocol_file=config.protocol_file)
@@ -181,13 +212,14 @@ def run_session(config: ParityConfig, scratch: Path, repo_root: Path,
             runner = dataclasses.replace(runner, release_libs=config.release_libs)
             setup = parity_puma.PumaSetup(
                 data_dir=Path(config.data_dir).resolve(), work=work / "puma", repo_root=repo_root,
-                protocol_file=config.protocol_file, model_dir=Path(config.puma_model).resolve() if config.puma_model
-                else None, limit=config.limit, param_new_tokens=config.puma_new_tokens, timeout_s=config.timeout_s,
+                release_dir=Path(config.release_dir).resolve(), protocol_file=config.protocol_file,
+                model_dir=Path(config.puma_model).resolve() if config.puma_model else None, limit=config.limit,
+                seed=config.seed, param_new_tokens=config.puma_new_tokens, timeout_s=config.timeout_s,
                 steps=config.puma_steps)
             results = parity_puma.run_check(setup, runner, log)
             for line in parity_puma.summary_lines(setup):
                 log(line)
-            report["libraries"] = parity_libraries.report(runner)
+            report["libraries"] = parity_libraries.report(runner, setup.work / "puma_run")
             log(parity_libraries.summary_line(report["libraries"]))
             report["checks"]["puma"] = parity_puma.report(setup)
             identical &= parity_puma.all_identical(results)

@@ -2,19 +2,21 @@
 the release's own script on the libraries of its time and by this project's `--recipe release`
 step on its own, from the same stand-in model, the same initial adapter and the same data.
 
-* SFT training: `PUMA/finetune_llama.py` (the hyperparameters of its
-  `finetune_function_param.sh`, `--train_on function_param`) and `PUMA.sft.train_sft` with the
-  project's defaults, each on its own step-1 files (which step 1 shows identical);
+* SFT training: `PUMA/finetune_llama.py` (its `finetune_function_param.sh`'s flags, read from the
+  release, with the release recipe's reading `--train_on function_param`) and `puma sft --recipe
+  release` as its command line makes its settings, each on its own step-1 files (which step 1
+  shows identical);
 * merge: `PUMA/merge_save.py` and `PUMA.merge` on the release's last SFT checkpoint;
-* DPO training: `PUMA/dpo_llama.py` (`dpo_llama.sh`'s hyperparameters) and `PUMA.dpo.train_dpo`
+* DPO training: `PUMA/dpo_llama.py` (`dpo_llama.sh`'s flags) and `puma dpo --recipe release`
   on the release's step-5 pairs, both starting from the release's merged model.
 
 Only the gradient accumulation is set on both sides (the scripts' 16 and the project's global
-batch 64 exceed the tiny data): the smallest count from 4 up that the number of examples does
-not divide, so every epoch ends inside an accumulation. Both train on the CPU in fp32, single
-threaded, each from the same adapter weights (`make_initial_adapter`: random LoRA matrices, B
-included, so the adapter changes the outputs from the first step), put into the PEFT model
-after the trainer is built (devtools/training_probe.py). Compared: the settings each trainer
+batch 64 exceed the tiny data; the settings items compare the real ones): the smallest count from
+4 up that the number of examples does not divide, so every epoch ends inside an accumulation. Both
+train on the CPU in fp32, single threaded, each from the same adapter weights
+(`make_initial_adapter`: random LoRA matrices, B included, so the adapter changes the outputs from
+the first step), put into the PEFT model after the trainer is built (devtools/training_probe.py);
+how each trainer's own adapter started is compared first (`compare_initialisation`). Compared: the settings each trainer
 used, every optimizer step's loss, gradient norm and learning rate (and the micro-batches in
 it; for DPO each one's rewards), the trained weights; for the merge every merged tensor and
 what the saved tokenizers make of every step-1 prompt. Tolerances: docs/fidelity.md.
@@ -33,7 +35,7 @@ from typing import Any
 
 from PersonalWAB.settings import parse, setting
 from devtools.parity_compare import Tally
-from devtools.parity_puma import LLAMA_ID, PumaSetup, run_project
+from devtools.parity_puma import HARDWARE_FLAGS, LLAMA_ID, PumaSetup, release_call, run_project
 from devtools.release_mirror import ParityError, ReleaseRunner
 
 ITEMS = {"sft": "SFT training", "dpo": "DPO training"}
@@ -42,16 +44,12 @@ RELEASE_LORA = {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "bias": "none",
                 "target_modules": ["q_proj", "v_proj", "k_proj", "o_proj", "gate_proj", "down_proj", "up_proj"],
                 "modules_to_save": ["embed_tokens", "lm_head", "input_layernorm", "post_attention_layernorm", "norm"]}
 INITIAL_SCALE = 0.05  # std of the initial LoRA matrices
-# The release's scripts' hyperparameters (PUMA/scripts/finetune_function_param.sh, dpo_llama.sh) but
-# the accumulation, DeepSpeed and fp16 (the CPU trains in fp32).
-SFT_ARGUMENTS = ("--train_epoch", "10", "--learning_rate", "3e-4", "--train_batch_size", "1", "--source_length", "1280",
-                 "--warmup_ratio", "0.1", "--eval_strategy", "epoch", "--save_strategy", "epoch",
-                 "--save_total_limit", "5", "--logging_steps", "10", "--temperature", "1.0",
-                 "--train_on", "function_param")
-DPO_ARGUMENTS = ("--train_epoch", "5", "--learning_rate", "5e-5", "--train_batch_size", "1", "--source_length", "1024",
-                 "--warmup_ratio", "0.1", "--eval_strategy", "epoch", "--save_strategy", "epoch",
-                 "--save_total_limit", "5", "--logging_steps", "10", "--train_on", "param", "--prompt_length", "768",
-                 "--beta", "0.1")
+# What the training items change in the release's scripts' flags (PUMA/scripts/finetune_function_param.sh,
+# dpo_llama.sh, read from the release): the GPU flags (the CPU trains in fp32), the gradient
+# accumulation (`accumulation_for`, on both sides), and for SFT the data it trains on: the script says
+# `--train_on param` and cannot run as shipped; the release recipe's reading, function_param
+# (PUMA/configs/release.yaml `readings`), which the settings item reports.
+TRAIN_ON_READING = "function_param"
 LOSS_RTOL = 1e-4
 GRAD_NORM_RTOL = 1e-4
 LR_RTOL = 1e-9
@@ -117,29 +115,33 @@ def _train_probed(module: Any, builder: str, train: Callable[[Any], Path], confi
 
 def project_sft(model: Path | str, function_data: Path | str, param_data: Path | str, output_dir: Path | str,
                 initial_adapter: Path | str, gradient_accumulation_steps: int) -> dict[str, Any]:
-    """`PUMA.sft.train_sft` under `--recipe release` with its defaults on function and parameter
-    data, trained from `initial_adapter`: every optimizer step, the settings, the weights."""
+    """`puma sft --recipe release` as its command line makes its settings (the files, and the one
+    shared accumulation), trained from `initial_adapter`: every optimizer step, the settings, the
+    weights."""
     from PUMA import sft
 
+    from devtools.parity_puma import project_settings
     from devtools.training_probe import TrainingProbe
 
-    config = sft.SFTConfig(recipe="release", model_path=str(model), train_on="function_param",
-                           function_data=str(function_data), param_data=str(param_data), output_dir=str(output_dir),
-                           gradient_accumulation_steps=gradient_accumulation_steps)
+    config = project_settings(sft.SFTConfig, "sft", "--model_path", str(model), "--function_data", str(function_data),
+                              "--param_data", str(param_data), "--out", str(output_dir),
+                              "--gradient_accumulation_steps", str(gradient_accumulation_steps))
     return _train_probed(sft, "build_sft_trainer", sft.train_sft, config, Path(initial_adapter),
                          TrainingProbe(input_key="input_ids"))
 
 
 def project_dpo(model: Path | str, pairs: Path | str, output_dir: Path | str, initial_adapter: Path | str,
                 gradient_accumulation_steps: int) -> dict[str, Any]:
-    """`PUMA.dpo.train_dpo` under `--recipe release` with its defaults on `pairs`, trained from
+    """`puma dpo --recipe release` as its command line makes its settings on `pairs`, trained from
     `initial_adapter`."""
     from PUMA import dpo
 
+    from devtools.parity_puma import project_settings
     from devtools.training_probe import TrainingProbe
 
-    config = dpo.DPOStepConfig(recipe="release", model_path=str(model), data_file=str(pairs),
-                               output_dir=str(output_dir), gradient_accumulation_steps=gradient_accumulation_steps)
+    config = project_settings(dpo.DPOStepConfig, "dpo", "--model_path", str(model), "--data_file", str(pairs),
+                              "--out", str(output_dir), "--gradient_accumulation_steps",
+                              str(gradient_accumulation_steps))
     return _train_probed(dpo, "build_dpo_trainer", dpo.train_dpo, config, Path(initial_adapter),
                          TrainingProbe(rewards=True))
 
@@ -277,10 +279,34 @@ def compare_weights(tally: Tally, release: dict[str, Any], project: dict[str, An
     return largest
 
 
+SEEDED_LORA = ("LoRA A matrices drawn differently: the project draws them from --seed (a listed deviation), the "
+               "release from torch's default generator after its model loads")
+
+
+def compare_initialisation(tally: Tally, release: dict[str, Any], project: dict[str, Any]) -> None:
+    """Each side's own adapter as its trainer built it (before the shared one replaced it): the
+    same tensors, shapes, dtypes, zero B matrices, saved modules equal to the base's, A matrices
+    within PEFT's bound; the A values themselves differ by the listed seeding deviation."""
+    for name in sorted(set(release) | set(project)):
+        a, b = release.get(name), project.get(name)
+        if a is None or b is None:
+            tally.add("own initialisation", False, {"tensor": name, "only_in": "release" if b is None else "project"})
+            continue
+        scheme = ("shape", "dtype", "zero", "equals_original", "within_kaiming_bound")
+        differs = {key: [a.get(key), b.get(key)] for key in scheme if a.get(key) != b.get(key)}
+        if ".lora_A." in name and a.get("within_kaiming_bound") is False:
+            differs["within_kaiming_bound (release)"] = False
+        tally.add("own initialisation", not differs, None if not differs else {"tensor": name, "fields": differs})
+        if not differs and a["digest"] != b["digest"]:
+            tally.note(SEEDED_LORA)
+
+
 def compare_training(kind: str, release: dict[str, Any], project: dict[str, Any]) -> dict[str, Tally]:
-    """The SFT (`kind` sft) or DPO (dpo) training item: the initial adapter each side loaded, the
-    effective settings, every optimizer step, the trained weights."""
+    """The SFT (`kind` sft) or DPO (dpo) training item: each side's own initial adapter, the
+    initial adapter each side loaded, the effective settings, every optimizer step, the trained
+    weights."""
     tally = Tally()
+    compare_initialisation(tally, release.get("own_initial_adapter", {}), project.get("own_initial_adapter", {}))
     same = release["initial_adapter"] == project["initial_adapter"] and not release["initial_adapter"]["not_in_file"]
     tally.add("initial adapter", same, None if same else {"release": release["initial_adapter"],
                                                           "project": project["initial_adapter"]})
@@ -338,9 +364,11 @@ def sft_training(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, pro
     initial = make_initial_adapter(model, setup.work / "initial_sft_adapter.safetensors")
     out_dir = setup.work / "release_sft_out"
     shutil.rmtree(out_dir, ignore_errors=True)  # the script adds a folder per run: keep only this run's
-    process, out, log_path = _release_training(setup, runner, "sft_train", model, initial, release_dir, [
-        "--data_path", str(param), "--function_data_path", str(function), "--output_dir", str(out_dir),
-        "--model_name", str(model), "--gradient_accumulation_steps", str(accumulation), *SFT_ARGUMENTS])
+    process, out, log_path = _release_training(setup, runner, "sft_train", model, initial, release_dir, release_call(
+        setup, "finetune_function_param.sh", {
+            "--data_path": str(param), "--function_data_path": str(function), "--output_dir": str(out_dir),
+            "--model_name": str(model), "--gradient_accumulation_steps": str(accumulation),
+            "--train_on": TRAIN_ON_READING}, drop=HARDWARE_FLAGS))
     ours = _project_observation(setup, "sft_train", "sft", {
         "model": str(model), "function_data": str(project_dir / "function_train.json"),
         "param_data": str(project_dir / "param_train.json"), "output_dir": str(setup.work / "project_sft_out"),
@@ -385,9 +413,10 @@ def dpo_training(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, mer
     # its eval split must exist
     theirs_data.write_text(json.dumps({"train": pairs, "test": pairs[:2]}), encoding="utf-8")
     ours_data.write_text(json.dumps(pairs), encoding="utf-8")
-    process, out, log_path = _release_training(setup, runner, "dpo_train", merged, initial, release_dir, [
-        "--data_path", str(theirs_data), "--output_dir", str(setup.work / "release_dpo_out"), "--model_name",
-        str(merged), "--gradient_accumulation_steps", str(accumulation), *DPO_ARGUMENTS])
+    process, out, log_path = _release_training(setup, runner, "dpo_train", merged, initial, release_dir, release_call(
+        setup, "dpo_llama.sh", {
+            "--data_path": str(theirs_data), "--output_dir": str(setup.work / "release_dpo_out"),
+            "--model_name": str(merged), "--gradient_accumulation_steps": str(accumulation)}, drop=HARDWARE_FLAGS))
     ours = _project_observation(setup, "dpo_train", "dpo", {
         "model": str(merged), "pairs": str(ours_data), "output_dir": str(setup.work / "project_dpo_out"),
         "initial_adapter": str(initial), "gradient_accumulation_steps": accumulation})

@@ -60,6 +60,10 @@ Commands (`command`, with the fields each reads besides `mirror`):
     sft_train | dpo_train   cwd, release_argv, initial_adapter, out
         the release's finetune_llama.py / dpo_llama.py trained whole from the adapter weights in
         `initial_adapter`, every optimizer step recorded (devtools/release_training.py)
+    settings      cwd, script, release_argv, stop, out
+        what one of the release's scripts runs with, given those arguments: its argparse
+        namespace, its LoRA and trainer arguments, or its first generation's decoding
+        (devtools/release_settings.py)
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ LIBRARIES = ("torch", "transformers", "tokenizers", "trl", "peft", "accelerate",
 RELEASE_LIBRARIES = LIBRARIES[1:]  # all but torch come from --release_libs
 EXIT_MISSING_PACKAGE = 3
 COMMANDS = ("observations", "run", "script", "sft_batches", "dpo_rows", "sft_train", "dpo_train", "tokenizer_ids",
-            "set_orders")
+            "set_orders", "settings")
 
 
 @dataclass
@@ -108,6 +112,7 @@ class Request:
     rows: int = 64
     initial_adapter: str | None = None
     texts: str | None = None
+    stop: str = "args"  # settings: where the script stops (devtools/release_settings.py)
 
 
 def read_request(path: Path) -> Request:
@@ -485,6 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         elif request.command in ("sft_train", "dpo_train"):
             sibling("release_training").train(request.command, run_script, mirror, cwd, request.release_argv,
                                               Path(request.initial_adapter), out)
+        elif request.command == "settings":
+            sibling("release_settings").record(
+                request.stop, lambda: run_script(mirror, cwd, request.script, request.release_argv, None), out)
         elif request.command == "sft_batches":
             sft_batches(mirror, Path(request.param_data), Path(request.function_data), request.model,
                         request.max_length, request.batches, out)

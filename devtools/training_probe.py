@@ -3,8 +3,9 @@ the parity harness: the release's training scripts on the libraries of its time 
 4.45, TRL 0.11, PEFT 0.13) and this project's PUMA steps on today's.
 
 It imports nothing from this project, so the release worker loads it by path. A probe is
-attached to a built trainer before `train()`: it puts the initial adapter weights (one file,
-the same for both sides) into the trainer's PEFT model, and records for every optimizer step
+attached to a built trainer before `train()`: it notes how the trainer's own adapter starts
+(`initialisation`), puts the initial adapter weights (one file, the same for both sides) into the
+trainer's PEFT model, and records for every optimizer step
 the loss of each micro-batch (as the trainer's `compute_loss` returned it, in training mode
 only), the gradient norm before clipping, the learning rate the step used and, for DPO, each
 micro-batch's mean chosen and rejected rewards. `observation` then reads the settings the
@@ -50,6 +51,30 @@ def load_trainable(model: Any, path: Path) -> dict[str, Any]:
             "not_loaded": sorted(set(tensors) - set(fits))}
 
 
+def initialisation(model: Any) -> dict[str, dict[str, Any]]:
+    """How the trainer's own adapter starts, per trainable tensor: shape, dtype, whether it is all
+    zeros, whether it equals the module it was copied from (the modules saved whole), the largest
+    value against the bound of PEFT's LoRA initialisation (kaiming-uniform, 1/sqrt(fan-in)), and a
+    digest of the values."""
+    import torch
+
+    everything = dict(model.named_parameters())
+    summary = {}
+    for name, parameter in trainable(model).items():
+        values = parameter.detach().float().cpu()
+        original = everything.get(name.replace("modules_to_save.default", "original_module"))
+        entry: dict[str, Any] = {"shape": list(values.shape), "dtype": str(parameter.dtype).removeprefix("torch."),
+                                 "zero": bool(torch.count_nonzero(values) == 0),
+                                 "max_abs": float(values.abs().max()) if values.numel() else 0.0,
+                                 "digest": hashlib.sha1(values.numpy().tobytes()).hexdigest()[:16]}
+        if original is not None:
+            entry["equals_original"] = bool(torch.equal(values, original.detach().float().cpu()))
+        if ".lora_A." in name and values.dim() == 2:
+            entry["within_kaiming_bound"] = entry["max_abs"] <= (1 / values.shape[1] ** 0.5) * (1 + 1e-6)
+        summary[name] = entry
+    return summary
+
+
 def tensor_record(tensor: Any) -> dict[str, Any]:
     """A tensor as JSON: dtype, shape and its values (float) in row-major order."""
     return {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": list(tensor.shape),
@@ -81,6 +106,7 @@ class TrainingProbe:
         self._grad_norm: float | None = None
         self._lr: float | None = None
         self.initial: dict[str, Any] = {}
+        self.own_initial: dict[str, Any] = {}
 
     def attach(self, trainer: Any, initial_adapter: Path) -> Any:
         """Load the initial adapter into the trainer's model and record from now on. Training then
@@ -89,6 +115,7 @@ class TrainingProbe:
         from transformers import TrainerCallback
 
         torch.set_num_threads(1)
+        self.own_initial = initialisation(trainer.model)  # before the shared adapter replaces it
         self.initial = load_trainable(trainer.model, initial_adapter)
         probe, compute_loss, clip = self, trainer.compute_loss, trainer.accelerator.clip_grad_norm_
 
@@ -130,6 +157,7 @@ class TrainingProbe:
     def observation(self, trainer: Any) -> dict[str, Any]:
         """The recorded steps, the effective settings and the trained weights."""
         return {"steps": self.steps, "settings": effective_settings(trainer), "initial_adapter": self.initial,
+                "own_initial_adapter": self.own_initial,
                 "weights": {name: tensor_record(p) for name, p in trainable(trainer.model).items()}}
 
 

@@ -61,7 +61,8 @@ from PUMA.data import DataConfig
 from PUMA.dpo import DPOStepConfig
 from PUMA.recipe import RECIPES
 from PUMA.sft import SFTConfig
-from PersonalWAB.cli import check_output, run_command
+from PersonalWAB.cli import run_command
+from PersonalWAB.outputs import check_output
 from PersonalWAB.settings import parse, setting
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

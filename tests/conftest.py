@@ -93,6 +93,11 @@ def wait_until(condition: Callable[[], bool], process: subprocess.Popen, what: s
         time.sleep(0.05)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite the golden records (tests/puma/golden/) from what the code computes now")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def own_text_store(tmp_path_factory: pytest.TempPathFactory):
     """Embedding vectors the tests make go to a store of their own, not the checkout's."""
@@ -190,6 +195,18 @@ def tiny_engines(tiny_data):
 
     build_artifacts(tiny_data, ("lucene", "bm25s"), recommender=True, log=lambda _: None)
     return shared_engines(tiny_data, "lucene")
+
+
+@pytest.fixture(scope="session")
+def result_file(tiny_data_dir: Path, tiny_engines, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run of three tasks (the offline agent, no memory): a valid result file to read, never to change."""
+    from PersonalWAB.runner.config import RunConfig
+    from PersonalWAB.runner.execute import run
+
+    out = tmp_path_factory.mktemp("results") / "result.json"
+    config = RunConfig(data_dir=str(tiny_data_dir), out=str(out), agent_memory="none", search_backend="bm25s",
+                       end_index=3)
+    return run(config, log=lambda _: None)[1]
 
 
 @pytest.fixture(scope="session")

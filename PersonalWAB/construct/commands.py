@@ -8,16 +8,33 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.construct.config import BuildConfig, names
 from PersonalWAB.data import amazon_raw
 from PersonalWAB.data.schema import BEHAVIOUR_SPLITS
 from PersonalWAB.errors import DataError
-from PersonalWAB.settings import parse, parse_many, setting
+from PersonalWAB.outputs import FILE, FOLDER, parse_command, write_output
+from PersonalWAB.settings import setting
 
 CATEGORIES_HELP = ("Amazon Reviews 2023 categories, space- or comma-separated; another set makes a benchmark of "
                    "other products")
 CATEGORIES_DEFAULT = "the paper's five: " + ", ".join(amazon_raw.PAPER_CATEGORIES)
+
+
+def is_fetched(raw: Path) -> bool:
+    """Whether a folder holds raw files this command fetched (its manifest), to complete."""
+    from PersonalWAB.construct.fetch import FETCH_MANIFEST
+
+    return (raw / FETCH_MANIFEST).exists()
+
+
+def is_build(out: Path) -> bool:
+    """Whether the build may write in OUT: it writes only OUT/work, OUT/data and OUT/cache (the rest
+    of OUT, e.g. the raw files, is left as it is), and each of these is absent or its own (the work
+    folder's state, the data's construction manifest, the answers cache)."""
+    from PersonalWAB.paths import CONSTRUCTION_MANIFEST
+
+    made = {"work": "state.json", "data": CONSTRUCTION_MANIFEST, "cache": "llm"}
+    return all(not (out / folder).exists() or (out / folder / mark).exists() for folder, mark in made.items())
 
 
 @dataclass
@@ -91,8 +108,8 @@ class StatsSettings:
 def fetch(argv: list[str] | None = None) -> int:
     from PersonalWAB.construct.fetch import fetch_categories
 
-    args = parse(FetchSettings, argv, description=FetchSettings.__doc__)
-    check_command_outputs(args, {"out": True})
+    args = parse_command([FetchSettings], argv, {"out": FOLDER}, own=lambda _: is_fetched,
+                         description=FetchSettings.__doc__)[0]
     fetch_categories(list(names(args.categories)), args.out, base_url=args.base_url, max_lines=args.max_lines,
                      reviews=not args.meta_only, meta=not args.reviews_only, force=args.force)
     return 0
@@ -101,10 +118,10 @@ def fetch(argv: list[str] | None = None) -> int:
 def build(argv: list[str] | None = None) -> int:
     from PersonalWAB.construct.pipeline import build as run_build
 
-    config, run = parse_many([BuildConfig, BuildRun], argv, description="Raw files -> a benchmark directory in the "
-                             "official layout (OUT/data), resumable; --dry_run prints the model calls still to make "
-                             "and their estimated cost. The manifest records these settings.")
-    check_command_outputs(config, {"out": True})
+    config, run = parse_command([BuildConfig, BuildRun], argv, {"out": FOLDER}, own=lambda _: is_build,
+                                description="Raw files -> a benchmark directory in the official layout (OUT/data), "
+                                "resumable; --dry_run prints the model calls still to make and their estimated "
+                                "cost. The manifest records these settings.")
     steps = tuple(s for s in run.steps.split(",") if s) if run.steps else None
     result = run_build(config, steps=steps, force=run.force, dry_run=run.dry_run)
     if result.dry_run is not None:
@@ -130,8 +147,7 @@ def consistency(argv: list[str] | None = None) -> int:
     )
     from PersonalWAB.construct.llm_cache import LLMSettings
 
-    args = parse(ConsistencySettings, argv, description=ConsistencySettings.__doc__)
-    check_command_outputs(args, {"out": False})
+    args = parse_command([ConsistencySettings], argv, {"out": FILE}, description=ConsistencySettings.__doc__)[0]
     judge = LLMSettings(model=args.model, api_base=args.api_base, temperature=args.temperature,
                         max_retries=args.max_retries, max_concurrency=args.max_concurrency)
     config = ConsistencyConfig(
@@ -147,8 +163,7 @@ def consistency(argv: list[str] | None = None) -> int:
     report = evaluate_consistency(config)
     print(format_report(report))
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
+        write_output(Path(args.out), json.dumps(report, indent=2))
         print(f"report: {args.out}")
     return 0
 
@@ -157,8 +172,7 @@ def stats(argv: list[str] | None = None) -> int:
     from PersonalWAB.construct.stats import data_statistics, format_summary, markdown_table, plot_statistics
     from PersonalWAB.data.loader import load_benchmark_data
 
-    args = parse(StatsSettings, argv, description=StatsSettings.__doc__)
-    check_command_outputs(args, {"out": False, "plot": False})
+    args = parse_command([StatsSettings], argv, {"out": FILE, "plot": FILE}, description=StatsSettings.__doc__)[0]
     labels = args.label or [Path(d).name for d in args.data_dir]
     if len(labels) != len(args.data_dir):
         raise DataError(f"--label: give one label per --data_dir ({len(args.data_dir)}), got {len(labels)}")
@@ -167,10 +181,8 @@ def stats(argv: list[str] | None = None) -> int:
         print(format_summary(report))
     print(markdown_table(reports, labels, published=args.published))
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(dict(zip(labels, reports)), indent=2), encoding="utf-8")
+        write_output(Path(args.out), json.dumps(dict(zip(labels, reports)), indent=2))
     if args.plot:
-        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
-        plot_statistics(reports, labels, args.plot)
+        write_output(Path(args.plot), plot_statistics(reports, labels))
         print(f"figure: {args.plot}")
     return 0

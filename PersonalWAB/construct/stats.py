@@ -12,10 +12,10 @@ averaged over users.
 
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from statistics import mean
 from typing import Any
 
@@ -159,7 +159,7 @@ def _grouped_bars(axis: Any, groups: list[str], series: list[list[float]], label
     axis.set_title(title, fontsize=9)
 
 
-def plot_statistics(reports: list[dict[str, Any]], labels: list[str], path: Path | str) -> None:
+def plot_statistics(reports: list[dict[str, Any]], labels: list[str]) -> bytes:
     """Figures 3-4 in one PNG: behaviours per user, instruction lengths and task mix, and
     the shares of each profile field's values; one colour per data directory."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -187,7 +187,9 @@ def plot_statistics(reports: list[dict[str, Any]], labels: list[str], path: Path
         _grouped_bars(axis, values, [[r["profile_distributions"][name].get(v, 0.0) for v in values] for r in reports],
                       labels, f"profile: {name} (share)")
     axes[0][0].legend(fontsize=7)
-    figure.savefig(path, format="png")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
 
 
 def format_summary(report: dict[str, Any]) -> str:

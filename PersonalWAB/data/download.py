@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.data import schema
 from PersonalWAB.data.loader import (
     INSTRUCTIONS_FILE,
@@ -41,7 +40,8 @@ from PersonalWAB.data.loader import (
 from PersonalWAB.data.published import PUBLISHED_COUNTS, OfficialCounts, count_summary, type_mix
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR, REPO_ROOT, ArtifactPaths
-from PersonalWAB.settings import parse, setting
+from PersonalWAB.outputs import FOLDER, parse_command
+from PersonalWAB.settings import setting
 
 DEFAULT_BASE_URL = "https://media.githubusercontent.com/media/HongruCai/PersonalWAB/main"
 RAW_BASE_URL = "https://raw.githubusercontent.com"
@@ -512,11 +512,21 @@ class DownloadSettings:
                                                                          "commit")
 
 
+def holds_release_data(folder: Path) -> bool:
+    """Whether a folder holds the release's data files (a download to verify or complete) and no
+    data of this project's making (a manifest of the synthetic generator or the construction)."""
+    from PersonalWAB.paths import CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST
+
+    if (folder / SYNTHETIC_MANIFEST).exists() or (folder / CONSTRUCTION_MANIFEST).exists():
+        return False
+    return (folder / INSTRUCTIONS_FILE).exists() or any(folder.glob(f"{PART_PREFIXES[0]}_part_*.json"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m PersonalWAB.data download`: fetch and verify the official data."""
-    args = parse(DownloadSettings, argv, description="Fetch the official PersonalWAB data (and optionally its "
-                 "recommender and protocol pack) and check it is complete.")
-    check_command_outputs(args, {"out": True})
+    args = parse_command([DownloadSettings], argv, {"out": FOLDER}, own=lambda _: holds_release_data,
+                         description="Fetch the official PersonalWAB data (and optionally its recommender and "
+                                     "protocol pack) and check it is complete.")[0]
     if args.protocol_only:
         download_protocol(args.out, base_url=args.protocol_base_url, timeout=args.timeout, retries=args.retries)
         return 0

@@ -219,6 +219,7 @@ class DataFiles:
     raw: dict[Path, bytes]
     fingerprint: str  # sha256 over the four data files' names and bytes (`BenchmarkData.fingerprint`)
     products_fingerprint: str  # the same over the product parts alone: what a search index holds
+    behaviours_fingerprint: str  # the same over the product and history parts: what the recommender learns from
 
     @classmethod
     def read(cls, data_dir: Path) -> DataFiles:
@@ -226,16 +227,19 @@ class DataFiles:
         history_parts = _part_files(data_dir, HISTORY_PARTS)
         digest = hashlib.sha256()
         raw: dict[Path, bytes] = {}
-        products_fingerprint = ""
+        products_fingerprint = behaviours_fingerprint = ""
         for path in [*product_parts, *history_parts, data_dir / INSTRUCTIONS_FILE, data_dir / PROFILES_FILE]:
             raw[path] = _read_bytes(path)
             _digest_file(digest, path, raw[path])
             if path == product_parts[-1]:
                 products_fingerprint = digest.hexdigest()
+            if path == history_parts[-1]:
+                behaviours_fingerprint = digest.hexdigest()
         for name in (SYNTHETIC_MANIFEST, CONSTRUCTION_MANIFEST):
             with contextlib.suppress(FileNotFoundError):
                 raw[data_dir / name] = (data_dir / name).read_bytes()
-        return cls(data_dir, product_parts, history_parts, raw, digest.hexdigest(), products_fingerprint)
+        return cls(data_dir, product_parts, history_parts, raw, digest.hexdigest(), products_fingerprint,
+                   behaviours_fingerprint)
 
     def cache_key(self) -> list[Any]:
         """What the parsed data depends on: the files' content (not their size or modification
@@ -277,6 +281,7 @@ class BenchmarkData:
     warnings: list[str] = field(default_factory=list)
     fingerprint: str = ""  # sha256 over the data files' names and bytes: which data a result was run on
     products_fingerprint: str = ""  # the same over the product parts: which products a search index holds
+    behaviours_fingerprint: str = ""  # the same over the product and history parts: what SASRec learns from
     _history_times: dict[str, list[int]] = field(default_factory=dict, repr=False)
 
     @property
@@ -343,10 +348,10 @@ class BenchmarkData:
 
 
 PARSED_CACHE = "parsed_data.marshal"
-PARSED_CACHE_VERSION = 4  # bump when `_parse_and_check` changes what it builds
+PARSED_CACHE_VERSION = 5  # bump when `_parse_and_check` changes what it builds
 _CACHED_FIELDS = ("products", "histories", "profiles", "tasks", "synthetic_manifest", "construction_manifest",
                   "synthetic_marker", "parts",
-                  "warnings", "fingerprint", "products_fingerprint", "_history_times")
+                  "warnings", "fingerprint", "products_fingerprint", "behaviours_fingerprint", "_history_times")
 
 
 def _read_parsed_cache(data_dir: Path, key: list[Any]) -> BenchmarkData | None:
@@ -471,11 +476,28 @@ def _parse_and_check(files: DataFiles) -> BenchmarkData:
         warnings=warnings,
         fingerprint=files.fingerprint,
         products_fingerprint=files.products_fingerprint,
+        behaviours_fingerprint=files.behaviours_fingerprint,
         _history_times=history_times,
     )
     if manifest is not None:
         check_against_manifest(data)
+    elif built is None and marker is None:
+        check_release_parts(data)
     return data
+
+
+def check_release_parts(data: BenchmarkData) -> None:
+    """Refuse data taken for the release (no manifest of this project's, the release's published
+    users and instructions) that lacks one of the release's part files: the products or histories
+    it held are gone without a word, and the data would pass for merely custom."""
+    if not matches_published_counts(data):
+        return
+    for pattern, count in ((PRODUCT_PARTS, data.parts[0]), (HISTORY_PARTS, data.parts[1])):
+        if count < OFFICIAL_PARTS:
+            names = ", ".join(pattern.replace("*", str(n)) for n in range(count + 1, OFFICIAL_PARTS + 1))
+            raise DataError(f"{data.data_dir}: {names} missing: the data has the release's published users and "
+                            f"instructions, and the release comes in {OFFICIAL_PARTS} such parts. Restore it (`bash "
+                            "scripts/download_data.sh` fetches the official files)")
 
 
 # What a synthetic manifest counts of the profile and part files, and how to count it in the
@@ -485,6 +507,19 @@ MANIFEST_COUNTS = {
     "products": lambda data: len(data.products),
     "behaviours": lambda data: sum(len(behaviours) for behaviours in data.histories.values()),
 }
+
+
+def _count_hint(data: BenchmarkData, name: str, more: bool) -> str:
+    """Why a count may differ from the manifest's: a part missing (fewer), entries given twice (more)."""
+    if name == "behaviours" and more:
+        repeated = schema.repeated_behaviours(data.histories, HISTORY_PARTS)
+        if repeated:
+            return f": {len(repeated)} behaviour(s) are given twice (a part or an entry copied?), e.g. {repeated[0]}"
+    parts = PRODUCT_PARTS if name == "products" else HISTORY_PARTS if name == "behaviours" else None
+    if parts is None:
+        return ""
+    found = ", ".join(p.name for p in sorted(data.data_dir.glob(parts)))
+    return f"; found {found}: " + ("entries added after it was generated?" if more else "is a part missing?")
 
 
 def check_against_manifest(data: BenchmarkData) -> None:
@@ -497,11 +532,8 @@ def check_against_manifest(data: BenchmarkData) -> None:
     for name, count in MANIFEST_COUNTS.items():
         expected, found = counts.get(name), count(data)
         if isinstance(expected, int) and expected != found:
-            parts = PRODUCT_PARTS if name == "products" else HISTORY_PARTS if name == "behaviours" else None
-            hint = (f"; found {', '.join(p.name for p in sorted(data.data_dir.glob(parts)))}: is a part missing?"
-                    if parts else "")
-            raise DataError(f"{data.data_dir}: holds {found} {name} where {path} says "
-                            f"{expected}{hint}")
+            raise DataError(f"{data.data_dir}: holds {found} {name} where {path} says {expected}"
+                            f"{_count_hint(data, name, found > expected)}")
     if manifest.get("scale") == FULL_SCALE and not matches_published_counts(data):
         summary = count_summary(data)
         raise DataError(f"{path}: scale {FULL_SCALE!r} has the published counts, but the data holds "

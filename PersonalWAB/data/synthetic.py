@@ -35,7 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from PersonalWAB.cli import check_command_outputs
+from PersonalWAB.outputs import FOLDER, parse_command
 from PersonalWAB.data import amazon_raw
 from PersonalWAB.data import synthetic_vocab as vocab
 from PersonalWAB.data.layout import json_bytes, official_files, write_atomic, write_files
@@ -43,7 +43,7 @@ from PersonalWAB.data.loader import INSTRUCTIONS_FILE
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR, SYNTHETIC_MANIFEST, ArtifactPaths, remove_derived_artifacts
-from PersonalWAB.settings import parse, setting
+from PersonalWAB.settings import setting
 
 GENERATOR_VERSION = "1.2"  # 1.1: null store / main_category in a few products; 1.2: product lines
 LAYOUTS = ("official", "raw")
@@ -1097,12 +1097,25 @@ class SyntheticSettings:
                                       "PersonalWAB.construct build`", choices=LAYOUTS)
 
 
+def same_world(settings: SyntheticSettings) -> Callable[[Path], bool]:
+    """Whether a folder already holds the synthetic world these settings write (its manifest says
+    the same scale, seed and layout): rewriting it changes nothing a user made or chose."""
+    def own(folder: Path) -> bool:
+        try:
+            manifest = json.loads((folder / SYNTHETIC_MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(manifest, dict) and (manifest.get("scale"), manifest.get("seed"), "format" in manifest) == \
+            (settings.scale, settings.seed, settings.layout == "raw")
+
+    return own
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m PersonalWAB.data synthetic`: write a synthetic PersonalWAB."""
-    settings = parse(SyntheticSettings, argv, description="Write a synthetic PersonalWAB: made-up users, products "
-                     "and tasks in the official layout (or as raw review files), for tests and trying the tools.")
-    check_command_outputs(settings, {"out": True})
-    args = settings
+    args = parse_command([SyntheticSettings], argv, {"out": FOLDER}, own=same_world, description="Write a synthetic "
+                         "PersonalWAB: made-up users, products and tasks in the official layout (or as raw review "
+                         "files), for tests and trying the tools.")[0]
     manifest = generate_synthetic(args.out, scale=args.scale, seed=args.seed, layout=args.layout)
     counts = manifest["counts"]
     if args.layout == "raw":

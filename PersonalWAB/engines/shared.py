@@ -135,9 +135,9 @@ class Engines:
         problem = foreign_recommender(self.checkpoint, self.item_map, self.data.products)
         if problem:
             raise DataError(problem)
-        if trained_on_other_data(self.checkpoint, self.data.fingerprint):
-            raise DataError(f"{self.checkpoint}: was trained on other data than the files of {self.data.data_dir} "
-                            "(its record's data_fingerprint differs)")
+        if trained_on_other_data(self.checkpoint, self.data):
+            raise DataError(f"{self.checkpoint}: was trained on other products or histories than the files of "
+                            f"{self.data.data_dir} (its record's fingerprint differs)")
 
     def check(self, search: bool, recommender: bool) -> None:
         """Open and probe the engines a run needs, before its first task: a broken artefact

@@ -12,11 +12,12 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.errors import DataError
-from PersonalWAB.settings import parse, setting
+from PersonalWAB.outputs import CONTAINER, FILE, parse_command, write_output
+from PersonalWAB.settings import setting
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 2, 2
 T = TypeVar("T")
@@ -107,12 +108,16 @@ class PackSettings:
     data_dir: str | None = _data_dir()
 
 
-def _settings(cls: type[T], argv: list[str] | None, outputs: dict[str, bool]) -> T:
-    """`argv` parsed as `cls`, with its outputs checked before any file is read."""
+def _settings(cls: type[T], argv: list[str] | None, outputs: dict[str, str],
+              fill: Callable[[Any], None] | None = None) -> T:
+    """`argv` parsed as `cls`, with its outputs claimed by the output rule before any file is read."""
     doc = (cls.__doc__ or "").split("`: ", 1)[-1]
-    settings = parse(cls, argv, description=doc[:1].upper() + doc[1:])
-    check_command_outputs(settings, outputs)
+    settings: T = parse_command([cls], argv, outputs, fill=fill, description=doc[:1].upper() + doc[1:])[0]
     return settings
+
+
+def _beside_the_file(settings: PackSettings) -> None:
+    settings.out = settings.out or str(Path(settings.file).parent)
 
 
 def _names_match(settings: Any) -> bool:
@@ -150,7 +155,7 @@ def validate(argv: list[str] | None = None) -> int:
 
 def _emit(text: str, out: str | None) -> None:
     if out:
-        Path(out).write_text(text, encoding="utf-8")
+        write_output(Path(out), text)
     else:
         sys.stdout.write(text)
 
@@ -158,7 +163,7 @@ def _emit(text: str, out: str | None) -> None:
 def summarize(argv: list[str] | None = None) -> int:
     from PersonalWAB.leaderboard.summarize import RENDERERS, summarize_files
 
-    args = _settings(SummarizeSettings, argv, {"out": False})
+    args = _settings(SummarizeSettings, argv, {"out": FILE})
     if not _names_match(args):
         return EXIT_USAGE
 
@@ -185,7 +190,7 @@ def _comparisons(paths: list[Path | str], force: bool, mixed_tracks: bool) -> li
 def compare(argv: list[str] | None = None) -> int:
     from PersonalWAB.leaderboard.compare import RENDERERS
 
-    args = _settings(CompareSettings, argv, {"out": False})
+    args = _settings(CompareSettings, argv, {"out": FILE})
     if len(args.files) < 2:
         print("error: compare needs the baseline file and at least one file to compare with it", file=sys.stderr)
         return EXIT_USAGE
@@ -199,7 +204,7 @@ def compare(argv: list[str] | None = None) -> int:
 def plot(argv: list[str] | None = None) -> int:
     from PersonalWAB.leaderboard.plots import write_plots
 
-    args = _settings(PlotSettings, argv, {"out": True})
+    args = _settings(PlotSettings, argv, {"out": CONTAINER})
     if not _names_match(args):
         return EXIT_USAGE
     for path in write_plots([*args.files], args.out, args.name):
@@ -211,7 +216,7 @@ def report(argv: list[str] | None = None) -> int:
     from PersonalWAB.leaderboard.report import write_report_page
     from PersonalWAB.leaderboard.validate import read_valid
 
-    args = _settings(ReportSettings, argv, {"out": True})
+    args = _settings(ReportSettings, argv, {"out": CONTAINER})
     if not _names_match(args):
         return EXIT_USAGE
     comparisons = (_comparisons([args.compare, *args.files], args.force, args.allow_mixed_tracks) if args.compare
@@ -228,7 +233,7 @@ def report(argv: list[str] | None = None) -> int:
 def pack(argv: list[str] | None = None) -> int:
     from PersonalWAB.leaderboard.pack import pack_file
 
-    args = _settings(PackSettings, argv, {"out": True})
+    args = _settings(PackSettings, argv, {"out": CONTAINER}, _beside_the_file)
     bundle, report = pack_file(args.file, args.out, _load_data(args.data_dir), args.force)
     print("\n".join(report.lines()))
     print(f"bundle: {bundle}")

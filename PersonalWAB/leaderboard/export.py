@@ -3,8 +3,8 @@ FILE... --format csv|jsonl|parquet --out PATH`, or `load_dataframe(paths)` in a 
 
 One row per record (task x trial) with every scored field the leaderboard computes from it
 (Function Acc and Result Acc as the header scores them, solved, attempts, steps, costs, the
-error that ended it) beside what names the run (file, run name, tags, agent, model, memory,
-track, data). Errored records are kept, with their error: filtering is the analyst's choice.
+error that ended it) beside what names the run (file, whether the run finished, run name,
+tags, agent, model, memory, track, data). Errored records are kept, with their error: filtering is the analyst's choice.
 Lists (per-attempt scores, actions) are JSON text in CSV and native lists elsewhere.
 
 pandas and pyarrow are imported only by the functions that need them; parquet needs pyarrow
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.errors import DataError
 from PersonalWAB.leaderboard.analysis import is_solved
 from PersonalWAB.leaderboard.summarize import csv_text
@@ -29,8 +28,8 @@ from PersonalWAB.metrics import has_format_error, record_cost, record_steps, rec
 from PersonalWAB.leaderboard.validate import read_valid
 from PersonalWAB.results import RunFile
 from PersonalWAB.schema_types import Record, RunArgs
-from PersonalWAB.scratch import atomic_write_text
-from PersonalWAB.settings import parse, setting
+from PersonalWAB.outputs import FILE, parse_command, write_output
+from PersonalWAB.settings import setting
 
 FORMATS = ("csv", "jsonl", "parquet")
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -46,13 +45,16 @@ class ExportSettings:
                               default_text="stdout")
 
 
-def run_columns(path: Path, run_args: RunArgs) -> dict[str, Any]:
-    """What names the run a row belongs to."""
+def run_columns(path: Path, run_args: RunArgs, finished: bool) -> dict[str, Any]:
+    """What names the run a row belongs to, and whether the run finished (`run_finished` false: a
+    checkpoint of a run that was interrupted, stopped at its budget or killed, or records without
+    a header: its rows are not the whole run)."""
     max_steps = run_args.get("max_steps", -1)
     return {
         "file": str(path),
-        "run_name": run_args.get("run_name") or "",
-        "tags": ";".join(run_args.get("tag") or []),
+        "run_finished": finished,
+        "run_name": str(run_args.get("run_name") or ""),
+        "tags": ";".join(map(str, run_args.get("tag") or [])),
         "agent": run_args.get("agent_strategy", ""),
         "model": run_args.get("model") or "",
         "memory": run_args.get("agent_memory", ""),
@@ -86,7 +88,7 @@ def export_rows(paths: list[Path | str]) -> list[dict[str, Any]]:
     rows = []
     for path in paths:
         parsed = cast(RunFile, read_valid(path).result)  # the one reader: an invalid file is refused
-        run = run_columns(parsed.path, parsed.run_args)
+        run = run_columns(parsed.path, parsed.run_args, parsed.header is not None)
         rows += [{**run, **record_columns(record)} for record in parsed.records]
     return rows
 
@@ -115,11 +117,13 @@ def jsonl_table(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
-def write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
+def parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    pq.write_table(pa.Table.from_pylist(rows), out)
+    buffer = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist(rows), buffer)
+    return bytes(buffer.getvalue().to_pybytes())
 
 
 def parquet_problem(out: Path | None) -> str | None:
@@ -134,9 +138,8 @@ def parquet_problem(out: Path | None) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(ExportSettings, argv, description="One row per task run (task x trial) of result files, with every "
-                                                  "scored field.")
-    check_command_outputs(args, {"out": False})
+    args = parse_command([ExportSettings], argv, {"out": FILE}, description="One row per task run (task x trial) of "
+                         "result files, with every scored field.")[0]
     out = Path(args.out) if args.out else None
     problem = parquet_problem(out) if args.format == "parquet" else None
     if problem:
@@ -150,9 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     if out is None:
         sys.stdout.write(csv_table(rows) if args.format == "csv" else jsonl_table(rows))
         return EXIT_OK
-    if args.format == "parquet":
-        write_parquet(rows, out)
-    else:
-        atomic_write_text(out, csv_table(rows) if args.format == "csv" else jsonl_table(rows))
+    write_output(out, parquet_bytes(rows) if args.format == "parquet" else
+                 csv_table(rows) if args.format == "csv" else jsonl_table(rows))
     print(f"{len(rows)} rows ({len(args.files)} file(s)) written to {out}", file=sys.stderr)
     return EXIT_OK

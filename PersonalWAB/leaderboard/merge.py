@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from PersonalWAB.cli import check_output
 from PersonalWAB.errors import DataError
 from PersonalWAB.metrics import is_errored
 from PersonalWAB.results import RunFile, build_header, dumps_json
 from PersonalWAB.schema_types import Header, Record, RunArgs
-from PersonalWAB.scratch import atomic_write_text
+from PersonalWAB.outputs import FILE, claim_outputs, write_output
 from PersonalWAB.settings import parse, setting
 from PersonalWAB.shards import Shard, absent_parts, one_count, task_selection
 
@@ -162,16 +161,13 @@ def merge(argv: list[str] | None = None) -> int:
     args = parse(MergeSettings, argv, description="Join the result files of one run's shards into the run's "
                                                    "result file.")
     out = Path(args.out)
-    check_output(out, "--out")
-    if out.exists() and not args.overwrite:
+    if out.is_file() and not args.overwrite:  # a run's result file: replaced only when told
         print(f"error: --out {out}: already exists; pass --overwrite to replace it", file=sys.stderr)
         return EXIT_REFUSED
-    if any(out.resolve() == Path(path).resolve() for path in args.files):
-        print(f"error: --out {out} is one of the shards; name a new file", file=sys.stderr)
-        return EXIT_REFUSED
+    claim_outputs(args, {"out": FILE})  # writable, and none of the shards
     try:
         content, errored = merge_shards(args.files)
-        atomic_write_text(out, dumps_json(content))
+        write_output(out, dumps_json(content))
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_REFUSED

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB import __version__
+from PersonalWAB.outputs import write_output
 from PersonalWAB.leaderboard.validate import ValidationReport, read_valid, validate_file
 
 SUMMARY_NAME = "validation.json"
@@ -48,12 +49,12 @@ def pack_file(path: Path | str, out_dir: Path | str | None = None, data: Any | N
     checksums = (f"{hashlib.sha256(compressed).hexdigest()}  {gz_name}\n"
                  f"{hashlib.sha256(raw).hexdigest()}  {path.name}\n")
     summary = json.dumps(bundle_summary(report, force), indent=2, ensure_ascii=False).encode("utf-8")
-    out = Path(out_dir) if out_dir else path.parent
-    out.mkdir(parents=True, exist_ok=True)
-    bundle = out / f"{path.stem}.submission.tar.gz"
-    with open(bundle, "wb") as handle, gzip.GzipFile(filename="", fileobj=handle, mode="wb", mtime=0) as zipped, \
+    bundle = (Path(out_dir) if out_dir else path.parent) / f"{path.stem}.submission.tar.gz"
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", fileobj=buffer, mode="wb", mtime=0) as zipped, \
             tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as archive:
         _add(archive, gz_name, compressed)
         _add(archive, CHECKSUM_NAME, checksums.encode("ascii"))
         _add(archive, SUMMARY_NAME, summary)
+    write_output(bundle, buffer.getvalue())  # whole or not at all; never over a file this command did not write
     return bundle, report

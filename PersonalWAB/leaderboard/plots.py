@@ -129,12 +129,13 @@ def write_plots(paths: list[Path | str], out_dir: Path | str, names: list[str] |
     rows, reports = summarize_files(paths, names)
     if not rows:
         raise ValueError("none of the files could be scored; run `validate` to see why")
+    from PersonalWAB.outputs import write_output
+
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for track, members in rows_by_track(rows).items():
         written.append(out_dir / f"type_accuracy_{_slug(track)}.png")
-        written[-1].write_bytes(type_bars_png(members))
+        write_output(written[-1], type_bars_png(members))
     records = {report.path: report.result.records for report in reports if report.result is not None}
     for i, row in enumerate(rows, 1):
         if row.track != MULTI_TURN:
@@ -143,5 +144,5 @@ def write_plots(paths: list[Path | str], out_dir: Path | str, names: list[str] |
         for kind, png in (("transitions", transitions_png(transition_matrices(records[row.path]), row.name)),
                           ("attempts", attempts_png(attempt_profile(records[row.path]), row.name))):
             written.append(out_dir / f"{kind}_{stem}.png")
-            written[-1].write_bytes(png)
+            write_output(written[-1], png)
     return written

@@ -403,8 +403,8 @@ def render_report(report: ValidationReport, name: str | None = None, comparison:
 def write_report_page(report: ValidationReport, out_dir: Path | str, name: str | None = None,
                       comparison: Comparison | None = None, data: BenchmarkData | None = None) -> Path:
     """Write the page of a validated file as `<stem>.report.html` into `out_dir`."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir / f"{Path(report.path).stem}.report.html"
-    out.write_text(render_report(report, name, comparison, data), encoding="utf-8")
+    from PersonalWAB.outputs import write_output
+
+    out = Path(out_dir) / f"{Path(report.path).stem}.report.html"
+    write_output(out, render_report(report, name, comparison, data))
     return out

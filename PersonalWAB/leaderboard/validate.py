@@ -138,7 +138,7 @@ def protocol_label(run_args: RunArgs) -> tuple[str, list[str]]:
         return STANDARD, []
     if not isinstance(record, dict):
         return CUSTOM, ["run_args.protocol is not an object"]
-    reasons = custom_reasons(record)
+    reasons = custom_reasons(record, run_args.get("protocol_texts_digest"))
     return (CUSTOM, reasons) if reasons else (STANDARD, [])
 
 
@@ -409,10 +409,15 @@ class _Checker:
         elif self.split_tasks is None:
             self.add(NOTE, "no --data_dir: task types and targets not checked against the split")
         declared_end = run_args.get("end_index", -1)
+        for key in ("start_index", "end_index"):
+            if key in run_args and not _is_int(run_args[key]):  # a boolean is no task index (True would read as 1)
+                self.add(ERROR, f"run_args.{key} {run_args[key]!r} is not a task index: the tasks the run covers are "
+                                "unknown", 0)
         if start > 0 or (end is not None and size is not None and end < size) or (
                 size is None and _is_int(declared_end) and declared_end != -1):
             self.flag("partial split")
-            self.add(WARNING, f"partial split: tasks {start}-{'?' if end is None else end} of the "
+            last = "?" if end is None else end - 1  # inclusive, as summarize names a run's tasks
+            self.add(WARNING, f"partial split: tasks {start}-{last} of the "
                               f"{self.split} split{'' if size is None else f' ({size} tasks)'}")
 
     # -- records --------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import Any
 
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import OFFICIAL_DATA_DIR
-from PersonalWAB.protocol.spec import RELEASE_SHORT, TEXTS, Constant, Field, Inline, Joined
+from PersonalWAB.protocol.spec import RELEASE_PROTOCOL_DIGEST, RELEASE_SHORT, TEXTS, Constant, Field, Inline, Joined
 from PersonalWAB.schema_types import Behaviour, Product, Task, UserProfile
 
 # Where a placed pack is found; $PERSONALWAB_PROTOCOL_PACK moves it (the test suite points it
@@ -389,7 +389,13 @@ def protocol_from_pack(path: Path | str) -> Protocol:
     name = f"release@{RELEASE_SHORT}" if pack["release"].get("pinned") else "release@unpinned"
     texts = texts_from_pack(pack)
     check_shapes(texts, str(path))
-    return Protocol(texts, name, Path(path))
+    protocol = Protocol(texts, name, Path(path))
+    if protocol.is_pinned_release and protocol.texts_digest != RELEASE_PROTOCOL_DIGEST:
+        raise DataError(f"{path}: the pinned release's texts render with digest {protocol.texts_digest}, but this "
+                        f"project records {RELEASE_PROTOCOL_DIGEST} for them (RENDERER_VERSION changed?): update "
+                        "RELEASE_PROTOCOL_DIGEST in PersonalWAB/protocol/spec.py, or runs with it would be labelled "
+                        "custom")
+    return protocol
 
 
 def load_protocol(path: Path | str | None = None) -> Protocol:

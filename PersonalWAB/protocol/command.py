@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from PersonalWAB.cli import check_command_outputs
+from PersonalWAB.errors import DataError
+from PersonalWAB.outputs import FILE, parse_command
 from PersonalWAB.protocol import DEFAULT_PACK, check_shapes, texts_from_pack
-from PersonalWAB.protocol.pack import build_pack, describe, write_pack
+from PersonalWAB.protocol.pack import build_pack, describe, read_pack, write_pack
 from PersonalWAB.protocol.spec import RELEASE_COMMIT, RELEASE_REPOSITORY
-from PersonalWAB.settings import parse, setting
+from PersonalWAB.settings import setting
 
 
 @dataclass
@@ -26,9 +27,22 @@ class ProtocolSettings:
                                     "unpinned, and runs with it are not the release's)")
 
 
+def is_pack(path: Path) -> bool:
+    """Whether `path` is a protocol pack (this command's output, rebuilt in place)."""
+    try:
+        read_pack(path)
+    except DataError:
+        return False
+    return True
+
+
+def _default_pack(settings: ProtocolSettings) -> None:
+    settings.out = settings.out or DEFAULT_PACK
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse(ProtocolSettings, argv, description=__doc__)
-    check_command_outputs(args, {"out": False})
+    args = parse_command([ProtocolSettings], argv, {"out": FILE}, own=lambda _: is_pack, fill=_default_pack,
+                         description=__doc__)[0]
     out = args.out or DEFAULT_PACK
     pack = build_pack(args.release_dir, allow_unpinned=args.unpinned)
     check_shapes(texts_from_pack(pack), str(args.release_dir))

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.errors import DataError
-from PersonalWAB.scratch import atomic_write_text
 from PersonalWAB.protocol.spec import (
     RELEASE_COMMIT,
     RELEASE_FILES,
@@ -169,9 +168,11 @@ def build_pack(release_dir: Path | str, allow_unpinned: bool = False) -> dict[st
 
 
 def write_pack(pack: dict[str, Any], out: Path | str) -> Path:
-    """Write the pack atomically (a reader never sees half a file)."""
+    """Write the pack atomically (a reader never sees half a file), by the output rule."""
+    from PersonalWAB.outputs import write_output
+
     out = Path(out)
-    atomic_write_text(out, json.dumps(pack, indent=1, ensure_ascii=False))
+    write_output(out, json.dumps(pack, indent=1, ensure_ascii=False))
     return out
 
 

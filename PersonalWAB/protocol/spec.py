@@ -51,6 +51,12 @@ RELEASE_FILES: dict[str, str] = {
 # pinned must hold exactly these. Recompute it when TEXTS changes, from a checkout of the release:
 # python -c "from PersonalWAB.protocol.pack import *; print(pack_texts_digest(build_pack('DIR')))"
 RELEASE_TEXTS_SHA256 = "49cf98483d5a45c01fed1f65f1b090467609c6fbeb07a52da1347dcf71d97b45"
+# The `protocol_texts_digest` a run with those texts records (`Protocol.texts_digest`: the texts
+# and the renderers' version): the one digest a result file labelled with the release's texts may
+# carry to count as standard; any other is "unknown texts". Recompute it with RENDERER_VERSION:
+# python -c "from PersonalWAB.protocol import *; from PersonalWAB.protocol.pack import *; \
+#   write_pack(build_pack('DIR'), '/tmp/p.json'); print(protocol_from_pack('/tmp/p.json').texts_digest)"
+RELEASE_PROTOCOL_DIGEST = "c1a2883ce9b04fa6"
 
 
 @dataclass(frozen=True)

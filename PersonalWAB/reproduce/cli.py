@@ -29,31 +29,37 @@ from pathlib import Path
 from tqdm import tqdm
 
 from PersonalWAB.agents.registry import option_classes
-from PersonalWAB.cli import EXIT_INTERRUPTED, check_output
+from PersonalWAB.cli import EXIT_INTERRUPTED
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.pricing import cost_lines
 from PersonalWAB.progress import progress_bar
 from PersonalWAB.reproduce.cost import (RowEstimate, estimate_row, estimate_scope, format_estimates, total_usd,
                                         usd_text)
 from PersonalWAB.reproduce.paper import compared_row, track_note, track_table
-from PersonalWAB.reproduce.rows import (MULTI, ReproduceSettings, RowSpec,
-                                        row_config, select_rows)
+from PersonalWAB.reproduce.rows import MULTI, TRACK_DIRS, ReproduceSettings, RowSpec, row_config, select_rows
 from PersonalWAB.reproduce.table import Comparison, compare_row, comparison_notes, render_text, write_tables
 from PersonalWAB.leaderboard.validate import read_valid
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.budget import paid_usd
 from PersonalWAB.runner.execute import BudgetReached, RunPlan, concurrency_hint, execute, prepare
-from PersonalWAB.settings import parse_many
+from PersonalWAB.outputs import FOLDER, parse_command
 
 EXIT_FATAL, EXIT_SETTINGS, EXIT_TASK_ERRORS, EXIT_BUDGET = 1, 2, 3, 4
 DESCRIPTION = ("Run the baseline rows of one of the paper's tables for a model and compare them with the paper's "
                "figures (docs/reproducing.md).")
 
 
+def is_reproduction(folder: Path) -> bool:
+    """Whether a folder holds a reproduction's rows or comparison (to resume or redo)."""
+    return any((folder / name).exists() for name in (*TRACK_DIRS.values(), "comparison.txt"))
+
+
 def parse_settings(argv: list[str]) -> ReproduceSettings:
-    """The command line's settings, the puma row's inputs (the strategy's own flags) included."""
+    """The command line's settings, the puma row's inputs (the strategy's own flags) included,
+    its --out claimed by the output rule."""
     inputs = option_classes("inputs")["puma"]
-    settings, puma = parse_many([ReproduceSettings, inputs], argv, description=DESCRIPTION)
+    settings, puma = parse_command([ReproduceSettings, inputs], argv, {"out": FOLDER}, own=lambda _: is_reproduction,
+                                   writes=("cache", "interec_memory_file"), description=DESCRIPTION)
     settings.puma = puma
     return settings
 
@@ -71,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
         error("--sample must be at least 1")
         return EXIT_SETTINGS
     try:
-        check_output(settings.out_dir, "--out", folder=True)
         specs, skipped = select_rows(settings)
         for note in skipped:
             print(f"note: {note}", file=sys.stderr)

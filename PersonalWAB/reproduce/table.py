@@ -24,6 +24,7 @@ from pathlib import Path
 from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.summarize import TABLE_CSS, md_cell
 from PersonalWAB.metrics import bootstrap_interval, compute_statistics, count_errors, record_steps, task_score
+from PersonalWAB.outputs import write_output
 from PersonalWAB.reproduce.paper import PaperRow, paper_source
 from PersonalWAB.results import custom_reasons
 from PersonalWAB.schema_types import Header, Record
@@ -99,9 +100,10 @@ def compare_row(row: str, path: Path, header: Header, records: list[Record],
             cells[(group, metric)] = Cell(stats[group][key], low, high,
                                           paper.figure(group, metric) if paper else None)
     tasks = {group: len(members) for group, members in groups.items() if members}
-    protocol = header["run_args"]["protocol"]
-    return RowComparison(row, path, paper, tasks, cells, count_errors(records)["overall"],
-                         [] if protocol["standard"] else custom_reasons(protocol))
+    run_args = header["run_args"]
+    reasons = [] if run_args["protocol"]["standard"] else custom_reasons(run_args["protocol"],
+                                                                          run_args.get("protocol_texts_digest"))
+    return RowComparison(row, path, paper, tasks, cells, count_errors(records)["overall"], reasons)
 
 
 def comparison_notes(rows: list[RowComparison], data_source: str, model: str, track_note: str) -> list[str]:
@@ -212,6 +214,6 @@ def write_tables(comparison: Comparison, folder: Path) -> list[Path]:
     for name, render in (("comparison.txt", render_text), ("comparison.md", render_markdown),
                          ("comparison.html", render_html)):
         path = folder / name
-        path.write_text(render(comparison) + ("\n" if name.endswith(".txt") else ""), encoding="utf-8")
+        write_output(path, render(comparison) + ("\n" if name.endswith(".txt") else ""))
         written.append(path)
     return written

@@ -14,7 +14,8 @@ import math
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from PersonalWAB.cli import output_problem
+from PersonalWAB.outputs import output_problem
+from PersonalWAB.outputs import command_inputs, input_problem
 from PersonalWAB.envs.users import MULTI_TURN_USERS
 from PersonalWAB.pricing import AGENT_FLAG, USER_FLAG, parse_rate
 from PersonalWAB.runner.config import RunConfig
@@ -168,6 +169,16 @@ def _check_inputs(c: RunConfig) -> str | None:
     return None
 
 
+# The settings naming a file or folder a run writes as well as reads: a result file resumed in
+# place, InteRecAgent's memory (each task updates it), the response cache.
+RUN_WRITES = ("out", "resume_from", "interec_memory_file", "cache", "log_dir")
+
+
+def run_inputs(c: RunConfig) -> list[tuple[str, Path]]:
+    """The files and folders a run only reads (never written over: `PersonalWAB.outputs`)."""
+    return command_inputs([c, *c.agent_options.values()], writes=RUN_WRITES)
+
+
 def output_target(c: RunConfig) -> Path | None:
     """The result file the settings name, or None when run.py derives one under --log_dir."""
     if c.out:
@@ -183,6 +194,9 @@ def _check_output(c: RunConfig) -> str | None:
     problem = not_a_regular_file(target)
     if problem:  # a device, FIFO or kernel file would be read, replaced or written into (as root: /dev/null)
         return f"{flag} {target}: {problem}; name a regular result file or a new path"
+    problem = input_problem(target, flag, run_inputs(c))
+    if problem:
+        return problem
     resuming_in_place = resumes_in_place(c, target)
     if resuming_in_place and c.overwrite:
         return "--overwrite would discard the finished tasks --resume_from keeps; drop one of them"

@@ -25,6 +25,8 @@ from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import count_errors, count_format_errors, format_statistics_table, format_trial_table
 from PersonalWAB.pricing import cost_lines
 from PersonalWAB.results import TRIALS_KEY, CheckpointWriteError
+from PersonalWAB.outputs import hold_inputs
+from PersonalWAB.runner.checks import run_inputs
 from PersonalWAB.runner.config import parse_config
 from PersonalWAB.runner.budget import paid_usd
 from PersonalWAB.runner.execute import BudgetReached, RunPlan, concurrency_hint, execute, prepare
@@ -40,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv)
     try:
         plan = prepare(config)
+        hold_inputs(run_inputs(config))  # the files a run reads are never written over (PersonalWAB.outputs)
     except (DataError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SETTINGS

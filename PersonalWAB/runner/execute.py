@@ -16,7 +16,7 @@ from PersonalWAB import __version__
 from PersonalWAB.agents.registry import agent_settings
 from PersonalWAB.errors import DataError, FatalError
 from PersonalWAB.metrics import record_paid_usd
-from PersonalWAB.pricing import USER_FLAG, parse_rate, warn_hosted_prices
+from PersonalWAB.pricing import USER_FLAG, parse_rate, usd_text, warn_hosted_prices
 from PersonalWAB.progress import log_line, set_quiet
 from PersonalWAB.response_cache import ResponseCache, cache_folder, task_scope
 from PersonalWAB.results import ResultWriter
@@ -74,7 +74,7 @@ class BudgetReached(RuntimeError):
     are checkpointed and a resume runs the rest."""
 
     def __init__(self, spent: float, budget: float):
-        super().__init__(f"the run's model calls cost ${spent:.4f}, reaching its budget of ${budget:.4f}")
+        super().__init__(f"the run's model calls cost {usd_text(spent)}, reaching its budget of {usd_text(budget)}")
         self.spent = spent
         self.budget = budget
 
@@ -118,10 +118,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     task_ids = task_selection(config.start_index, end, config.shuffle, config.seed)
     selected = len(task_ids)
     if config.shard:
-        task_ids = Shard.parse(config.shard).take(task_ids)
-        if not task_ids:
-            raise SettingsError(f"--shard {config.shard}: the {selected} selected task(s) leave this shard none; "
-                                f"split them into at most {selected} shards")
+        task_ids = Shard.parse(config.shard).take_some(task_ids, "selected task(s)")
     # RunArgs names only the settings read outside the runner: the rest are RunConfig's fields
     run_args = cast(RunArgs, {**config.settings(), "data_dir": str(data.data_dir), "data_source": data.source,
                 "data_fingerprint": data.fingerprint, "project_version": __version__,
@@ -144,6 +141,15 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
                        protocol, end)
     return RunPlan(config, data, tasks, jobs, kept, run_args, output,
                    "replace" if resumes_in_place(config, output) or config.overwrite else "new", protocol, end)
+
+
+def jobs_text(jobs: list[tuple[int, int]], trials: int) -> str:
+    """How many task runs are to run, in words: "40 task(s)", or "40 task(s) x 2 trials (80 task runs)"."""
+    tasks = len({task_id for _, task_id in jobs})
+    if trials == 1:
+        return f"{len(jobs)} task(s)"
+    return f"{tasks} task(s) x {trials} trials ({len(jobs)} task runs)" if len(jobs) == tasks * trials else \
+        f"{len(jobs)} task runs of {tasks} task(s) x {trials} trials"
 
 
 def concurrency_hint(config: RunConfig, jobs: int) -> str | None:
@@ -194,7 +200,7 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
 
     config, data, tasks, run_args, protocol = plan.config, plan.data, plan.tasks, plan.run_args, plan.protocol
     folder = cache_folder(config.cache)
-    cache = ResponseCache(folder) if folder is not None else None
+    cache = ResponseCache(folder, warn=lambda line: log(f"warning: {line}")) if folder is not None else None
     for path in remove_stale(plan.output.parent):
         log(f"removed {path}, left by a run that was killed")
     kinds = {tasks[tid]["type"] for _, tid in plan.jobs}
@@ -246,6 +252,8 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
         return make_record(task_id, trial, tasks[task_id], env, episode)
 
     over_budget = threading.Event()  # no task starts once set: the ones not started are left for a resume
+    paid = [0.0]  # what the tasks of this call paid, counted as each ends (before its worker takes the next)
+    paying = threading.Lock()
 
     def run_one(trial: int, task_id: int) -> Record | None:
         if over_budget.is_set():
@@ -254,17 +262,21 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
             record = run_task(trial, task_id)
         if scope is not None:
             record["info"]["cache_hits"], record["info"]["cache_saved_usd"] = scope.hits, scope.saved_usd
+        with paying:
+            paid[0] += record_paid_usd(record)
+            if max_usd is not None and paid[0] >= max_usd:
+                over_budget.set()
         return record
 
     plan.output = writer.start(unique=plan.claim == "unique", replace=plan.claim == "replace")
     plan.writer = writer
     resumed = f"; {len(plan.kept)} kept from {config.resume_from}" if config.resume_from else ""
     shard = f" (shard {config.shard})" if config.shard else ""
-    log(f"running {len(plan.jobs)} task(s){shard} of the {config.task_split} split ({data.source}) "
+    log(f"running {jobs_text(plan.jobs, config.num_trials)}{shard} of the {config.task_split} split ({data.source}) "
         f"with {config.agent_strategy}, memory {config.agent_memory}, {protocol.name} texts{resumed}; "
         f"results in {plan.output}")
     start = time.perf_counter()
-    spent, finished = 0.0, 0
+    finished, told = 0, False
     with RunProgress(len(plan.jobs) + len(plan.kept), plan.kept) as bar:
         try:
             for record in finished_records(plan.jobs, run_one, config.max_concurrency):
@@ -278,14 +290,12 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
                                     f"{record['trial']}):", *trace_lines(record),
                                     f"  action_acc {record['action_acc']} "
                                     f"res_acc {[round(r, 3) for r in record['res_acc']]}"]))
-                spent += record_paid_usd(record)
-                if max_usd is not None and spent >= max_usd and finished < len(plan.jobs) \
-                        and not over_budget.is_set():
-                    over_budget.set()
-                    log(f"the budget of ${max_usd:.4f} is spent (${spent:.4f}): no more tasks start; the tasks "
-                        "in flight finish and are kept")
+                if max_usd is not None and over_budget.is_set() and finished < len(plan.jobs) and not told:
+                    told = True
+                    log(f"the budget of {usd_text(max_usd)} is spent ({usd_text(paid[0])}): no more tasks start; the "
+                        "tasks in flight finish and are kept")
             if max_usd is not None and over_budget.is_set() and finished < len(plan.jobs):
-                raise BudgetReached(spent, max_usd)
+                raise BudgetReached(paid[0], max_usd)
         except BaseException:
             writer.save_before_stop()
             raise

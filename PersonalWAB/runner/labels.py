@@ -86,5 +86,5 @@ def result_notes(run_args: RunArgs) -> list[str]:
         notes.append(OTHER_DATA_NOTE.format(source=source))
     record = run_args["protocol"]
     if not record["standard"]:
-        notes.append(CUSTOM_NOTE.format(why="; ".join(custom_reasons(record))))
+        notes.append(CUSTOM_NOTE.format(why="; ".join(custom_reasons(record, run_args.get("protocol_texts_digest")))))
     return notes

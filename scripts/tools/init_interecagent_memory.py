@@ -23,7 +23,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from PersonalWAB.cli import check_output, run_command
+from PersonalWAB.cli import run_command
+from PersonalWAB.outputs import check_output
 from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.errors import DataError
 from PersonalWAB.memory.interec import (KINDS, initial_memory, llm_initial_memory, read_memory_file,

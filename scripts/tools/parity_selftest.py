@@ -1,6 +1,8 @@
 """Show that the PUMA parity check can fail: small differences injected into copies of PUMA's
-code (top-p, top-k, LoRA dropout, DPO beta, learning-rate schedule, epochs, memory cut length,
-recommend ASIN order), each of which must be reported, naming the item.
+code (top-p, top-k, DPO beta, learning-rate schedule, epochs, memory cut length, recommend ASIN
+order, an empty review scored as the placeholder) and of its values (the release recipe file's
+LoRA rank, generation temperature and global batch; the documented defaults of LoRA dropout,
+num_return_sequences and max_new_tokens), each of which must be reported, naming the item.
 
     .venv/bin/python scripts/tools/parity_selftest.py --work_dir /tmp/selftest            # cheap form (CI)
     .venv/bin/python scripts/tools/parity_selftest.py --work_dir /tmp/selftest --release_dir /path/to/release \\

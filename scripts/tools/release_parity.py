@@ -13,9 +13,13 @@ DATA) and this project's code on the same synthetic data, and compares what they
                   model servers with the same deterministic model: the first request body of
                   every task (messages and tools byte for byte; other fields reported apart);
 * multiturn_user: the multi-turn track with the LLM user: the user simulator's requests;
-* puma:           PUMA's steps under --recipe release beside the release's own PUMA scripts
-                  (SFT data, SFT batches and loss, generation, scores, DPO pairs, the agent),
-                  on both splits (--limit N: the first N tasks of each). Run only when named.
+* puma:           a user's `puma run --recipe release` beside the release's own PUMA scripts run
+                  with the flags of their .sh files: every setting each step ran with, then step
+                  by step (SFT data, SFT batches and loss, generation, scores, DPO pairs,
+                  training, the agent), on both splits (--limit N: N tasks of each type on each
+                  split, drawn with --seed so that every type's scores can be above 0). Run only
+                  when named. Without --protocol_file, the release protocol pack is built from
+                  --release_dir (and the data's index for its texts).
                   The release runs on the libraries of its time (transformers 4.45, TRL 0.11,
                   ...), installed once into a folder of their own with
                   `bash scripts/tools/install_release_libs.sh DIR` and passed as --release_libs
@@ -56,8 +60,8 @@ class ReleaseParitySettings:
     release_dir: str = setting(None, "a checkout of HongruCai/PersonalWAB at 23ff65c", required=True)
     data_dir: str = setting(None, "this project's data directory, artefacts built", required=True)
     split: str = setting("test", "task split compared", choices=["train", "test"])
-    limit: int | None = setting(None, "compare only the first N tasks of the split (the puma check: of each split)",
-                                kind=int)
+    limit: int | None = setting(None, "compare only the first N tasks of the split (the puma check: N tasks of "
+                                      "each type on each split, drawn with --seed)", kind=int)
     out: str | None = setting(None, "JSON report file (per check: tallies, the first difference, every differing "
                                     "task)", default_text="print only", aliases=("report",))
     extra_path: list[str] = setting(None, "folders with packages the release needs and this project does not "
@@ -80,6 +84,8 @@ class ReleaseParitySettings:
     puma_model: str | None = setting(None, "puma check: the stand-in model folder both sides load",
                                      default_text="a tiny Llama made from the data")
     puma_new_tokens: int = setting(48, "puma check: new tokens of the greedy parameter outputs")
+    seed: int = setting(0, "puma check: the seed of the draw of --limit tasks of each type per split (recorded in "
+                           "the report)")
     release_libs: str | None = setting(None, "puma check (required): the folder of the release-era libraries the "
                                              "release's PUMA code runs on, made by `bash "
                                              "scripts/tools/install_release_libs.sh DIR`",
@@ -106,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         agent_model=args.agent_model, user_model=args.user_model, protocol_file=absolute(args.protocol_file),
         interec_memory_file=absolute(args.interec_memory_file), puma_function_file=absolute(args.puma_function_file),
         work_dir=Path(args.work_dir).resolve() if args.work_dir else None, timeout_s=args.timeout_s,
-        puma_model=absolute(args.puma_model), puma_new_tokens=args.puma_new_tokens,
+        puma_model=absolute(args.puma_model), puma_new_tokens=args.puma_new_tokens, seed=args.seed,
         release_libs=absolute(release_libs), puma_steps=tuple(s for s in args.puma_steps.split(",") if s))
     try:
         config.validate()

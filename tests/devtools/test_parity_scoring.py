@@ -82,8 +82,8 @@ def test_order_deviation_is_told_apart_from_a_difference() -> None:
                       "max_change": 0.9}
     assert release_order_scores(ours, theirs, types, {"r": {"A, B": 0.9}})["r"]["A, B"] == 0.9
     above = scores_above_zero(theirs, ours, types, {"r": {"A, B": 0.9}})
-    assert above.by_type == {"search": [1, 1], "recommend": [1, 0]}  # no recommend above 0 on both: degenerate
-    assert above.first_difference == {"degenerate": "no recommend candidate scored above 0 on both sides"}
+    assert above.by_type == {"search": [1, 1]}  # no recommend candidate above 0 on both: nothing to compare there
+    assert above.all_identical and above.not_comparable == "no recommend candidate scored above 0 on both sides"
     assert above_zero_counts(theirs, ours, types)["recommend"] == {"candidates": 2, "release": 1, "project": 0,
                                                                     "both": 0}
     pairs = [{"instruction": "r", "chosen": "A, B", "rejected": "C"}, {"instruction": "s", "chosen": "q",

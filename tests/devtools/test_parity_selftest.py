@@ -12,12 +12,16 @@ from devtools.parity_selftest import (INJECTIONS, Injection, Outcome, SelfTestEr
                                       source_files, tree_copy, unreported)
 from tests.conftest import REPO_ROOT
 
-REQUIRED = {"top_p", "top_k", "LoRA dropout", "DPO beta", "learning-rate schedule", "epochs", "memory cut length",
-            "recommend ASIN order"}
+REQUIRED = {"top_p", "top_k", "LoRA dropout default", "DPO beta", "learning-rate schedule", "epochs",
+            "memory cut length", "recommend ASIN order", "empty review scored as the placeholder",
+            "num_return_sequences default", "max_new_tokens default", "recipe LoRA rank",
+            "recipe generation temperature", "recipe global batch"}
 
 
 def test_every_injection_matches_its_code_once() -> None:
     assert {injection.name for injection in INJECTIONS} >= REQUIRED
+    # changes of values, not only of code: the release recipe file and the steps' documented defaults
+    assert {"PUMA/configs/release.yaml", "PUMA/generate.py", "PUMA/lora.py"} <= {i.path for i in INJECTIONS}
     for injection in INJECTIONS:
         check_injection(injection)
         assert injection.old != injection.new and injection.probe_items and injection.items

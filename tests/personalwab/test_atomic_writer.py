@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from PersonalWAB.cli import output_problem
+from PersonalWAB.outputs import output_problem
 from PersonalWAB.data.layout import write_atomic
 from PersonalWAB.errors import DataError
 from PersonalWAB.memory.interec import write_memory_file

@@ -74,6 +74,18 @@ def test_a_stop_keeps_the_tasks_in_flight_and_its_resume_command_spends_nothing_
     assert not set(map(instruction_of, paid)) & set(map(instruction_of, server.requests))
 
 
+def test_a_budget_reached_by_the_first_task_starts_no_other_at_one_at_a_time(tiny_engines, tiny_data_dir, tmp_path,
+                                                                             capsys):
+    """The spend is counted as each task ends, before its worker takes the next: one task at a
+    time, a budget the first task's calls reach lets no second task start (and pay)."""
+    out = tmp_path / "run.json"
+    with ScriptedLLMServer(expensive) as server:
+        assert run(server, tiny_data_dir, "--out", str(out), "--max_usd", "1e-300", "--max_concurrency", "1") == 4
+        assert len(server.requests) == 1
+    assert len(load_result_file(out)[1]) == 1
+    assert "the budget of $1e-300 is spent ($0.1500)" in capsys.readouterr().out
+
+
 def test_a_reproduction_counts_what_its_files_paid(tiny_engines, tiny_data_dir, tmp_path, capsys):
     with ScriptedLLMServer(expensive) as server:
         assert reproduce(server, tiny_data_dir, tmp_path, "--max_usd", "0.4") == 4

@@ -30,9 +30,18 @@ def test_a_rate_is_zero_or_two_numbers_per_million_tokens():
     assert parse_rate(None) is None
     assert parse_rate("0") == Rate(0.0, 0.0)
     assert parse_rate("0.15, 0.6").usd(1_000_000, 2_000_000) == pytest.approx((0.15, 1.2))
-    for bad in ("free", "1", "1,2,3", "-1,2", "inf,1"):
+    for bad in ("free", "1", "1,2,3", "-1,2", "inf,1", "1e308,1e308", "10001,1"):
         with pytest.raises(ValueError, match="--user_price_per_mtok"):
             parse_rate(bad, "--user_price_per_mtok")
+
+
+def test_a_price_that_would_make_the_cost_infinite_stops_the_run_before_it_starts(tiny_data_dir, tmp_path, capsys):
+    out = tmp_path / "run.json"
+    assert run_main(["--data_dir", str(tiny_data_dir), "--out", str(out), "--agent_strategy", "function_calling",
+                     "--model", "gpt-4o-mini", "--price_per_mtok", "1e308,1e308"]) == 2
+    err = capsys.readouterr().err
+    assert "--price_per_mtok '1e308,1e308': expected 0 or IN,OUT, two numbers from 0 to 10,000" in err
+    assert err.count("\n") == 1 and not out.exists()
 
 
 def test_a_loopback_server_priced_as_a_hosted_model_is_warned():
@@ -63,7 +72,9 @@ def test_cost_lines_name_the_agent_the_user_and_how_each_was_priced():
     assert "user $0.0000 (my-user-model has no price in litellm's table: counted as 0" in line
     lines = cost_lines(1.5, 0.25, {**run_args, "user_price_per_mtok": "1,2"}, {"hits": 3, "saved_usd": 0.5})
     assert lines[0].startswith("cost: $1.75 = agent $1.50")
-    assert lines[1] == "cache: 3 call(s) answered from the response cache; $0.5000 of the cost above not paid again"
+    assert lines[1] == "paid: $1.25; saved: $0.5000 (3 call(s) answered from the response cache)"
+    fully_cached = cost_lines(0.0057, 0.0, {**run_args, "user_mode": "no"}, {"hits": 4, "saved_usd": 0.0057})
+    assert fully_cached[1] == "paid: $0.0000; saved: $0.0057 (4 call(s) answered from the response cache)"
     assert cost_lines(0.0, 0.0, {"model": None, "user_mode": "offline"}) == []  # no model called
 
 

@@ -28,6 +28,15 @@ def test_a_missing_first_history_part_is_named(data_copy):
         load_benchmark_data(data_copy)
 
 
+def test_a_behaviour_given_twice_in_data_with_a_manifest_is_named_as_such(data_copy):
+    part = data_copy / "user_history_part_1.json"
+    user, behaviours = next(iter(json.loads(part.read_text()).items()))
+    rewrite(part, lambda content: content[user].append(behaviours[0]))
+    with pytest.raises(DataError, match=r"holds \d+ behaviours where .* says \d+: 1 behaviour\(s\) are given twice "
+                                        rf"\(a part or an entry copied\?\), e.g. .*\[{user!r}\]"):
+        load_benchmark_data(data_copy)
+
+
 def test_an_asin_in_two_product_parts_is_reported_with_both_parts(data_copy):
     first, second = data_copy / "all_products_part_1.json", data_copy / "all_products_part_2.json"
     asin = next(iter(json.loads(first.read_text())))
@@ -127,13 +136,12 @@ def _cli(argv, monkeypatch):
 ])
 def test_every_pwab_command_names_an_output_under_a_file(command, flag, a_file, monkeypatch, capsys):
     argv = [part.replace("{bad}", str(a_file)) for part in command]
-    if command[0] in ("run", "reproduce"):  # these leave through os._exit after their own message
-        monkeypatch.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
-        with pytest.raises(SystemExit) as stop:
-            _cli(argv, monkeypatch)
-        code = stop.value.code
-    else:
+    # run and reproduce leave through os._exit after their own message
+    monkeypatch.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
+    try:
         code = _cli(argv, monkeypatch)
+    except SystemExit as stop:
+        code = stop.code
     err = capsys.readouterr().err
     assert code == 2
     assert f"{flag} {a_file}/" in err and "Traceback" not in err
@@ -177,7 +185,7 @@ def test_a_folder_without_write_permission_is_named(tmp_path, monkeypatch, capsy
 
 
 def test_output_problems(tmp_path, a_file):
-    from PersonalWAB.cli import output_problem
+    from PersonalWAB.outputs import output_problem
 
     assert output_problem(tmp_path / "new" / "deeper" / "x.json", "--out") is None
     assert output_problem(tmp_path, "--out", folder=True) is None
@@ -280,17 +288,6 @@ def test_human_mode_stops_at_end_of_input_and_keeps_what_finished(tiny_data_dir,
     records = json.loads(output.read_text())[1:]
     assert all(not any(turn.get("role") == "user" and turn.get("content") == "" for turn in record["traj"])
                for record in records)  # no empty user reply was recorded
-
-
-@pytest.fixture(scope="module")
-def result_file(tiny_data_dir, tiny_engines, tmp_path_factory):
-    from PersonalWAB.runner.config import RunConfig
-    from PersonalWAB.runner.execute import run
-
-    out = tmp_path_factory.mktemp("results") / "result.json"
-    config = RunConfig(data_dir=str(tiny_data_dir), out=str(out), agent_memory="none", search_backend="bm25s",
-                       end_index=3)
-    return run(config, log=lambda _: None)[1]
 
 
 def test_csv_text_cells_are_escaped_and_numbers_kept(result_file):

@@ -178,6 +178,58 @@ def test_validate_refuses_a_header_whose_run_args_are_gone(finished, tiny_data, 
     assert any(reason in line for line in report.lines())
 
 
+def _relabelled(finished: Path, folder: Path, digest: str, standard: bool) -> Path:
+    """The run's file as a hand would relabel it: the release's texts, no departures, `digest`."""
+    content = json.loads(finished.read_text())
+    run_args = content[0]["run_args"]
+    run_args.update(agent_strategy="function_calling", model="gpt-4o-mini", memory_length=10,
+                    protocol={"texts": "release@23ff65c", "departures": [], "standard": standard},
+                    protocol_texts_digest=digest)
+    path = folder / f"relabelled-{digest}-{standard}.json"
+    path.write_text(json.dumps(content))
+    return path
+
+
+def test_a_label_of_the_release_texts_with_an_unknown_digest_is_custom_never_standard(finished, tmp_path):
+    from PersonalWAB.leaderboard.summarize import summarize_files, tables
+    from PersonalWAB.leaderboard.validate import protocol_label
+    from PersonalWAB.protocol.spec import RELEASE_PROTOCOL_DIGEST
+
+    forged = _relabelled(finished, tmp_path, "0123456789abcdef", standard=True)
+    report = validate_file(forged)
+    assert not report.valid and report.summary()["protocol"] == "custom"
+    assert any("unknown texts (named release@23ff65c, but protocol_texts_digest '0123456789abcdef' is not the pinned "
+               f"release's {RELEASE_PROTOCOL_DIGEST})" in line for line in report.lines())
+    with pytest.raises(DataError):
+        summarize_files([forged])  # an invalid file is refused, never ranked
+    quiet_forgery = _relabelled(finished, tmp_path, "0123456789abcdef", standard=False)
+    rows, _ = summarize_files([quiet_forgery])
+    assert ["custom protocol" in title for title, _ in tables(rows)] == [True]
+    genuine = json.loads(_relabelled(finished, tmp_path, RELEASE_PROTOCOL_DIGEST, standard=True).read_text())
+    assert protocol_label(genuine[0]["run_args"]) == ("standard", [])
+    older = {**genuine[0]["run_args"]}
+    del older["protocol_texts_digest"]  # a label with no digest names no texts the project knows
+    assert protocol_label(older)[0] == "custom"
+
+
+def test_the_pinned_digest_is_checked_against_a_pinned_pack(fake_release_dir, tmp_path, monkeypatch):
+    """A pack of the pinned commit's texts whose digest is not the pinned one (renderers changed
+    without the pin) is refused, so a run with it is never labelled custom by mistake."""
+    import PersonalWAB.protocol as protocol_module
+
+    digests = {relative: hashlib.sha256((fake_release_dir / relative).read_bytes()).hexdigest()
+               for relative in pack_module.RELEASE_FILES}
+    monkeypatch.setattr(pack_module, "RELEASE_FILES", digests)
+    pack = build_pack(fake_release_dir)
+    monkeypatch.setattr(pack_module, "RELEASE_TEXTS_SHA256", pack_module.pack_texts_digest(pack))
+    path = write_pack(pack, tmp_path / "pinned.json")
+    with pytest.raises(DataError, match="update RELEASE_PROTOCOL_DIGEST"):
+        protocol_from_pack(path)
+    monkeypatch.setattr(protocol_module, "RELEASE_PROTOCOL_DIGEST", protocol_module.Protocol(
+        protocol_module.texts_from_pack(pack), "release@23ff65c").texts_digest)
+    assert protocol_from_pack(path).is_pinned_release
+
+
 def test_validate_refuses_a_checkpoint_with_emptied_run_args(finished, tiny_data, tmp_path):
     content = json.loads(finished.read_text())
     checkpoint = tmp_path / "checkpoint.json"

@@ -188,3 +188,53 @@ def test_a_multi_turn_rerun_replays_the_agent_the_user_and_the_reflections(tiny_
     assert without_cache_fields(second) == without_cache_fields(first)
     assert second_header["cache"]["hits"] == len(sent) and second_header["total user cost"] > 0
     assert second_header["total user cost"] == first_header["total user cost"]
+
+
+def _filled(folder: Path, entries: int = 3000) -> Path:
+    cache = ResponseCache(folder)
+    for i in range(entries):
+        cache.put(f"k{i}", {"message": {"content": "x" * 200}, "i": i})
+    cache._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every answer in the main file
+    return cache.path
+
+
+def test_a_damaged_cache_is_named_with_the_ways_on_before_any_task_runs(tiny_data_dir, tmp_path, capsys):
+    path = _filled(tmp_path / "cache")
+    damaged = bytearray(path.read_bytes())
+    damaged[4096 * 20:4096 * 21] = b"A" * 4096  # one page overwritten (a disk fault, a copy cut short)
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(DataError, match=f"response cache {path}: cannot be used .*run with --cache off, or move "
+                                        "the file away"):
+        ResponseCache(tmp_path / "cache")
+    out = tmp_path / "run.json"
+    assert main(["--data_dir", str(tiny_data_dir), "--end_index", "1", "--agent_memory", "none", "--cache",
+                 str(tmp_path / "cache"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: response cache {path}: cannot be used" in err and "--cache off" in err
+    assert "no result file was written" in err and not out.exists()
+
+
+def test_an_entry_that_is_not_an_answer_is_asked_again_and_replaced_with_one_warning(tmp_path):
+    warned: list[str] = []
+    path = _filled(tmp_path, entries=3)
+    cache = ResponseCache(tmp_path, warn=warned.append)
+    for key, text in (("k0", "not json"), ("k1", "[1, 2]")):
+        cache._connection().execute("UPDATE replies SET reply = ? WHERE key = ?", (text, key))
+    assert cache.get("k0") is None and cache.get("k1") is None and cache.get("k2")["i"] == 2
+    assert len(warned) == 1 and str(path) in warned[0] and "asked again and the entry replaced" in warned[0]
+    cache.put("k0", {"message": {"content": "asked again"}})
+    cache.put("k2", {"message": {"content": "not kept: the first answer stays"}})
+    assert cache.get("k0") == {"message": {"content": "asked again"}} and cache.get("k2")["i"] == 2
+
+
+def test_a_run_whose_cache_holds_unreadable_entries_runs_every_task(tiny_data_dir, tiny_engines, tmp_path, capsys):
+    with ScriptedLLMServer(sampler()) as server:
+        assert run(server, tiny_data_dir, tmp_path / "first.json", "--cache", str(tmp_path / "cache")) == 0
+        cache = ResponseCache(tmp_path / "cache")
+        cache._connection().execute("UPDATE replies SET reply = 'garbage'")
+        sent = len(server.requests)
+        assert run(server, tiny_data_dir, tmp_path / "second.json", "--cache", str(tmp_path / "cache")) == 0
+        assert len(server.requests) == 2 * sent  # every call asked again, none failed
+    printed = capsys.readouterr()
+    assert (printed.out + printed.err).count("is not a JSON answer") == 1
+    assert all(not record["info"].get("error") for record in load_result_file(tmp_path / "second.json")[1])

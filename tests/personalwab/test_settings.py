@@ -49,7 +49,7 @@ def test_a_config_file_gives_settings_and_flags_override_it(tmp_path):
 
 
 @pytest.mark.parametrize("text, fault", [
-    ("cuont: 7\n", "unknown setting 'cuont' (did you mean count?)"),
+    ("cuont: 7\n", "cuont: unknown setting (did you mean count?)"),
     ("mode: c\n", "mode: 'c' is not one of a, b"),
     ("count: many\n", "count: invalid literal"),
     ("- count\n", "expected a mapping of settings, found list"),

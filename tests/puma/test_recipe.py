@@ -476,10 +476,12 @@ def test_run_facts_add_a_launch_departure_to_the_record(tmp_path: Path):
 
     config = SFTConfig(fp16=True)
     weight = torch.nn.Parameter(torch.zeros(2, dtype=torch.float32))
-    trainer = SimpleNamespace(args=SimpleNamespace(world_size=2, per_device_train_batch_size=1,
-                                                   gradient_accumulation_steps=32, device=SimpleNamespace(type="cuda")),
+    arguments = {"world_size": 2, "per_device_train_batch_size": 1, "gradient_accumulation_steps": 32}
+    trainer = SimpleNamespace(args=SimpleNamespace(**arguments, device=SimpleNamespace(type="cuda"),
+                                                   to_dict=lambda: dict(arguments)),
                               model=SimpleNamespace(parameters=lambda: [weight]))  # a GPU run with DEEPSPEED=none
     facts = run_facts(trainer, config, "sft")
+    assert facts["training_arguments"] == arguments and facts["lora"] is None  # as the trainer holds them
     assert facts["precision"] == "amp-fp16" and facts["global_batch_size"] == 64 and facts["world_size"] == 2
     assert facts["gradient_accumulation_steps"] == 32 and facts["trainable_dtype"] == "float32"
     write_record(tmp_path / "out", "sft", get_recipe("release"), config, **facts)

@@ -85,7 +85,7 @@ def test_parts_that_are_not_one_whole_are_refused(score_parts, tmp_path, capsys,
 def test_a_part_as_out_is_refused_and_kept(score_parts, capsys):
     kept = score_parts["1of2"].read_bytes()
     assert step(merge_shards, score_parts["0of2"], score_parts["1of2"], "--out", score_parts["1of2"]) == 2
-    assert "is one of the parts; name a new file" in capsys.readouterr().err
+    assert f"--out {score_parts['1of2']}: is also this command's input (PART" in capsys.readouterr().err
     assert score_parts["1of2"].read_bytes() == kept
 
 
@@ -113,3 +113,11 @@ def test_greedy_generate_parts_joined_are_the_unsharded_outputs(tiny_model_dir, 
     assert list(json.loads((tmp_path / "p1.json").read_text())) == ["find thing 1", "find thing 3"]
     assert step(merge_shards, tmp_path / "p0.json", tmp_path / "p1.json", "--out", tmp_path / "joined.json") == 0
     assert (tmp_path / "joined.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+
+
+def test_a_shard_that_would_hold_no_instruction_is_refused(tiny_data, tiny_engines, candidates, tmp_path, capsys):
+    out = tmp_path / "empty_part.json"
+    assert scored(tiny_data, candidates, out, "--shard", "45/50") == 2
+    error = capsys.readouterr().err
+    assert "--shard 45/50: the 7 instruction(s) leave this shard none; split them into at most 7 shards" in error
+    assert error.count("\n") == 1 and not out.exists()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -188,7 +189,7 @@ def test_puma_run_checks_its_file_and_steps_before_running(tmp_path: Path):
     from PUMA.pipeline import run_pipeline
 
     ran: list[list[str]] = []
-    with pytest.raises(ValueError, match="sft: 'epochs' is not a flag of this step"):
+    with pytest.raises(ValueError, match=r"puma run: sft.epochs: unknown setting"):
         run_pipeline(_pipeline(tmp_path, "sft: {epochs: 1}\n"), log=lambda _: None, execute=ran.append)
     with pytest.raises(ValueError, match="--steps 0,9"):
         run_pipeline(_pipeline(tmp_path, "", "--steps", "0,9"), log=lambda _: None, execute=ran.append)
@@ -199,6 +200,25 @@ def test_puma_run_checks_its_file_and_steps_before_running(tmp_path: Path):
     assert run_pipeline(settings, log=lines.append, execute=lambda argv: ran.append(argv) or next(statuses)) == 3
     assert [argv[2:4] for argv in ran] == [["PUMA.launch", "sft"], ["PUMA.merge", "--recipe"]]
     assert lines[-1] == "puma run: step 2 (merge) failed with exit status 3"
+
+
+@pytest.mark.parametrize("text, fault", [
+    ("steps: [4, 3]\n", "steps: expected one value (text), got a YAML list"),
+    ("score: {shard: 0.5}\n", "score.shard: the YAML number 0.5: '0.5': expected I/N"),
+    ("sft: {num_train_epochs: many}\n", "sft.num_train_epochs: could not convert string to float: 'many'"),
+    ("evaluate: {end_index: true}\n", "evaluate.end_index: expected a whole number, got the YAML boolean true"),
+    ("dpo: {out: a, output_dir: b}\n", "dpo.out and output_dir both set --out; keep one"),
+    ("generate_test: [1]\n", "generate_test: expected a mapping of the step's flags, got a YAML list"),
+])
+def test_puma_run_checks_every_sections_values_under_dry_run_too(text, fault, tmp_path: Path, monkeypatch, capsys):
+    from PUMA.__main__ import main
+
+    config = tmp_path / "run.yaml"
+    config.write_text(f"work_dir: {tmp_path / 'w'}\n{text}")
+    monkeypatch.setattr(sys, "argv", ["puma"])
+    assert main(["run", "--config", str(config), "--dry_run"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --config {config}: {fault}" + err.split(fault, 1)[1] and err.count("\n") == 1, err
 
 
 def test_recorded_settings_are_the_resolved_settings(tmp_path: Path):

@@ -21,6 +21,7 @@ from PersonalWAB.errors import DataError, EngineError
 if TYPE_CHECKING:
     import torch
 
+    from PersonalWAB.data.loader import BenchmarkData
     from PersonalWAB.engines.recommender.sasrec import SASRec
 
 # Sequences scored per forward pass: bounds the (rows x candidates) score matrix.
@@ -84,12 +85,14 @@ def checkpoint_record_path(checkpoint: Path) -> Path:
     return checkpoint.with_name(checkpoint.name + ".json")
 
 
-def provenance(checkpoint: Path, item_map: Path, data_fingerprint: str) -> dict[str, str]:
-    """What a trained checkpoint records about its inputs, so it is never used with others."""
+def provenance(checkpoint: Path, item_map: Path, behaviours_fingerprint: str) -> dict[str, str]:
+    """What a trained checkpoint records about its inputs, so it is never used with others:
+    the files it learnt from are the products and histories (`behaviours_fingerprint`); the
+    tasks and profiles are not, so editing them does not make it stale."""
     from PersonalWAB.digests import file_sha256
 
     return {"checkpoint_sha256": file_sha256(checkpoint), "item_map_sha256": file_sha256(item_map),
-            "data_fingerprint": data_fingerprint}
+            "behaviours_fingerprint": behaviours_fingerprint}
 
 
 def _record(checkpoint: Path) -> dict[str, object]:
@@ -123,10 +126,15 @@ def foreign_recommender(checkpoint: Path, item_map: Path, products: Mapping[str,
     return None
 
 
-def trained_on_other_data(checkpoint: Path, data_fingerprint: str) -> bool:
-    """Whether the checkpoint's record names data other than these files (edited since training)."""
-    recorded = _record(checkpoint).get("data_fingerprint")
-    return recorded is not None and recorded != data_fingerprint
+def trained_on_other_data(checkpoint: Path, data: BenchmarkData) -> bool:
+    """Whether the checkpoint's record names products and histories other than these (edited
+    since training). A record from before it named those alone names every data file
+    (`data_fingerprint`): that is compared instead."""
+    record = _record(checkpoint)
+    if "behaviours_fingerprint" in record:
+        return record["behaviours_fingerprint"] != data.behaviours_fingerprint
+    recorded = record.get("data_fingerprint")
+    return recorded is not None and recorded != data.fingerprint
 
 
 class SASRecRecommender:

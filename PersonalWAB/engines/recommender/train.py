@@ -33,7 +33,6 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from PersonalWAB.cli import check_command_outputs
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
 from PersonalWAB.engines.recommender.engine import SASRecRecommender, load_item_map, provenance
 from PersonalWAB.engines.recommender.sasrec import SASRec, SASRecConfig
@@ -41,7 +40,8 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.paths import ArtifactPaths
 from PersonalWAB.progress import progress_bar
 from PersonalWAB.scratch import atomic_write_bytes, atomic_write_text
-from PersonalWAB.settings import parse_many, resolved, setting
+from PersonalWAB.outputs import FILE, parse_command
+from PersonalWAB.settings import resolved, setting
 
 TRAINING_SPLITS = ("history", "train")
 TOP_K = 10
@@ -282,17 +282,17 @@ def popularity_warning(sasrec: Mapping[str, float], popularity: Mapping[str, flo
 
 
 def save_checkpoint(model: SASRec, checkpoint_path: Path, report: dict[str, Any], item_map_path: Path | None = None,
-                    data_fingerprint: str = "") -> None:
+                    behaviours_fingerprint: str = "") -> None:
     """A plain state dict (the official layout) plus `<checkpoint>.json` saying how it was made and,
-    given the item map and data it was trained on, their digests (`engine.provenance`), so it is
-    never used with others."""
+    given the item map and the products and histories it was trained on, their digests
+    (`engine.provenance`), so it is never used with others."""
     # Saved into memory: torch names the archive's root folder after a file it writes, which
     # for a scratch name (it holds the pid) would make equal models' files differ.
     buffer = io.BytesIO()
     torch.save(model.state_dict(), buffer)
     atomic_write_bytes(checkpoint_path, buffer.getvalue())
     if item_map_path is not None:
-        report = {**report, **provenance(checkpoint_path, item_map_path, data_fingerprint)}
+        report = {**report, **provenance(checkpoint_path, item_map_path, behaviours_fingerprint)}
     atomic_write_text(checkpoint_path.with_name(checkpoint_path.name + ".json"), json.dumps(report, indent=2))
 
 
@@ -422,10 +422,19 @@ def train_sasrec(
         "checkpoint": str(checkpoint_path),
         "item_map": str(item_map_path),
     }
-    save_checkpoint(model, checkpoint_path, report, item_map_path, data.fingerprint)
+    save_checkpoint(model, checkpoint_path, report, item_map_path, data.behaviours_fingerprint)
     if warning:
         print(f"warning: {checkpoint_path}: {warning}", file=sys.stderr, flush=True)
     return report
+
+
+def is_checkpoint(path: Path) -> bool:
+    """Whether `path` is a checkpoint this command trained (its report beside it names it)."""
+    try:
+        report = json.loads(path.with_name(path.name + ".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(report, dict) and Path(str(report.get("checkpoint"))).name == path.name
 
 
 @dataclass
@@ -441,10 +450,9 @@ class TrainPaths:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, config = parse_many([TrainPaths, SASRecTrainConfig], argv,
-                              prog="python -m PersonalWAB.engines.recommender.train",
-                              description=__doc__.split("\n\n")[0])
-    check_command_outputs(args, {"out": False})
+    args, config = parse_command([TrainPaths, SASRecTrainConfig], argv, {"out": FILE}, own=lambda _: is_checkpoint,
+                                 writes=("item_map",), prog="python -m PersonalWAB.engines.recommender.train",
+                                 description=__doc__.split("\n\n")[0])
     artifacts = ArtifactPaths.for_data_dir(args.data_dir)
     try:
         data = load_benchmark_data(args.data_dir)

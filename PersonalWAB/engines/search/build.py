@@ -14,12 +14,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from PersonalWAB.cli import check_command_outputs, leave
+from PersonalWAB.cli import leave
 from PersonalWAB.engines.search import BACKENDS, build_index, search_index_dir
-from PersonalWAB.engines.search.common import is_prebuilt
+from PersonalWAB.engines.search.common import CONTENTS_FILE, is_prebuilt
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import default_data_dir
-from PersonalWAB.settings import parse, setting
+from PersonalWAB.outputs import FOLDER, parse_command
+from PersonalWAB.settings import setting
 
 
 @dataclass
@@ -40,14 +41,20 @@ class IndexSettings:
 
 
 def _settings(argv: list[str] | None) -> IndexSettings:
-    settings = parse(IndexSettings, argv, prog="python -m PersonalWAB.engines.search.build",
-                     description="Build the BM25 search indexes (Lucene through Anserini, bm25s) of a data directory.")
+    settings: IndexSettings = parse_command(
+        [IndexSettings], argv, {"out": FOLDER}, own=lambda _: is_index,
+        prog="python -m PersonalWAB.engines.search.build",
+        description="Build the BM25 search indexes (Lucene through Anserini, bm25s) of a data directory.")[0]
     if settings.out is not None and settings.backend == "all":
         raise DataError("--out needs --backend lucene or --backend bm25s (one index per folder)")
     if settings.threads < 1:
         raise DataError(f"--threads must be at least 1, got {settings.threads}")
-    check_command_outputs(settings, {"out": True})
     return settings
+
+
+def is_index(folder: Path) -> bool:
+    """Whether a folder is a search index this command built (rebuilt in place, as a whole)."""
+    return (folder / CONTENTS_FILE).is_file()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,11 +57,14 @@ def test_unmarked_files_with_the_published_counts_are_official(unmarked: Path, m
 
 
 @pytest.mark.parametrize("part", ["user_history_part_2.json", "all_products_part_2.json"])
-def test_a_missing_part_makes_published_counts_unknown_origin(unmarked: Path, monkeypatch, part: str) -> None:
+def test_data_with_the_published_counts_that_lacks_a_part_is_refused_naming_it(unmarked: Path, monkeypatch,
+                                                                               part: str) -> None:
+    """It would pass for the release with its products or histories halved: refused, not merely custom."""
     _fit_published_counts(unmarked, monkeypatch)
     (unmarked / part).unlink()
-    data = load_benchmark_data(unmarked, reload=True)
-    assert data.source == "custom" and "part file" in (data.not_official_because() or "")
+    with pytest.raises(DataError, match=rf"{part} missing: the data has the release's published users and "
+                                        "instructions, and the release comes in 2 such parts"):
+        load_benchmark_data(unmarked, reload=True)
 
 
 def test_a_history_emptied_of_half_its_users_is_not_official(unmarked: Path, monkeypatch) -> None:

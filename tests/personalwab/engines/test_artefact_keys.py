@@ -14,6 +14,7 @@ from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.engines.recommender.engine import checkpoint_record_path
 from PersonalWAB.engines.shared import Engines
 from PersonalWAB.errors import DataError
+from tests.conftest import rewrite
 
 
 @pytest.fixture()
@@ -40,7 +41,7 @@ def _refusal(data_dir: Path) -> str:
 
 def test_training_records_what_the_checkpoint_was_trained_on(built: Path, tiny_data) -> None:
     record = json.loads(checkpoint_record_path(built / "pwab.pth").read_text())
-    assert record["data_fingerprint"] == tiny_data.fingerprint
+    assert record["behaviours_fingerprint"] == tiny_data.behaviours_fingerprint
     assert len(record["checkpoint_sha256"]) == len(record["item_map_sha256"]) == 64
 
 
@@ -79,11 +80,34 @@ def test_a_checkpoint_of_edited_data_is_refused_by_engines_and_retrained_by_buil
     shutil.copytree(built, data_copy / "recommender", dirs_exist_ok=True)
     record_path = checkpoint_record_path(data_copy / "recommender" / "pwab.pth")
     record = json.loads(record_path.read_text())
-    record_path.write_text(json.dumps({**record, "data_fingerprint": "0" * 64}))
-    assert "trained on other data" in _refusal(data_copy)
+    record_path.write_text(json.dumps({**record, "behaviours_fingerprint": "0" * 64}))
+    assert "trained on other products or histories" in _refusal(data_copy)
     logged: list[str] = []
     assert _recommender_is_stale(load_benchmark_data(data_copy), logged.append)
     assert logged and logged[0].startswith("warning:") and "training it again" in logged[0]
+
+
+def test_edited_tasks_or_profiles_keep_the_recommender(built: Path, data_copy: Path) -> None:
+    """SASRec learns from the products and histories alone: a task file cut to a few tasks (what
+    a check on a subset does) neither refuses nor retrains it."""
+    shutil.copytree(built, data_copy / "recommender", dirs_exist_ok=True)
+    rewrite(data_copy / "user_instructions.json", lambda tasks: tasks.update(test=tasks["test"][:3]))
+    data = load_benchmark_data(data_copy, reload=True)
+    Engines(data, "bm25s").check(search=False, recommender=True)
+    assert not _recommender_is_stale(data, lambda _: None)
+
+
+def test_a_record_that_names_every_data_file_is_still_checked(built: Path, data_copy: Path) -> None:
+    """A checkpoint recorded with the fingerprint of all four files (before the record named the
+    products and histories alone) is refused when those files changed, kept when they did not."""
+    shutil.copytree(built, data_copy / "recommender", dirs_exist_ok=True)
+    record_path = checkpoint_record_path(data_copy / "recommender" / "pwab.pth")
+    record = {k: v for k, v in json.loads(record_path.read_text()).items() if k != "behaviours_fingerprint"}
+    data = load_benchmark_data(data_copy, reload=True)
+    record_path.write_text(json.dumps({**record, "data_fingerprint": data.fingerprint}))
+    Engines(data, "bm25s").check(search=False, recommender=True)
+    record_path.write_text(json.dumps({**record, "data_fingerprint": "0" * 64}))
+    assert "trained on other products or histories" in _refusal(data_copy)
 
 
 def test_a_foreign_recommender_is_not_retrained_over(built: Path, other_data: Path) -> None:

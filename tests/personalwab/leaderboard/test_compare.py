@@ -11,6 +11,7 @@ import pytest
 from PersonalWAB.leaderboard.__main__ import main
 from PersonalWAB.leaderboard.analysis import is_solved
 from PersonalWAB.leaderboard.compare import compare_files
+from PersonalWAB.protocol.spec import RELEASE_PROTOCOL_DIGEST
 from PersonalWAB.results import build_header
 from devtools.result_files import full_split_file
 
@@ -91,8 +92,8 @@ def _edited(base: Path, name: str, edit) -> Path:
 
 
 STANDARD = {"texts": "release@23ff65c", "departures": [], "standard": True}
-# what this project records beside the settings (the digest: any but the project's own texts')
-PROJECT_FILE = {"project_version": "0.1.0", "data_source": "official", "protocol_texts_digest": "0" * 16}
+# what this project records beside the settings (the digest: the pinned release texts')
+PROJECT_FILE = {"project_version": "0.1.0", "data_source": "official", "protocol_texts_digest": RELEASE_PROTOCOL_DIGEST}
 REFUSALS = {
     "split": (lambda args: args.update(task_split="train"), "task split 'test' vs 'train'"),
     "data": (lambda args: args.update(data_source="synthetic (seed 3)"), "data 'official' vs 'synthetic (seed 3)'"),

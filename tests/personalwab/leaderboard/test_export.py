@@ -64,3 +64,16 @@ def test_parquet_written_or_refused_with_a_reason(two_trials, tmp_path, monkeypa
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     assert main(["export", str(two_trials), "--format", "parquet", "--out", str(out)]) == 2
     assert "needs the pyarrow package: pip install pyarrow" in capsys.readouterr().err
+
+
+def test_rows_of_a_run_that_did_not_finish_say_so(two_trials, tmp_path, capsys):
+    """A checkpoint (a run interrupted, stopped at --max_usd or killed) exports its finished tasks,
+    each row marked as not the whole run's."""
+    header, *records = json.loads(two_trials.read_text())
+    stopped = tmp_path / "stopped.json"
+    stopped.write_text(json.dumps([{"run_args": header["run_args"], "unfinished": True}, *records[:3]]))
+    out = tmp_path / "rows.csv"
+    assert main(["export", str(two_trials), str(stopped), "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert {r["run_finished"] for r in rows if r["file"] == str(two_trials)} == {"True"}
+    assert [r["run_finished"] for r in rows if r["file"] == str(stopped)] == ["False"] * 3

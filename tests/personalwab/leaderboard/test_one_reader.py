@@ -72,7 +72,12 @@ BAD_FILES: dict[str, tuple[Callable[[list], list], str]] = {
         "record 0 (header): cannot derive label: run_args lacks env, user_mode"),
     "relabelled standard": (
         _run_args(lambda args: {**args, "protocol": RELEASE_PROTOCOL}),
-        "labelled standard but its settings depart from the release: agent_strategy heuristic"),
+        "run_args.protocol.standard is True but its texts and departures make the run custom"),
+    "relabelled standard, an invented texts digest": (
+        _run_args(lambda args: {**args, "protocol": {**RELEASE_PROTOCOL, "departures": ["agent_strategy heuristic: "
+                                "the project's offline agent, not in the release"]},
+                                "protocol_texts_digest": "0123456789abcdef"}),
+        "run_args.protocol.standard is True but its texts and departures make the run custom"),
     "relabelled release texts, digest left": (
         _run_args(_relabelled_texts),
         "run_args.protocol.texts is 'release@23ff65c' but protocol_texts_digest"),

@@ -6,6 +6,7 @@ without root."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -232,6 +233,23 @@ def test_summarize_never_ranks_a_partial_run_with_whole_split_runs(tiny_data_dir
     assert [r.path for r in whole_rows] == [whole] and [r.path for r in part_rows] == [part]
     assert "partial" not in whole_title and "tasks 0-4 only" in part_title
     assert "ranked only against runs of the same tasks" in render_markdown(rows)
+    from PersonalWAB.leaderboard.validate import validate_file
+
+    assert any("partial split: tasks 0-4 of the test split" in line for line in validate_file(part).lines())
+    content = json.loads(part.read_text())
+    content[0]["run_args"]["end_index"] = True  # read as 1 it would pass for a run of the whole split
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(content))
+    report = validate_file(edited)
+    assert not report.valid and any("run_args.end_index True is not a task index" in p.message
+                                    for p in report.problems)
+
+
+def test_the_start_line_counts_tasks_and_trials_apart(tiny_data_dir, tiny_engines, tmp_path):
+    said: list[str] = []
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(tmp_path / "r.json"), end_index=3, num_trials=2,
+                  agent_memory="none"), log=said.append)
+    assert any(line.startswith("running 3 task(s) x 2 trials (6 task runs) of the test split") for line in said)
 
 
 def test_task_id_ranges_are_exact():
