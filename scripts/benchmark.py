@@ -45,7 +45,8 @@ sys.path.insert(0, str(REPO_ROOT))  # devtools/ (the scripted model server) live
 
 from PersonalWAB.cli import run_command  # noqa: E402
 from PersonalWAB.engines.search import BACKENDS  # noqa: E402
-from PersonalWAB.settings import parse, setting  # noqa: E402
+from PersonalWAB.outputs import FILE, parse_command, write_output  # noqa: E402
+from PersonalWAB.settings import setting  # noqa: E402
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -299,7 +300,7 @@ class BenchmarkSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(BenchmarkSettings, argv, prog="scripts/benchmark.py", description=__doc__)
+    [args] = parse_command([BenchmarkSettings], argv, {"out": FILE}, prog="scripts/benchmark.py", description=__doc__)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
@@ -391,7 +392,7 @@ def headline(figures: dict[str, Any]) -> dict[str, Any]:
 
 def save(figures: dict[str, Any], out: Path) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2))
+    write_output(out, json.dumps(figures, indent=2))
     print(json.dumps(figures, indent=2))
     print("headline (load average: 1, 5, 15 min):")
     for name, line in figures["headline"].items():

@@ -33,7 +33,8 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from PersonalWAB.cli import run_command  # noqa: E402
 from PersonalWAB.engines.text_embedding import EXACT, PRECISIONS  # noqa: E402
-from PersonalWAB.settings import parse, setting  # noqa: E402
+from PersonalWAB.outputs import FILE, parse_command, write_output  # noqa: E402
+from PersonalWAB.settings import setting  # noqa: E402
 
 
 @dataclass
@@ -48,6 +49,11 @@ class AgreementSettings:
     search_backend: str = setting("lucene", "search engine of the two runs")
     max_concurrency: int = setting(2, "tasks run at once in the two runs")
     out: str | None = setting(None, "JSON file for the figures", default_text="data/agreement_<data folder>.json")
+
+
+def default_out(settings: AgreementSettings) -> None:
+    """`--out` by default: named after the data folder, so it is claimed before any work."""
+    settings.out = settings.out or f"data/agreement_{Path(settings.data_dir).name}.json"
 
 
 def load_average() -> list[float]:
@@ -161,7 +167,8 @@ def markdown(figures: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings = parse(AgreementSettings, argv, prog="scripts/embedding_agreement.py", description=__doc__)
+    [settings] = parse_command([AgreementSettings], argv, {"out": FILE}, fill=default_out,
+                               prog="scripts/embedding_agreement.py", description=__doc__)
     from PersonalWAB.build import build_artifacts
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.metrics import paired_bootstrap_interval
@@ -187,9 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                        "within_exact_interval":
                            exact["interval_95"][0] <= fast["result_acc"] <= exact["interval_95"][1]}
     figures["load_average_at_end"] = load_average()
-    out = Path(settings.out or f"data/agreement_{data.data_dir.name}.json")
+    out = Path(str(settings.out))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2))
+    write_output(out, json.dumps(figures, indent=2))
     print(json.dumps(figures, indent=2))
     print(markdown(figures))
     print(f"saved to {out}")
