@@ -3,13 +3,11 @@ tasks, their users' texts encoded at both precisions, and the offline agent's tw
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from types import ModuleType
 
 import pytest
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, load_script
 
 from PersonalWAB.engines.text_embedding import cpu_has_bf16
 
@@ -18,12 +16,7 @@ TASKS = 4
 
 @pytest.fixture(scope="module")
 def agreement() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("embedding_agreement",
-                                                  REPO_ROOT / "scripts" / "embedding_agreement.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO_ROOT / "scripts" / "embedding_agreement.py")
 
 
 @pytest.mark.slow
