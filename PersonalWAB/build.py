@@ -25,6 +25,7 @@ from PersonalWAB.protocol import Protocol, load_protocol
 from PersonalWAB.scratch import atomic_write_text, remove_stale
 from PersonalWAB.settings import parse, resolved, setting
 from PersonalWAB.engines.search import BACKENDS
+from PersonalWAB.engines.text_embedding import EXACT, EmbeddingPrecision
 from PersonalWAB.schema_types import Task
 
 
@@ -89,10 +90,11 @@ def _recommender_is_stale(data: BenchmarkData, log: Callable[[str], None]) -> bo
 def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lucene",), recommender: bool = True,
                     review_embeddings: bool = False, memory_embeddings: bool = False, force: bool = False,
                     log: Callable[[str], None] = print, protocol: Protocol | None = None,
-                    puma_embeddings: bool = False) -> dict[str, float]:
+                    puma_embeddings: bool = False, embedding_precision: str = EXACT) -> dict[str, float]:
     """Build what is missing or stale (everything with `force`); return seconds per artefact
     built (also recorded in the cache folder's build_times.json). Search indexes and memory
-    embeddings hold text rendered by `protocol` (default: `load_protocol()`)."""
+    embeddings hold text rendered by `protocol` (default: `load_protocol()`); the memory
+    embeddings are of `embedding_precision` (PUMA's and the review scores' are always exact)."""
     protocol = protocol or load_protocol()
     artifacts = data.artifacts
     seconds: dict[str, float] = {}
@@ -142,18 +144,19 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
     if memory_embeddings:
         from PersonalWAB.memory.embeddings import build_behaviour_embeddings
 
-        seconds.update(build_behaviour_embeddings(data, protocol, force=force, log=log))
+        seconds.update(build_behaviour_embeddings(data, protocol, force=force, log=log, precision=embedding_precision))
     if puma_embeddings:
         from PersonalWAB.memory.embeddings import PUMA_TEMPLATE, build_behaviour_embeddings
 
-        built = build_behaviour_embeddings(data, protocol, force=force, log=log, template=PUMA_TEMPLATE)
+        built = build_behaviour_embeddings(data, protocol, force=force, log=log, template=PUMA_TEMPLATE,
+                                           precision=EXACT)
         seconds.update({f"puma_{name}": value for name, value in built.items()})
     _record_build_times(data, seconds)
     return seconds
 
 
 @dataclass
-class BuildSettings:
+class BuildSettings(EmbeddingPrecision):
     """The flags of `python -m PersonalWAB.build`."""
 
     data_dir: str | None = setting(None, "data folder whose artefacts to build", metavar="DIR",
@@ -190,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         seconds = build_artifacts(data, backends, recommender=settings.recommender,
                                   review_embeddings=True, memory_embeddings=settings.memory_embeddings,
                                   force=settings.force, protocol=load_protocol(settings.protocol_file),
-                                  puma_embeddings=settings.puma_embeddings)
+                                  puma_embeddings=settings.puma_embeddings,
+                                  embedding_precision=settings.embedding_precision)
         _record_settings(data, settings, seconds)
     except DataError as exc:
         print(f"error: {exc}", file=sys.stderr)

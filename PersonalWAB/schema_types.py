@@ -177,6 +177,7 @@ class RunArgs(TypedDict, total=False):
     protocol: ProtocolRecord
     protocol_texts_digest: str
     embedding_backend: str
+    memory_embedding_backend: str  # what computed the memory's vectors, with a bf16 --embedding_precision
     user_simulator_note: str
     cost_note: str
     agent_settings: dict[str, Any]

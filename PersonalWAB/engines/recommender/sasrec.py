@@ -73,6 +73,7 @@ class SASRec(nn.Module):
             self.forward_layernorms.append(nn.LayerNorm(hidden, eps=LAYER_NORM_EPS))
             self.forward_layers.append(PointWiseFeedForward(hidden, config.dropout_rate))
         self.last_layernorm = nn.LayerNorm(hidden, eps=LAYER_NORM_EPS)
+        self._future_masks: dict[tuple[int, str], torch.Tensor] = {}
 
     def log2feats(self, log_seqs: torch.Tensor) -> torch.Tensor:
         """One feature vector per position, each seeing only itself and earlier positions."""
@@ -82,7 +83,7 @@ class SASRec(nn.Module):
         # Padding gets position 0, whose embedding is the zero padding row.
         seqs = seqs + self.pos_emb(positions * (log_seqs != 0))
         seqs = self.emb_dropout(seqs)
-        future = ~torch.tril(torch.ones((length, length), dtype=torch.bool, device=log_seqs.device))
+        future = self._future_mask(length, log_seqs.device)
         for attn_norm, attention, ffn_norm, feed_forward in zip(
             self.attention_layernorms, self.attention_layers, self.forward_layernorms, self.forward_layers
         ):
@@ -92,6 +93,15 @@ class SASRec(nn.Module):
             seqs = (queries + attended).transpose(0, 1)
             seqs = feed_forward(ffn_norm(seqs))
         return self.last_layernorm(seqs)
+
+    def _future_mask(self, length: int, device: torch.device) -> torch.Tensor:
+        """True where a position would see a later one; made once per length and device (making
+        it took ~3 ms of each recommendation on a busy 2-core machine, as long as the model itself)."""
+        key = (length, str(device))
+        mask = self._future_masks.get(key)
+        if mask is None:
+            mask = self._future_masks[key] = ~torch.tril(torch.ones((length, length), dtype=torch.bool, device=device))
+        return mask
 
     def forward(
         self, user_ids: torch.Tensor | None, log_seqs: torch.Tensor, pos_seqs: torch.Tensor, neg_seqs: torch.Tensor

@@ -76,3 +76,40 @@ def test_an_export_that_differs_from_pytorch_is_refused_and_leaves_nothing(tmp_p
     with pytest.raises(RuntimeError, match="differs from PyTorch"):
         export_onnx(text_embedding.default_model_path(), target)
     assert list(target.parent.iterdir()) == []
+
+
+bf16_cpu = pytest.mark.skipif(not text_embedding.cpu_has_bf16(), reason="this CPU has no bf16 instructions")
+
+
+@bf16_cpu
+def test_bf16_on_openvino_is_near_fp32_from_threads_at_once_and_named_apart(torch_vectors):
+    """A fresh bf16 encoder spreading batches over two threads at once (its first calls set up
+    OpenVINO's numpy interface, which deadlocked when two threads did it together)."""
+    bf16 = TextEmbedder(precision="bf16", batch_size=2, threads=2)
+    vectors = bf16.encode(TEXTS)
+    assert bf16.backend == "openvino" and vectors.dtype == np.float32
+    assert 0 < np.abs(vectors - torch_vectors).max() <= 1e-2  # not exact, close
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert bf16.model_id != TextEmbedder().model_id and "bf16-openvino" in bf16.model_id  # its own store
+
+
+def test_bf16_needs_a_cpu_with_bf16_instructions(monkeypatch):
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    monkeypatch.setattr(text_embedding, "_gpu_present", lambda: False)
+    monkeypatch.setattr(text_embedding, "cpu_has_bf16", lambda: False)
+    with pytest.raises(ValueError, match="--embedding_precision bf16 needs a CPU with bf16 instructions"):
+        text_embedding.memory_backend("bf16")
+    assert text_embedding.memory_backend("fp32") == "onnx"
+    monkeypatch.setenv(BACKEND_ENV, "onnx")  # ONNX Runtime computes fp32 only
+    with pytest.raises(ValueError, match="for bf16 embeddings expected one of openvino, torch"):
+        text_embedding.memory_backend("bf16")
+    with pytest.raises(ValueError, match="embedding precision 'fp16'"):
+        TextEmbedder(precision="fp16")
+
+
+def test_the_arithmetic_of_an_encoding_counts_tokens_and_token_pairs():
+    per_token = 2 * (4 * 384 * 384 + 2 * 384 * 1536)
+    assert text_embedding.minilm_flops([10]) == 6 * (per_token * 10 + 4 * 100 * 384)
+    sentence = "The battery lasts two days and charges quickly."
+    assert text_embedding.token_counts([sentence] * 3) == [11] * 3  # 9 words and a full stop, with [CLS] and [SEP]
+    assert text_embedding.token_counts(["word " * 700]) == [text_embedding.MAX_TOKENS]  # truncated as encoded

@@ -49,7 +49,10 @@ def _task_with_history(data, minimum=12):
 
 
 @pytest.mark.slow
-def test_no_mode_sees_the_target_or_later(tiny_data):
+def test_no_mode_sees_the_target_or_later(tiny_puma_data):
+    """Over every test task and mode (the relevance ranking from `HashEncoder`: which behaviours
+    may be chosen does not depend on MiniLM)."""
+    tiny_data = tiny_puma_data
     for task in tiny_data.tasks["test"]:
         history = tiny_data.histories[task["user_id"]]
         past_asins = {_asin(b) for b in history if b["review"]["timestamp"] < task["timestamp"]}
@@ -101,7 +104,11 @@ def test_memory_text_of_every_mode(tiny_data, fake_protocol):
 
 
 @pytest.mark.slow
-def test_taskspe_memory_for_the_function_chosen(tiny_data, fake_protocol):
+def test_taskspe_memory_for_the_function_chosen(tiny_puma_data, fake_protocol):
+    from conftest import HashEncoder
+
+    tiny_data = tiny_puma_data  # its relevance ranking from `HashEncoder`: the test needs one, not MiniLM's
+    BehaviourEmbeddings(tiny_data, fake_protocol, HashEncoder()).ensure(log=None)
     task = _task_with_history(tiny_data)
     relevant = retrieve_memory(tiny_data, task, "relevant", 8, protocol=fake_protocol)
     assert retrieve_memory(tiny_data, task, "taskspe", 8, protocol=fake_protocol, task_type="search") == relevant
@@ -116,9 +123,19 @@ def test_taskspe_memory_for_the_function_chosen(tiny_data, fake_protocol):
         memory_text(fake_protocol, tiny_data, task, "taskspe", 8)
 
 
+@pytest.fixture(scope="module")
+def two_users_data(tiny_data_dir, tmp_path_factory):
+    """The tiny data's first two users: a real MiniLM cache of them takes an eighth of the whole's."""
+    from PersonalWAB.data.loader import load_benchmark_data
+
+    return load_benchmark_data(first_users_dir(tiny_data_dir, tmp_path_factory.mktemp("two_users") / "data", 2))
+
+
 @pytest.mark.slow
-def test_relevant_memory_ranks_the_full_behaviour_texts(tiny_data):
+def test_relevant_memory_ranks_the_full_behaviour_texts(two_users_data):
     from PersonalWAB.engines.text_embedding import shared_embedder
+
+    tiny_data = two_users_data
 
     task = _task_with_history(tiny_data)
     past = tiny_data.behaviours_before(task["user_id"], task["timestamp"])
@@ -199,6 +216,26 @@ def test_cache_is_reused_kept_per_protocol_and_invalidated(one_user_dir, tmp_pat
     rebuilt = BehaviourEmbeddings(changed, PROTOCOL, encoder)
     assert set(rebuilt.ensure()) == {rebuilt.name}
     assert encoder.texts - before == behaviours
+
+
+def test_each_precision_keeps_caches_of_its_own_and_a_run_ranks_by_its_own(one_user_dir):
+    """A bf16 build writes beside the fp32 caches, never over them, and the precision a run set
+    (`ranking_precision`) is the one memory reads."""
+    from conftest import HashEncoder
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.memory.embeddings import ranking_precision
+
+    data = load_benchmark_data(one_user_dir)
+    exact = BehaviourEmbeddings(data, PROTOCOL, HashEncoder())
+    fast = BehaviourEmbeddings(data, PROTOCOL, HashEncoder(), precision="bf16")
+    assert set(fast.ensure()) == {f"{exact.name}_bf16", "instruction_embeddings_bf16"}
+    assert not (data.artifacts.cache_dir / f"{exact.name}.npy").exists()
+    assert set(exact.ensure()) == {exact.name, "instruction_embeddings"}
+    assert BehaviourEmbeddings(data, PROTOCOL, HashEncoder(), precision="bf16").ensure() == {}
+    assert "--embedding_precision bf16" in fast.prebuild_command()
+    with ranking_precision("bf16"):
+        assert shared_behaviour_embeddings(data, PROTOCOL).precision == "bf16"
+    assert shared_behaviour_embeddings(data, PROTOCOL).precision == "fp32"
 
 
 def test_function_file(tmp_path):
@@ -394,11 +431,13 @@ def test_a_run_over_some_users_encodes_only_theirs_and_ranks_as_the_whole_cache(
 
 
 @pytest.mark.slow
-def test_cached_relevant_memory_equals_pytorch_encoding_each_text_alone(tiny_data):
+def test_cached_relevant_memory_equals_pytorch_encoding_each_text_alone(two_users_data):
     """The batched, length-sorted, stored path (ONNX Runtime on a CPU) ranks exactly as
     PyTorch encoding one text at a time."""
     from PersonalWAB.engines.text_embedding import TextEmbedder
     from PersonalWAB.memory.embeddings import reference_agreement
+
+    tiny_data = two_users_data
 
     user_id = tiny_data.tasks["test"][0]["user_id"]
     tasks = [t for t in tiny_data.tasks["test"] if t["user_id"] == user_id][:3]

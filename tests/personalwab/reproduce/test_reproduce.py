@@ -140,6 +140,23 @@ def test_dry_run_sends_nothing_and_prints_a_cost_per_row(tiny_engines, tiny_data
     assert not list(tmp_path.rglob("*.json"))
 
 
+def test_a_dry_run_prices_relevant_memory_without_encoding_a_text(tiny_engines, tiny_data_dir, tmp_path, capsys,
+                                                                   monkeypatch):
+    """The estimate's memory holds as many behaviours as the run's, the newest: it needs their
+    texts' length, not MiniLM's ranking, so nothing is encoded (on `full` that was minutes)."""
+    from PersonalWAB.memory import embeddings
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("the estimate encoded texts")
+
+    monkeypatch.setattr(embeddings, "encode_with_store", no_encoding)
+    monkeypatch.setattr(embeddings.BehaviourEmbeddings, "ensure", no_encoding)
+    assert main(["--model", "openai/gpt-4o-mini", "--data_dir", str(tiny_data_dir), "--rows", "relevant",
+                 "--out", str(tmp_path), "--end_index", str(TASKS), "--dry_run"]) == 0
+    relevant = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("relevant"))
+    assert f" {TASKS} " in relevant and "$0.0" in relevant
+
+
 def test_a_dry_run_needs_no_key(tiny_engines, tiny_data_dir, tmp_path, capsys):
     """Nothing is sent, so the estimate runs without a provider key (the fixture removed it)."""
     assert main(["--model", "openai/gpt-4o-mini", "--data_dir", str(tiny_data_dir), "--rows", "none",
