@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from PersonalWAB import trace
 from PersonalWAB.agents.base import Agent
 from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.data.loader import BenchmarkData, load_benchmark_data
@@ -126,7 +127,9 @@ class PumaAgent(Agent):
         if instruction in self.functions:
             raw = self.functions[instruction]
         elif self.generator is not None:
-            raw = self.generator.generate(protocol.puma_function_prompt(instruction), FUNCTION_NEW_TOKENS)
+            prompt = protocol.puma_function_prompt(instruction)
+            raw = self.generator.generate(prompt, FUNCTION_NEW_TOKENS)
+            trace.record("generation", purpose="function", instruction=instruction, prompt=prompt, output=raw)
         else:
             raise ValueError(f"the function file has no entry for instruction {instruction[:80]!r}")
         if self.recipe.strict_release_parsing:
@@ -156,8 +159,10 @@ class PumaAgent(Agent):
         if self.generator is None:
             raise ValueError(f"the parameter file has no entry for instruction {instruction[:80]!r}")
         template = "puma.param_prompt" if self.recipe.training_prompt_at_eval else "puma.agent.param_prompt"
-        return self.generator.generate(self.live_prompt(protocol, task, function_name),
-                                       cue=prompt_cue(protocol.text(template)))
+        prompt = self.live_prompt(protocol, task, function_name)
+        output = self.generator.generate(prompt, cue=prompt_cue(protocol.text(template)))
+        trace.record("generation", purpose="parameter", instruction=instruction, prompt=prompt, output=output)
+        return output
 
     def decide(self, protocol: Protocol, task: Task) -> Action:
         return self.decision(protocol, task)[0]

@@ -14,8 +14,7 @@ import math
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from PersonalWAB.outputs import output_problem
-from PersonalWAB.outputs import command_inputs, input_problem
+from PersonalWAB.outputs import command_inputs, input_problem, output_problem, same_path
 from PersonalWAB.envs.users import MULTI_TURN_USERS
 from PersonalWAB.pricing import AGENT_FLAG, USER_FLAG, parse_rate
 from PersonalWAB.runner.config import RunConfig
@@ -31,7 +30,7 @@ def check_settings(config: RunConfig, keys: bool = True) -> None:
     """Raise SettingsError for the first setting that cannot work; `keys=False` leaves out the
     provider keys (for a plan that sends nothing, such as a cost estimate)."""
     checks = (_check_numbers, _check_labels, _check_track, _check_agent, _check_endpoints, _check_inputs,
-              _check_output)
+              _check_output, _check_trace)
     for check in checks + ((_check_keys,) if keys else ()):
         problem = check(config)
         if problem:
@@ -171,7 +170,7 @@ def _check_inputs(c: RunConfig) -> str | None:
 
 # The settings naming a file or folder a run writes as well as reads: a result file resumed in
 # place, InteRecAgent's memory (each task updates it), the response cache.
-RUN_WRITES = ("out", "resume_from", "interec_memory_file", "cache", "log_dir")
+RUN_WRITES = ("out", "resume_from", "interec_memory_file", "cache", "log_dir", "trace_file")
 
 
 def run_inputs(c: RunConfig) -> list[tuple[str, Path]]:
@@ -204,6 +203,25 @@ def _check_output(c: RunConfig) -> str | None:
         return (f"--out {target}: already exists; pass --overwrite to replace it, --resume_from it to "
                 "finish it, or choose another path")
     return output_problem(target, flag)
+
+
+def _check_trace(c: RunConfig) -> str | None:
+    """The trace is appended to: a regular file or a new path, none of the run's other files."""
+    if c.trace_file is None:
+        return None
+    trace = Path(c.trace_file)
+    problem = not_a_regular_file(trace)
+    if problem:
+        return f"--trace_file {trace}: {problem}"
+    target = output_target(c)
+    if target is not None and same_path(trace, target):
+        return f"--trace_file {trace}: is the result file; name a file of its own"
+    inputs = run_inputs(c)
+    for flag, folder in inputs:  # appended to, a file in the data folder would change the data
+        if folder.is_dir() and trace.resolve().is_relative_to(folder.resolve()):
+            return (f"--trace_file {trace}: is inside this command's input folder ({flag} {folder}); name a path "
+                    "outside it")
+    return input_problem(trace, "--trace_file", inputs) or output_problem(trace, "--trace_file")
 
 
 def _check_keys(c: RunConfig) -> str | None:

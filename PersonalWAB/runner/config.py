@@ -138,6 +138,9 @@ class RunConfig(TaskRange, DataChoice, EmbeddingPrecision, Endpoints, Console):
     out: str | None = setting(None, "result file path", aliases=("output",),
                               default_text="a new name under --log_dir derived from the settings")
     overwrite: bool = setting(False, "replace an existing --out file")
+    trace_file: str | None = setting(None, "append every environment step and every local model generation of the "
+                                           "run to this JSON-lines file (PersonalWAB.trace), for following an agent "
+                                           "step by step", default_text="no trace")
     leak_guard: bool = setting(False, "mask the target ASIN and copied review spans in user messages (a departure "
                                       "from the release)", resume=True)
     # the chosen strategy's own settings (strategy name -> its settings), filled from the same command line

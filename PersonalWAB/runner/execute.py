@@ -175,12 +175,14 @@ def execute(plan: RunPlan, log: Callable[[str], None] = log_line, max_usd: float
     flight finish and are kept (their calls are paid for), then BudgetReached is raised when
     tasks are left. Models without a price count as 0."""
     from PersonalWAB.memory.embeddings import ranking_precision
+    from PersonalWAB.trace import tracing
 
     writer = ResultWriter(plan.output, plan.run_args, plan.kept)
     try:
         writer.hold(*([plan.output] if plan.claim != "unique" else []),
                     *([plan.config.resume_from] if plan.config.resume_from else []))
-        with ranking_precision(plan.config.embedding_precision):
+        with ranking_precision(plan.config.embedding_precision), \
+                tracing(plan.config.trace_file, split=plan.config.task_split, output=str(plan.output)):
             return _run_tasks(plan, writer, log, max_usd)
     finally:
         writer.release()

@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypedDict
 
+from PersonalWAB import trace
 from PersonalWAB.engines.shared import Engines
 from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS, ToolContext
 from PersonalWAB.envs.pwab.scoring import score_attempt
@@ -132,6 +133,8 @@ class PWABEnv:
             done = True
         self.done = done
         res = [attempt.function_acc, attempt.result_acc] if attempt else [0.0, 0.0]
+        trace.record("step", task_index=self.task_index, action=action.to_dict(), observation=observation, res=res,
+                     done=done)
         return observation, res, done, {"attempt": attempt, "steps": self.steps}
 
     def _dispatch(self, action: Action, task: Task) -> tuple[str, Attempt | None, bool]:
