@@ -43,6 +43,13 @@ def record(event: str, **fields: Any) -> None:
             _file.flush()
 
 
+def read(path: str | Path, event: str | None = None) -> list[dict[str, Any]]:
+    """The trace's events in order (those of kind `event` only, when given)."""
+    with open(path, encoding="utf-8") as handle:
+        events = [json.loads(line) for line in handle if line.strip()]
+    return [e for e in events if event is None or e.get("event") == event]
+
+
 @contextlib.contextmanager
 def tracing(path: str | Path | None, **run: Any) -> Iterator[None]:
     """Write the trace to `path` (appended) while the block runs; nothing without a path.

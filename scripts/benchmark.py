@@ -261,8 +261,8 @@ def scripted_llm_split(data_dir: Path, backend: str, out_dir: Path, concurrency:
     everything around the model (litellm, memory retrieval, engines, checkpointing)."""
     from PersonalWAB.runner.config import RunConfig
     from PersonalWAB.runner.execute import run
-    from devtools.responders import tool_caller
-    from devtools.scripted_server import ScriptedLLMServer
+    from devtools.doubles.responders import tool_caller
+    from devtools.doubles.scripted_server import ScriptedLLMServer
 
     with ScriptedLLMServer(tool_caller) as server:
         config = RunConfig(data_dir=str(data_dir), search_backend=backend, agent_strategy="function_calling",

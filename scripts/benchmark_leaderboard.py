@@ -25,7 +25,7 @@ from PersonalWAB.leaderboard.summarize import render_markdown, summarize_files  
 from PersonalWAB.leaderboard.validate import validate_file  # noqa: E402
 from PersonalWAB.cli import run_command  # noqa: E402
 from PersonalWAB.settings import parse, setting  # noqa: E402
-from devtools.result_files import full_split_file  # noqa: E402
+from devtools.doubles.result_files import full_split_file  # noqa: E402
 
 
 @dataclass

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO_ROOT))  # devtools/ lives at the repository root, ou
 
 from PersonalWAB.cli import run_command  # noqa: E402
 from PersonalWAB.settings import parse, resolved, setting  # noqa: E402
-from devtools.cpu_load import competing_processes  # noqa: E402
+from devtools.doubles.cpu_load import competing_processes  # noqa: E402
 
 TRAINER = "PersonalWAB.engines.recommender.train"
 # name -> (thread count or None for torch's choice, OMP_WAIT_POLICY or None for the project's default)

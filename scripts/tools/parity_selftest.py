@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from PersonalWAB.cli import run_command  # noqa: E402
 from PersonalWAB.errors import DataError  # noqa: E402
 from PersonalWAB.settings import parse, setting  # noqa: E402
-from devtools.parity_selftest import INJECTIONS, SelfTestError, cheap_selftest, release_selftest  # noqa: E402
+from devtools.parity.selftest import INJECTIONS, SelfTestError, cheap_selftest, release_selftest  # noqa: E402
 
 
 @dataclass

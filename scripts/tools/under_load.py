@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # devtools/ lives 
 from PersonalWAB.cli import run_command  # noqa: E402
 from PersonalWAB.errors import DataError  # noqa: E402
 from PersonalWAB.settings import parse, setting  # noqa: E402
-from devtools.cpu_load import competing_processes  # noqa: E402
+from devtools.doubles.cpu_load import competing_processes  # noqa: E402
 
 
 @dataclass

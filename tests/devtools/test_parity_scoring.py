@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from devtools.parity_agent import (PATHS, READINGS, AgentPath, assign, compare_agent, release_reading,
+from devtools.parity.agent import (PATHS, READINGS, AgentPath, assign, compare_agent, release_reading,
                                    scripted_outputs)
-from devtools.parity_scoring import (ORDER_NOTE, Target, above_zero_counts, classify_score, compare_scores,
+from devtools.parity.scoring import (ORDER_NOTE, Target, above_zero_counts, classify_score, compare_scores,
                                      crafted_candidates, fixed_candidates, informative_pairs, order_effect,
                                      release_order_scores, release_orders, reordered_candidates, scores_above_zero)
 from tests.conftest import HANG_GUARD_S
@@ -173,7 +173,7 @@ def test_the_worker_gives_the_release_set_order_without_the_release(tmp_path) ->
     import subprocess
     import sys
 
-    from devtools.release_mirror import WORKER
+    from devtools.parity.mirror import WORKER
 
     texts = [" B1, B2 ,B3,B1", "B9"]
     (tmp_path / "in.json").write_text(json.dumps(texts))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from devtools.parity_selftest import (INJECTIONS, Injection, Outcome, SelfTestError, check_injection, inject,
+from devtools.parity.selftest import (INJECTIONS, Injection, Outcome, SelfTestError, check_injection, inject,
                                       source_files, tree_copy, unreported)
 from tests.conftest import REPO_ROOT
 
@@ -42,7 +42,7 @@ def test_an_injection_that_no_longer_matches_is_an_error(tmp_path: Path) -> None
 
 def test_a_copy_holds_the_sources_and_nothing_ignored(tmp_path: Path) -> None:
     names = source_files()
-    assert "PUMA/modeling.py" in names and "devtools/parity_probe.py" in names
+    assert "PUMA/modeling.py" in names and "devtools/parity/probe.py" in names
     assert not any(name.startswith((".venv/", "data/")) for name in names)
     copy = tree_copy(tmp_path / "copy")
     assert (copy / "PUMA/modeling.py").read_text() == (REPO_ROOT / "PUMA/modeling.py").read_text()

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from devtools.parity_compare import Tally
-from devtools.parity_selection import choose
-from devtools.parity_settings import compare_values, lora_math, project_launch, training_math, warmup
-from devtools.release_scripts import ScriptError, read_script, release_scripts
+from devtools.parity.compare import Tally
+from devtools.parity.selection import choose
+from devtools.parity.step_settings import compare_values, lora_math, project_launch, training_math, warmup
+from devtools.parity.release_scripts import ScriptError, read_script, release_scripts
 from tests.conftest import REPO_ROOT
 
 FINETUNE = "\n".join([

@@ -1,4 +1,4 @@
-"""The training items of the parity harness's `puma` check (devtools/parity_training.py): the
+"""The training items of the parity harness's `puma` check (devtools/parity/training.py): the
 comparators see a changed loss, learning rate, weight or LoRA setting, and the project side's
 observation trains and records a tiny model. Neither the release nor its libraries are needed."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from devtools import parity_training as training
-from devtools.parity_compare import Tally
-from devtools.release_mirror import ParityError
+from devtools.parity import training
+from devtools.parity.compare import Tally
+from devtools.parity.mirror import ParityError
 
 
 def observation(loss: float = 2.5) -> dict:
@@ -99,7 +99,7 @@ def test_too_few_examples_are_refused():
 
 @pytest.fixture(scope="module")
 def selftest_inputs(tiny_data_dir: Path, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The self-test's input layout (devtools/parity_selftest.py): `data/` and `model/`."""
+    """The self-test's input layout (devtools/parity/selftest.py): `data/` and `model/`."""
     inputs = tmp_path_factory.mktemp("selftest_inputs")
     (inputs / "data").symlink_to(tiny_data_dir, target_is_directory=True)
     (inputs / "model").symlink_to(tiny_model_dir, target_is_directory=True)

@@ -11,9 +11,9 @@ from types import ModuleType
 
 import pytest
 
-from devtools.parity_compare import body_difference, first_difference, score_verdict
-from devtools.parity_requests import ParityModel, by_task, compare_first_requests
-from devtools.release_mirror import REQUIRED_FILES, ParityError, build_mirror
+from devtools.parity.compare import body_difference, first_difference, score_verdict
+from devtools.parity.requests import ParityModel, by_task, compare_first_requests
+from devtools.parity.mirror import REQUIRED_FILES, ParityError, build_mirror
 from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "tools" / "release_parity.py"
@@ -159,7 +159,7 @@ def sentencepiece_model_dir(tiny_data_dir: Path, tmp_path_factory: pytest.TempPa
 @pytest.mark.slow
 def test_puma_worker_loads_the_stand_in_for_the_hub_name_and_records_generate(tmp_path: Path,
                                                                              sentencepiece_model_dir: Path) -> None:
-    from devtools.release_mirror import WORKER
+    from devtools.parity.mirror import WORKER
 
     release = fake_release(tmp_path / "release")
     (release / "PersonalWAB" / "__init__.py").write_text("", encoding="utf-8")
@@ -185,7 +185,7 @@ def test_puma_worker_loads_the_stand_in_for_the_hub_name_and_records_generate(tm
 
 
 def test_puma_check_compares_every_field_and_request() -> None:
-    from devtools.parity_puma import compare_examples, compare_requests, label_reply
+    from devtools.parity.puma import compare_examples, compare_requests, label_reply
 
     release = [{"instruction": "a", "prompt": "P", "target": "x", "mem": "m"},
                {"instruction": "b", "prompt": "Q", "target": "y", "mem": "n"}]
@@ -207,7 +207,7 @@ def test_puma_check_compares_every_field_and_request() -> None:
 
 
 def test_puma_check_result_scores_and_settings(tmp_path: Path) -> None:
-    from devtools.parity_puma import GenerateRecorder, result_scores, settings_of
+    from devtools.parity.puma import GenerateRecorder, result_scores, settings_of
 
     (tmp_path / "r.json").write_text(json.dumps([{"run_args": {}}, {"task_id": 3, "action_acc": [1.0],
                                                                      "res_acc": [0.25]}]))
@@ -222,20 +222,20 @@ def test_puma_check_result_scores_and_settings(tmp_path: Path) -> None:
 
 
 def test_puma_settings_are_checked_before_anything_runs(tmp_path: Path) -> None:
-    from devtools.parity_session import ParityConfig
+    from devtools.parity.settings import ParitySettings
 
-    config = ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",), puma_steps=("1", "7"))
+    def settings(**values: object) -> ParitySettings:
+        return ParitySettings(release_dir=str(tmp_path), data_dir=str(tmp_path), checks=["puma"], **values)
+
     with pytest.raises(ParityError, match="--puma_steps: unknown '7'"):
-        config.validate()
+        settings(puma_steps="1,7").validate()
     with pytest.raises(ParityError, match=r"install them once with `bash scripts/tools/install_release_libs.sh DIR`"):
-        ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",)).validate()
+        settings().validate()
     with pytest.raises(ParityError, match="--release_libs .*missing: not a directory"):
-        ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",),
-                     release_libs=str(tmp_path / "missing")).validate()
+        settings(release_libs=str(tmp_path / "missing")).validate()
     (tmp_path / "libs" / "transformers").mkdir(parents=True)
     with pytest.raises(ParityError, match="--release_libs .*libs: no tokenizers, trl, peft, .* package in it"):
-        ParityConfig(release_dir=tmp_path, data_dir=tmp_path, checks=("puma",),
-                     release_libs=str(tmp_path / "libs")).validate()
+        settings(release_libs=str(tmp_path / "libs")).validate()
 
 
 def test_the_harness_hands_the_worker_one_json_request(tmp_path: Path) -> None:
@@ -244,7 +244,7 @@ def test_the_harness_hands_the_worker_one_json_request(tmp_path: Path) -> None:
     know stops it, named."""
     from types import SimpleNamespace
 
-    from devtools.release_mirror import WORKER, ReleaseRunner
+    from devtools.parity.mirror import WORKER, ReleaseRunner
 
     (tmp_path / "texts.json").write_text(json.dumps(["B2,B1"]))
     runner = ReleaseRunner(SimpleNamespace(root=tmp_path), [str(tmp_path / "extra")], sys.executable, 120)
@@ -265,31 +265,31 @@ def test_the_harness_hands_the_worker_one_json_request(tmp_path: Path) -> None:
 def test_a_check_named_after_extra_path_is_explained(tmp_path: Path) -> None:
     """`--extra_path DIR puma` reads `puma` as a second folder: the error says to name the checks first."""
     from PersonalWAB.settings import parse
-    from devtools.parity_session import ParityConfig
+    from devtools.parity.settings import ParitySettings
 
     argv = ["--release_dir", str(tmp_path), "--data_dir", str(tmp_path), "--extra_path", str(tmp_path), "puma"]
-    settings = parse(release_parity_script().ReleaseParitySettings, argv)
+    settings = parse(ParitySettings, argv)
     assert settings.extra_path == [str(tmp_path), "puma"] and settings.checks == []
     with pytest.raises(ParityError, match="puma is a check; --extra_path takes the folders up to the next flag"):
-        ParityConfig(release_dir=tmp_path, data_dir=tmp_path, extra_paths=settings.extra_path).validate()
+        settings.validate()
 
 
 def test_the_worker_refuses_release_libs_it_would_not_import(tmp_path: Path) -> None:
     """A library missing from the folder would silently come from this project's: the worker stops."""
-    from devtools.release_mirror import WORKER
+    from devtools.parity.mirror import WORKER
 
     (tmp_path / "transformers").mkdir()
     (tmp_path / "transformers" / "__init__.py").write_text("", encoding="utf-8")
     code = (f"import sys; sys.path.insert(0, {str(WORKER.parent)!r}); from pathlib import Path; "
-            f"from release_worker import use_release_libs; use_release_libs(Path({str(tmp_path)!r}))")
+            f"from worker import use_release_libs; use_release_libs(Path({str(tmp_path)!r}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert out.returncode != 0 and f"tokenizers is not in --release_libs {tmp_path}" in out.stderr
 
 
 @pytest.mark.slow
 def test_library_versions_of_both_sides_are_reported(tmp_path: Path) -> None:
-    from devtools.parity_libraries import release_versions, summary_line
-    from devtools.release_worker import LIBRARIES, library_versions
+    from devtools.parity.libraries import release_versions, summary_line
+    from devtools.parity.release.worker import LIBRARIES, library_versions
 
     import torch
 
@@ -332,7 +332,7 @@ def test_the_sentencepiece_stand_in_has_llamas_settings(tmp_path: Path) -> None:
 
 
 def test_tokenizer_comparison_names_the_text_that_differs(tmp_path: Path) -> None:
-    from devtools.parity_tokenizer import LEADING_SPACE, compare, step1_texts
+    from devtools.parity.tokenizer import LEADING_SPACE, compare, step1_texts
 
     for name, kind in (("function_data.json", "function"), ("param_data.json", "param")):
         example = {"instruction": "i", "prompt": f"{kind} P", "target": "T",
@@ -370,7 +370,7 @@ def test_generation_settings_are_compared_as_the_library_ran_them(tiny_model_dir
     import torch
     from transformers import GenerationConfig
 
-    from devtools.parity_puma import GenerateRecorder, compare_settings, with_chat_generation_defaults
+    from devtools.parity.puma import GenerateRecorder, compare_settings, with_chat_generation_defaults
     from PUMA.modeling import decoding_config, load_causal_lm, model_defaults_ignored
 
     folder = with_chat_generation_defaults(Path(shutil.copytree(tiny_model_dir, tmp_path / "chat")))
@@ -390,6 +390,20 @@ def test_generation_settings_are_compared_as_the_library_ran_them(tiny_model_dir
 
 
 def test_the_puma_check_runs_every_step_by_default() -> None:
-    from devtools.parity_puma import STEPS
+    from devtools.parity.puma_context import STEPS
 
-    assert set(release_parity_script().ReleaseParitySettings().puma_steps.split(",")) == set(STEPS)
+    from devtools.parity.settings import ParitySettings
+
+    assert set(ParitySettings(release_dir="r", data_dir="d").step_names) == set(STEPS)
+
+
+def test_every_check_is_one_row_of_the_table_and_loads_as_a_check() -> None:
+    from devtools.parity.check import Check
+    from devtools.parity.checks import CHECKS, DEFAULT_CHECKS
+
+    assert [entry.name for entry in CHECKS] == ["observations", "first_request", "multiturn_user", "puma"]
+    assert DEFAULT_CHECKS == ("observations", "first_request", "multiturn_user")
+    for entry in CHECKS:
+        check: Check = entry.load()
+        assert (check.name, check.runs_by_default) == (entry.name, entry.runs_by_default)
+        assert all(callable(getattr(check, step)) for step in ("prepare", "run", "compare"))

@@ -16,8 +16,8 @@ from PersonalWAB.metrics import compute_statistics, task_score
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
-from devtools.responders import conversation, instruction_of, is_agent_request, sensible_call
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.doubles.responders import conversation, instruction_of, is_agent_request, sensible_call
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 from PersonalWAB.types import Action
 
 SENTINEL_KEY = "sk-SENTINEL-DO-NOT-LEAK-0123456789abcdef"

@@ -13,8 +13,8 @@ from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.cli import main
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
-from devtools.responders import tool_caller
-from devtools.scripted_server import HoldingResponder, ScriptedLLMServer
+from devtools.doubles.responders import tool_caller
+from devtools.doubles.scripted_server import HoldingResponder, ScriptedLLMServer
 from tests.conftest import HANG_GUARD_S, REPO_ROOT, wait_until
 
 

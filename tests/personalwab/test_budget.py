@@ -12,8 +12,8 @@ from PersonalWAB.reproduce.cli import main
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.budget import paid_usd
 from PersonalWAB.runner.cli import main as run_main
-from devtools.responders import instruction_of, tool_caller
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.doubles.responders import instruction_of, tool_caller
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 
 TASKS = 6
 

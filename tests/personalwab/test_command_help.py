@@ -15,7 +15,7 @@ import PersonalWAB.settings as settings_module
 from PersonalWAB.cli import COMMANDS
 from PersonalWAB.settings import help_problems
 from PUMA.__main__ import STEPS
-from devtools.__main__ import COMMANDS as DEVTOOLS
+from devtools.doubles.__main__ import COMMANDS as DEVTOOLS
 from tests.conftest import REPO_ROOT
 
 

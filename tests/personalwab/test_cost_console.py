@@ -9,8 +9,8 @@ import pytest
 from PersonalWAB.pricing import (Rate, cost_lines, hosted_price_warning, is_local_endpoint, parse_rate,
                                  warn_hosted_prices)
 from PersonalWAB.runner.cli import main as run_main
-from devtools.responders import conversation
-from devtools.scripted_server import ScriptedLLMServer
+from devtools.doubles.responders import conversation
+from devtools.doubles.scripted_server import ScriptedLLMServer
 
 
 @pytest.fixture(autouse=True)

@@ -23,7 +23,7 @@ from PersonalWAB.llm import (
     provider_key,
     route_model,
 )
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply, prompt_token_count
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply, prompt_token_count
 from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 SENTINEL = "sk-SENTINEL-DO-NOT-LEAK-123"

@@ -18,8 +18,8 @@ from PersonalWAB.llm import LLMClient
 from PersonalWAB.response_cache import ResponseCache, cache_folder, task_scope
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.cli import main
-from devtools.responders import conversation, instruction_of, is_agent_request, sensible_call
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.doubles.responders import conversation, instruction_of, is_agent_request, sensible_call
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 
 TASKS = 4
 HELLO = [{"role": "user", "content": "hello"}]

@@ -146,7 +146,7 @@ def test_short_sft_generate_dpo_pass(tiny_data, tiny_model_dir: Path, tmp_path: 
 def test_search_labels_written_by_an_llm(tiny_data):
     from PersonalWAB.agents.heuristic import search_query
     from PersonalWAB.llm import LLMClient
-    from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+    from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
     from PUMA.data import llm_query
 
     task = next(t for t in tiny_data.split("train") if t["type"] == "search")

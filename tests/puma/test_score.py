@@ -187,7 +187,7 @@ def test_fast_test_writes_scores_table_and_record(tiny_data, tiny_engines, tmp_p
 def test_search_label_kept_raw_under_release(tiny_data):
     from PersonalWAB.agents.heuristic import search_query
     from PersonalWAB.llm import LLMClient
-    from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+    from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
     from PUMA.data import llm_query, param_label
     from PUMA.recipe import get_recipe
 

@@ -128,7 +128,7 @@ def no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_label_endpoint_answering_500_ends_in_one_line(tiny_puma_data, tiny_model_dir: Path, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture, no_provider_keys):
-    from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+    from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
     from PersonalWAB.cli import run_command
     from PUMA.cli import STEP_BAD_INPUT
     from PUMA.data import main
@@ -162,7 +162,7 @@ def test_a_label_endpoint_that_is_not_there_is_named_too(no_provider_keys):
 
 def test_label_requests_show_progress_and_record_their_cost(tiny_puma_data, tiny_model_dir: Path, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture, no_provider_keys):
-    from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+    from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
     from PUMA.data import main
 
     reply = ScriptedReply(content="wireless earbuds", prompt_tokens=100, completion_tokens=5)

@@ -15,8 +15,8 @@ from PersonalWAB.metrics import compute_statistics
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
-from devtools.responders import instruction_of, react_writer, sensible_call, tool_caller
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.doubles.responders import instruction_of, react_writer, sensible_call, tool_caller
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 from release_fixture import FAKE_TEXTS
 
 SENTINEL_KEY = "sk-SENTINEL-DO-NOT-LEAK-0123456789abcdef"

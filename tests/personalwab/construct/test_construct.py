@@ -28,8 +28,8 @@ from PersonalWAB.data.schema import PROFILE_FIELDS
 from PersonalWAB.data.synthetic import generate_synthetic
 from PersonalWAB.errors import DataError
 from PersonalWAB.llm import LLMError
-from devtools.construct_responder import respond
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.doubles.construct_responder import respond
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 DATA_FILES = ("all_products_part_1.json", "all_products_part_2.json", "user_history_part_1.json",
@@ -500,8 +500,8 @@ def test_fetch_streams_the_asked_categories(raw_dir: Path, tmp_path: Path) -> No
 
 def test_scripted_server_runs_from_the_shell(tmp_path: Path) -> None:
     url_file = tmp_path / "url"
-    process = subprocess.Popen([sys.executable, "-m", "devtools", "serve", "--responder",
-                                "devtools.construct_responder:respond", "--url_file", str(url_file),
+    process = subprocess.Popen([sys.executable, "-m", "devtools.doubles", "serve", "--responder",
+                                "devtools.doubles.construct_responder:respond", "--url_file", str(url_file),
                                 "--max_lifetime_s", "120"], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
     try:
         for _ in range(200):

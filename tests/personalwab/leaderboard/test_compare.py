@@ -13,7 +13,7 @@ from PersonalWAB.leaderboard.analysis import is_solved
 from PersonalWAB.leaderboard.compare import compare_files
 from PersonalWAB.protocol.spec import RELEASE_PROTOCOL_DIGEST
 from PersonalWAB.results import build_header
-from devtools.result_files import full_split_file
+from devtools.doubles.result_files import full_split_file
 
 FLIPPED = 30
 

@@ -25,7 +25,7 @@ from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.results import build_header
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
-from devtools.result_files import full_split_file
+from devtools.doubles.result_files import full_split_file
 
 
 

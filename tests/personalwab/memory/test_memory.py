@@ -22,7 +22,7 @@ from PersonalWAB.memory import (MEMORY_MODES, ReleaseRandomMemory, load_function
                                 retrieve_memory, task_function)
 from PersonalWAB.memory.embeddings import BehaviourEmbeddings, behaviour_texts, shared_behaviour_embeddings
 from PersonalWAB.protocol import project_protocol
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 from tests.conftest import REPO_ROOT
 
 PROTOCOL = project_protocol()

@@ -19,8 +19,8 @@ from PersonalWAB.reproduce.paper import compared_row, paper_row
 from PersonalWAB.reproduce.rows import MULTI, ROWS, SINGLE, ReproduceSettings, row_config, select_rows
 from PersonalWAB.reproduce.table import Cell, Comparison, render_html
 from PersonalWAB.results import load_result_file
-from devtools.responders import instruction_of, react_writer, tool_caller
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.doubles.responders import instruction_of, react_writer, tool_caller
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 from PUMA.agent_settings import PumaInputs
 
 ROW_NAMES = ("none", "last", "react")

@@ -24,8 +24,8 @@ from PersonalWAB.results import load_result_file, read_run_file
 from PersonalWAB.runner.cli import main
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
-from devtools.responders import tool_caller
-from devtools.scripted_server import HoldingResponder, ScriptedLLMServer, ScriptedReply
+from devtools.doubles.responders import tool_caller
+from devtools.doubles.scripted_server import HoldingResponder, ScriptedLLMServer, ScriptedReply
 from tests.conftest import HANG_GUARD_S, REPO_ROOT, as_background_job, wait_until
 
 

@@ -25,8 +25,8 @@ from PersonalWAB.results import read_run_file
 from PersonalWAB.runner.cli import main
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.runner.execute import run
-from devtools.responders import tool_caller
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.doubles.responders import tool_caller
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 HELLO = [{"role": "user", "content": "hello"}]

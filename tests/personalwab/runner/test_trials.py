@@ -16,8 +16,8 @@ from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.metrics import compute_statistics, pass_hat, t_quantile, task_score, trial_statistics
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.cli import main
-from devtools.responders import instruction_of, sensible_call
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.doubles.responders import instruction_of, sensible_call
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 
 TASKS = 9
 SEARCH = "search_product_by_query"

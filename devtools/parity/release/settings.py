@@ -13,7 +13,7 @@ A CPU cannot build the fp16 or DeepSpeed trainer the scripts ask for: the argume
 decides (`fp16`, `bf16`, `deepspeed`) are recorded as requested and then cleared, as are where
 metrics go (`report_to`) and the data loader's worker processes; nothing else is changed.
 
-Loaded by path by release_worker.py (after the release-era libraries are first on sys.path);
+Loaded by path by the release worker (worker.py, after the release-era libraries are first on sys.path);
 imports nothing from this project.
 """
 

@@ -15,7 +15,7 @@ batch 64 exceed the tiny data; the settings items compare the real ones): the sm
 4 up that the number of examples does not divide, so every epoch ends inside an accumulation. Both
 train on the CPU in fp32, single threaded, each from the same adapter weights
 (`make_initial_adapter`: random LoRA matrices, B included, so the adapter changes the outputs from
-the first step), put into the PEFT model after the trainer is built (devtools/training_probe.py);
+the first step), put into the PEFT model after the trainer is built (devtools/parity/release/training_probe.py);
 how each trainer's own adapter started is compared first (`compare_initialisation`). Compared: the settings each trainer
 used, every optimizer step's loss, gradient norm and learning rate (and the micro-batches in
 it; for DPO each one's rewards), the trained weights; for the merge every merged tensor and
@@ -34,9 +34,9 @@ from collections.abc import Callable
 from typing import Any
 
 from PersonalWAB.settings import parse, setting
-from devtools.parity_compare import Tally
-from devtools.parity_puma import HARDWARE_FLAGS, LLAMA_ID, PumaSetup, release_call, run_project
-from devtools.release_mirror import ParityError, ReleaseRunner
+from devtools.parity.compare import Tally
+from devtools.parity.puma_context import HARDWARE_FLAGS, LLAMA_ID, PumaSetup, release_call, run_project
+from devtools.parity.mirror import ParityError, ReleaseRunner
 
 ITEMS = {"sft": "SFT training", "dpo": "DPO training"}
 # The release's LoRA (finetune_llama.py, dpo_llama.py): the layout of the initial adapter.
@@ -81,7 +81,7 @@ def make_initial_adapter(base_model: Path, out: Path, seed: int = 0) -> Path:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from devtools.training_probe import save_trainable, trainable
+    from devtools.parity.release.training_probe import save_trainable, trainable
 
     model = AutoModelForCausalLM.from_pretrained(str(base_model), dtype=torch.float32)
     peft_model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **RELEASE_LORA))
@@ -120,8 +120,8 @@ def project_sft(model: Path | str, function_data: Path | str, param_data: Path |
     weights."""
     from PUMA import sft
 
-    from devtools.parity_puma import project_settings
-    from devtools.training_probe import TrainingProbe
+    from devtools.parity.puma_context import project_settings
+    from devtools.parity.release.training_probe import TrainingProbe
 
     config = project_settings(sft.SFTConfig, "sft", "--model_path", str(model), "--function_data", str(function_data),
                               "--param_data", str(param_data), "--out", str(output_dir),
@@ -136,8 +136,8 @@ def project_dpo(model: Path | str, pairs: Path | str, output_dir: Path | str, in
     `initial_adapter`."""
     from PUMA import dpo
 
-    from devtools.parity_puma import project_settings
-    from devtools.training_probe import TrainingProbe
+    from devtools.parity.puma_context import project_settings
+    from devtools.parity.release.training_probe import TrainingProbe
 
     config = project_settings(dpo.DPOStepConfig, "dpo", "--model_path", str(model), "--data_file", str(pairs),
                               "--out", str(output_dir), "--gradient_accumulation_steps",
@@ -165,7 +165,7 @@ def tiny_training_data(data_dir: Path, out: Path, count: int = 3) -> tuple[Path,
 
 
 def selftest_sft_observation(inputs: Path) -> dict[str, Any]:
-    """`project_sft` on the self-test's inputs (devtools/parity_selftest.py: `data/`, `model/`):
+    """`project_sft` on the self-test's inputs (devtools/parity/selftest.py: `data/`, `model/`):
     three examples, accumulation 2, from a fixed initial adapter."""
     import tempfile
 
@@ -192,7 +192,7 @@ def merged_model(folder: Path | str, texts: list[str]) -> dict[str, Any]:
     values) and its tokenizer's ids for `texts`, with its special tokens and vocabulary size."""
     from safetensors.torch import load_file
 
-    from devtools.training_probe import tensor_record
+    from devtools.parity.release.training_probe import tensor_record
     from PUMA.modeling import load_tokenizer
 
     folder = Path(folder)
@@ -340,7 +340,7 @@ def _project_observation(setup: PumaSetup, label: str, command: str, spec: dict[
     """One project observation (`main` below) in a process of its own, as the project's steps run."""
     spec_file, out = setup.work / f"project_{label}_spec.json", setup.work / f"project_{label}.json"
     spec_file.write_text(json.dumps(spec), encoding="utf-8")
-    run_project(setup, label, [sys.executable, "-m", "devtools.parity_training", command, "--spec", str(spec_file),
+    run_project(setup, label, [sys.executable, "-m", "devtools.parity.training", command, "--spec", str(spec_file),
                                "--out", str(out)])
     return json.loads(out.read_text(encoding="utf-8"))
 
@@ -445,7 +445,7 @@ class ObservationSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(ObservationSettings, argv, prog="python -m devtools.parity_training",
+    args = parse(ObservationSettings, argv, prog="python -m devtools.parity.training",
                  description=ObservationSettings.__doc__)
     observe = project_sft if args.command == "sft" else project_dpo
     observation = observe(**json.loads(Path(args.spec).read_text(encoding="utf-8")))

@@ -2,7 +2,7 @@
 Llama's settings, `PUMA.tiny_model --tokenizer sentencepiece`) tokenizing every text of step 1
 as the release loaded it and as this project loads it.
 
-Release side (release_worker.py `tokenizer_ids`, on the libraries of its time): the slow
+Release side (release/worker.py's `tokenizer_ids`, on the libraries of its time): the slow
 `LlamaTokenizer.from_pretrained` (its SFT, generation, DPO and agent) and
 `AutoTokenizer.from_pretrained` (its data scripts' memory cut), and the slow one in legacy
 mode, which the release did not use, to show what that mode would change. Project side:
@@ -26,8 +26,8 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from devtools.parity_compare import Tally
-from devtools.release_mirror import ReleaseRunner
+from devtools.parity.compare import Tally
+from devtools.parity.mirror import ReleaseRunner
 
 SPLITS = ("train", "test")
 # the release's loading calls, each compared with the project's tokenizer

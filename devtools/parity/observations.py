@@ -15,7 +15,8 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from devtools.parity_compare import Tally, first_difference, score_verdict, shorten
+from devtools.parity.check import Outcome, Session
+from devtools.parity.compare import Tally, first_difference, score_verdict, shorten
 
 UNKNOWN_ASIN = "B000PARITY0"
 STOPWORD_QUERY = "the and of to a"
@@ -189,20 +190,36 @@ def all_identical(result: dict[str, Any]) -> bool:
     return result["tasks"].all_identical
 
 
-def run_check(runner: Any, data_dir: Path, split: str, indices: list[int], work_dir: Path,
-              protocol_file: str | None = None) -> dict[str, Any]:
-    """Replay through both environments (the release in a worker process, in parallel) and compare."""
-    from devtools.release_mirror import reaped
+class ObservationsCheck:
+    """The same actions replayed through both environments (the release in a worker process,
+    in parallel with this project's): observations, scores and done, per task and action kind."""
 
-    jobs_path, out_path = work_dir / "observation_jobs.json", work_dir / "release_observations.json"
-    log_path = work_dir / "release_observations.log"
-    with reaped() as running:
-        def start_release(jobs: list[dict[str, Any]]) -> None:
-            jobs_path.write_text(json.dumps(jobs), encoding="utf-8")
-            running["worker"] = runner.start("observations", log_path, split=split, jobs=jobs_path, out=out_path)
+    name = "observations"
+    runs_by_default = True
+    about = "the same actions replayed through both environments: observations, scores, done"
 
-        jobs, project = project_side(data_dir, split, indices, start_release, protocol_file)
-        runner.finish(running["worker"], "release environment", log_path)
-    release = json.loads(out_path.read_text(encoding="utf-8"))
-    (work_dir / "project_observations.json").write_text(json.dumps(project), encoding="utf-8")  # for a closer look
-    return compare(jobs, release, project)
+    def prepare(self, session: Session) -> list[int]:
+        return list(range(len(session.tasks)))
+
+    def run(self, session: Session, indices: list[int]) -> tuple[list[dict[str, Any]], Any, Any]:
+        from devtools.parity.mirror import reaped
+
+        settings, work_dir = session.settings, session.work
+        session.log(f"observations: replaying {len(indices)} task(s) through both environments ...")
+        jobs_path, out_path = work_dir / "observation_jobs.json", work_dir / "release_observations.json"
+        log_path = work_dir / "release_observations.log"
+        with reaped() as running:
+            def start_release(jobs: list[dict[str, Any]]) -> None:
+                jobs_path.write_text(json.dumps(jobs), encoding="utf-8")
+                running["worker"] = session.runner.start("observations", log_path, split=settings.split,
+                                                         jobs=jobs_path, out=out_path)
+
+            jobs, project = project_side(Path(settings.data_dir), settings.split, indices, start_release,
+                                         settings.protocol_file)
+            session.runner.finish(running["worker"], "release environment", log_path)
+        (work_dir / "project_observations.json").write_text(json.dumps(project), encoding="utf-8")  # a closer look
+        return jobs, json.loads(out_path.read_text(encoding="utf-8")), project
+
+    def compare(self, session: Session, indices: list[int], ran: tuple[list[dict[str, Any]], Any, Any]) -> Outcome:
+        result = compare(*ran)
+        return Outcome({"observations": report(result)}, summary_lines(result), all_identical(result))

@@ -2,10 +2,10 @@
 step by step, against what the release's own scripts run with.
 
 The release's side is read from the release, never typed here: each `PUMA/scripts/*.sh` gives its
-launcher and flags (devtools/release_scripts.py), and the script is run with them by the release
+launcher and flags (devtools/parity/release_scripts.py), and the script is run with them by the release
 worker on the libraries of its time until what it would run with is known (its argparse namespace,
 its `LoraConfig`, its trainer's arguments, its first generation's decoding;
-devtools/release_settings.py). The project's side is the records every step of the user's
+devtools/parity/release/settings.py). The project's side is the records every step of the user's
 command wrote (`training_arguments`, `lora`, `effective_decoding`, `settings`), and for the
 training steps the launch `puma launch` plans on the release's GPUs (`PUMA.launch.plan_launch`
 with the step's own settings parser: precision, DeepSpeed config, batch layout).
@@ -26,8 +26,8 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from devtools.parity_compare import Tally
-from devtools.release_scripts import ScriptCall, release_scripts
+from devtools.parity.compare import Tally
+from devtools.parity.release_scripts import ScriptCall, release_scripts
 
 # The decoding fields compared, as the library generated with them (after its defaults): every
 # field either transformers release (4.45, 5.x) reads when decoding text.
@@ -275,7 +275,7 @@ def project_launch(step: str, processes: int) -> dict[str, Any]:
     layout = config.batch_layout(processes)
     deepspeed = Path(config.deepspeed) if config.deepspeed else None
     if deepspeed is not None and not deepspeed.is_absolute():
-        deepspeed = Path(__file__).resolve().parents[1] / deepspeed  # the launcher's paths are the repository's
+        deepspeed = Path(__file__).resolve().parents[2] / deepspeed  # the launcher's paths are the repository's
     return {"processes": processes, "per_device_train_batch_size": layout.per_device_train_batch_size,
             "gradient_accumulation_steps": layout.gradient_accumulation_steps,
             "global_batch_size": layout.global_batch_size,

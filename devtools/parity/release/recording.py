@@ -1,6 +1,6 @@
 """The release's own behaviour, observed inside the release's process for the parity harness.
 
-Loaded by release_worker.py by path (it imports nothing of this project).
+Loaded by the release worker (worker.py) by path (it imports nothing of this project).
 
 `install(FILE)` (the `record_env` of the worker's request, before the release's script or run.py
 starts) records, writing FILE after every call (the release's run.py may die in its agent;

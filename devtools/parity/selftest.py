@@ -5,7 +5,7 @@ Each `Injection` edits one line of one file in a copy of the source tree (its `o
 occur exactly once, so an injection that no longer matches the code is an error, never a
 silent pass). Two forms:
 
-- cheap (no release needed; CI runs it): the project side of the items (`devtools.parity_probe`)
+- cheap (no release needed; CI runs it): the project side of the items (`devtools.parity.probe`)
   runs in the clean tree twice (the two runs must agree: a check whose own runs differ would
   "detect" anything) and in each injected copy; the harness's comparators must report every
   injection in the items it names;
@@ -26,9 +26,9 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from devtools.parity_compare import Tally, first_difference
+from devtools.parity.compare import Tally, first_difference
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def prepare_inputs(out: Path, log: Callable[[str], None] = print) -> Path:
     """Tiny synthetic data with its engines, a stand-in model whose folder carries Llama-2-chat's
     generation defaults, parameter examples whose memory is longer than the 768-token cut, and
     step-4 candidates that hit (written once; every tree's probes read them)."""
-    from devtools.parity_puma import with_chat_generation_defaults
+    from devtools.parity.puma import with_chat_generation_defaults
     from PersonalWAB.build import build_artifacts
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.data.synthetic import generate_synthetic
@@ -207,7 +207,7 @@ def run_probe(tree: Path, probe: str, inputs: Path, out: Path, timeout_s: float 
     """One probe in `tree` (a subprocess, so `PUMA` is that tree's)."""
     environment = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                    "TOKENIZERS_PARALLELISM": "false", "PYTHONHASHSEED": "0"}
-    done = subprocess.run([sys.executable, "-m", "devtools.parity_probe", probe, "--inputs", str(inputs),
+    done = subprocess.run([sys.executable, "-m", "devtools.parity.probe", probe, "--inputs", str(inputs),
                            "--out", str(out)], cwd=tree, env=environment, capture_output=True, text=True,
                           timeout=timeout_s)
     if done.returncode != 0:
@@ -218,7 +218,7 @@ def run_probe(tree: Path, probe: str, inputs: Path, out: Path, timeout_s: float 
 def compare_probe(probe: str, reference: dict[str, Any], observed: dict[str, Any]) -> dict[str, Tally]:
     """The harness's comparisons of one probe's two observations, by item name."""
     if probe == "generation":
-        from devtools.parity_puma import compare_settings
+        from devtools.parity.puma import compare_settings
 
         results = {"step3 DPO candidates generate settings": compare_settings(reference["calls"], observed["calls"])}
         for part in ("prompt_ids", "outputs"):
@@ -229,16 +229,16 @@ def compare_probe(probe: str, reference: dict[str, Any], observed: dict[str, Any
             results[f"step3 DPO candidates {part.replace('_', ' ')}"] = tally
         return results
     if probe == "scores":
-        from devtools.parity_puma import compare_scores
+        from devtools.parity.puma import compare_scores
 
         return {"step4 candidate scores": compare_scores(reference["scores"], observed["scores"], {})}
     if probe == "settings":
-        from devtools.parity_settings import compare_values
+        from devtools.parity.step_settings import compare_values
 
         return {**compare_values(reference["values"], observed["values"], [], "settings"),
                 **compare_values(reference["defaults"], observed["defaults"], [], "documented defaults",
                                  stated_only=True)}
-    from devtools.parity_training import compare_training
+    from devtools.parity.training import compare_training
 
     return compare_training(probe, reference, observed)
 

@@ -44,7 +44,7 @@ Commands (`command`, with the fields each reads besides `mirror`):
         `generate` call's input ids, settings and output ids, and every PUMA agent
         prompt, are written to that file; with `record_env` (script and run), every step of
         the release's environment and every input of its recommender
-        (devtools/release_recording.py)
+        (devtools/parity/release/recording.py)
     dpo_rows      cwd, release_argv (dpo_llama.py's), rows, out
         the release's dpo_llama.py up to training: the first `rows` rows its DPOTrainer tokenized
     tokenizer_ids model, texts, out
@@ -59,11 +59,11 @@ Commands (`command`, with the fields each reads besides `mirror`):
         in this process (the harness's hash seed), before anything of the release loads
     sft_train | dpo_train   cwd, release_argv, initial_adapter, out
         the release's finetune_llama.py / dpo_llama.py trained whole from the adapter weights in
-        `initial_adapter`, every optimizer step recorded (devtools/release_training.py)
+        `initial_adapter`, every optimizer step recorded (devtools/parity/release/training.py)
     settings      cwd, script, release_argv, stop, out
         what one of the release's scripts runs with, given those arguments: its argparse
         namespace, its LoRA and trainer arguments, or its first generation's decoding
-        (devtools/release_settings.py)
+        (devtools/parity/release/settings.py)
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class Request:
     rows: int = 64
     initial_adapter: str | None = None
     texts: str | None = None
-    stop: str = "args"  # settings: where the script stops (devtools/release_settings.py)
+    stop: str = "args"  # settings: where the script stops (devtools/parity/release/settings.py)
 
 
 def read_request(path: Path) -> Request:
@@ -448,10 +448,10 @@ def tokenizer_ids(model: str, texts_file: Path, out: Path) -> None:
 
 
 def sibling(name: str) -> Any:
-    """devtools/<name>.py, loaded by path (this folder is not on sys.path)."""
+    """<name>.py of this folder (devtools/parity/release/), loaded by path (it is not on sys.path)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(f"parity_release_{name}", Path(__file__).with_name(f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     request = read_request(Path(argv[0]))
     mirror, cwd, out = Path(request.mirror), as_path(request.cwd), as_path(request.out)
     if request.command == "set_orders":
-        sibling("release_recording").write_set_orders(Path(request.texts), out)
+        sibling("recording").write_set_orders(Path(request.texts), out)
         return 0
     try:
         if request.release_libs:
@@ -480,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         if request.release_libs:
             read_newer_adapter_configs()
         if request.record_env:
-            sibling("release_recording").install(Path(request.record_env))
+            sibling("recording").install(Path(request.record_env))
         if request.command == "observations":
             observations(request.split, Path(request.jobs), out)
         elif request.command == "script":
@@ -488,10 +488,10 @@ def main(argv: list[str] | None = None) -> int:
         elif request.command == "dpo_rows":
             dpo_rows(mirror, cwd, request.release_argv, request.rows, out)
         elif request.command in ("sft_train", "dpo_train"):
-            sibling("release_training").train(request.command, run_script, mirror, cwd, request.release_argv,
+            sibling("training").train(request.command, run_script, mirror, cwd, request.release_argv,
                                               Path(request.initial_adapter), out)
         elif request.command == "settings":
-            sibling("release_settings").record(
+            sibling("settings").record(
                 request.stop, lambda: run_script(mirror, cwd, request.script, request.release_argv, None), out)
         elif request.command == "sft_batches":
             sft_batches(mirror, Path(request.param_data), Path(request.function_data), request.model,

@@ -1,5 +1,5 @@
 """The release's own training scripts (`PUMA/finetune_llama.py`, `PUMA/dpo_llama.py`), run whole
-by the release worker with a `TrainingProbe` (devtools/training_probe.py) on the trainer they
+by the release worker with a `TrainingProbe` (devtools/parity/release/training_probe.py) on the trainer they
 build. Nothing of the scripts is rewritten; two hooks are installed before they run:
 
 * `transformers.TrainingArguments.__post_init__` (which TRL's `DPOConfig` calls too) reports to
@@ -10,7 +10,7 @@ build. Nothing of the scripts is rewritten; two hooks are installed before they 
   PEFT model the script (or TRL's trainer, from its `peft_config`) made, and every optimizer step
   is recorded; when training ends the observation is written to OUT.
 
-Loaded by path by release_worker.py, which puts the libraries of the release's time first on
+Loaded by path by the release worker (worker.py), which puts the libraries of the release's time first on
 sys.path; imports nothing from this project.
 """
 

@@ -1,5 +1,5 @@
 """The project side of a PUMA parity item, run inside one source tree: `python -m
-devtools.parity_probe PROBE --inputs DIR --out OUT.json` with that tree as the working folder,
+devtools.parity.probe PROBE --inputs DIR --out OUT.json` with that tree as the working folder,
 so `PUMA` is imported from it (the self-test runs it in copies with small differences injected).
 
 Probes (each reads the files `parity_selftest.prepare_inputs` writes into DIR):
@@ -11,7 +11,7 @@ Probes (each reads the files `parity_selftest.prepare_inputs` writes into DIR):
                 target's title, recommend lists holding the target and the user's history in
                 several orders
     sft, dpo    steps 2 and 6 under `--recipe release`: a few optimizer steps from a fixed
-                initial adapter (`devtools.parity_training`)
+                initial adapter (`devtools.parity.training`)
     settings    what every step of `puma run --recipe release` would record that the settings
                 items compare, and each setting's documented default (`settings` below)
 
@@ -32,7 +32,8 @@ from PersonalWAB.settings import parse, setting
 
 
 def generation(inputs: Path) -> dict[str, Any]:
-    from devtools.parity_puma import GenerateRecorder, project_settings
+    from devtools.parity.puma import GenerateRecorder
+    from devtools.parity.puma_context import project_settings
     from PUMA.generate import GenerateConfig, generate_file
 
     config = project_settings(GenerateConfig, "generate", "--model_path", str(inputs / "model"), "--mode", "param",
@@ -54,13 +55,13 @@ def scores(inputs: Path) -> dict[str, Any]:
 
 
 def sft(inputs: Path) -> dict[str, Any]:
-    from devtools.parity_training import selftest_sft_observation
+    from devtools.parity.training import selftest_sft_observation
 
     return selftest_sft_observation(inputs)
 
 
 def dpo(inputs: Path) -> dict[str, Any]:
-    from devtools.parity_training import selftest_dpo_observation
+    from devtools.parity.training import selftest_dpo_observation
 
     return selftest_dpo_observation(inputs)
 
@@ -69,12 +70,12 @@ def settings(inputs: Path) -> dict[str, Any]:
     """What each step of `puma run --recipe release` would record (its settings, the trainer's
     arguments and adapter its own builder makes, its decoding), made by the steps' own settings
     parsers and builders without training or generating; and each setting's documented default.
-    The values are those the `settings` items compare (devtools/parity_settings.py)."""
+    The values are those the `settings` items compare (devtools/parity/step_settings.py)."""
     from PersonalWAB.settings import resolved
 
-    from devtools.parity_puma import project_settings
-    from devtools.parity_settings import documented_defaults, project_values
-    from devtools.parity_training import tiny_training_data
+    from devtools.parity.puma_context import project_settings
+    from devtools.parity.step_settings import documented_defaults, project_values
+    from devtools.parity.training import tiny_training_data
     from PUMA.data import DataConfig
     from PUMA.dpo import DPOStepConfig, build_dpo_trainer
     from PUMA.generate import GenerateConfig, effective_settings
@@ -120,7 +121,7 @@ class ProbeSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(ProbeSettings, argv, prog="python -m devtools.parity_probe", description=__doc__)
+    args = parse(ProbeSettings, argv, prog="python -m devtools.parity.probe", description=__doc__)
     observation = PROBES[args.probe](Path(args.inputs).resolve())
     Path(args.out).write_text(json.dumps(observation), encoding="utf-8")
     return 0

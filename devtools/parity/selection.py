@@ -6,7 +6,7 @@ Scores only tell the two sides apart when they are above 0, and a recommend cand
 hit when the recommender can put its target in its top 10 at all: a train recommend task is taken
 only when a list of the items the recommender ranks after its target, ending with the target,
 brings the target into the top 10 (the kind of list step 4's candidates are made of,
-devtools/parity_scoring.py). Search and review candidates hit by construction (the target's
+devtools/parity/scoring.py). Search and review candidates hit by construction (the target's
 title, the real review). The draw is recorded in the report with its seed.
 """
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any
 
-from devtools.parity_compare import Tally
+from devtools.parity.compare import Tally
 
 SCORE_TOLERANCE = {"search": 1e-9, "recommend": 1e-9, "review": 1e-6}
 SAY = "Say: could you tell me more?"

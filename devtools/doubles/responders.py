@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from PersonalWAB.agents.heuristic import choose_function
-from devtools.scripted_server import ScriptedReply
+from devtools.doubles.scripted_server import ScriptedReply
 
 PLAIN_REVIEW = "I like it. It works as described and the quality is good."
 AGENT_OBSERVATION = re.compile(r"^USER \S+: ")  # how an agent's first user message opens

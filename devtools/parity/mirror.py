@@ -25,7 +25,7 @@ from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
-from devtools.release_worker import Request
+from devtools.parity.release.worker import Request
 
 PINNED_COMMIT = "23ff65c4c2288198b4b3d00d835760da2c2ff8e8"
 PACKAGE = "PersonalWAB"
@@ -166,8 +166,8 @@ def build_mirror(release_dir: Path | str, data_dir: Path | str, parent: Path | s
     return ReleaseMirror(root, release_dir, data_dir, digest.hexdigest(), release_commit(release_dir))
 
 
-WORKER = Path(__file__).resolve().parent / "release_worker.py"
-EXIT_MISSING_PACKAGE = 3  # release_worker.py's exit status when the release needs a package not installed
+WORKER = Path(__file__).resolve().parent / "release" / "worker.py"
+EXIT_MISSING_PACKAGE = 3  # the release worker's exit status when the release needs a package not installed
 
 
 def launch(command: list[str], log_path: Path, env: dict[str, str], cwd: Path | None = None) -> subprocess.Popen:
@@ -208,7 +208,7 @@ def log_tail(log_path: Path, lines: int = 15) -> str:
 
 @dataclass
 class ReleaseRunner:
-    """Starts release_worker.py on a mirror, with the extra package folders on its path and,
+    """Starts the release worker (release/worker.py) on a mirror, with the extra package folders on its path and,
     when `release_libs` is set, the libraries of the release's time first. Every command writes
     the versions of the libraries it imported beside its log (`library_files`)."""
 

@@ -1,4 +1,4 @@
-"""`python -m devtools serve --responder MODULE:FUNCTION --url_file FILE`
+"""`python -m devtools.doubles serve --responder MODULE:FUNCTION --url_file FILE`
 
 `serve` runs the scripted OpenAI-compatible server on 127.0.0.1 in the foreground, for shell
 scripts that need a model offline (e.g. scripts/construct_smoke.sh). The server's URL
@@ -17,9 +17,9 @@ from pathlib import Path
 from PersonalWAB.cli import dispatch
 from PersonalWAB.data.layout import write_atomic
 from PersonalWAB.settings import parse, setting
-from devtools.scripted_server import ScriptedLLMServer
+from devtools.doubles.scripted_server import ScriptedLLMServer
 
-COMMANDS = {"serve": ("devtools.__main__:serve", "run the scripted model server")}
+COMMANDS = {"serve": ("devtools.doubles.__main__:serve", "run the scripted model server")}
 
 
 @dataclass
@@ -42,7 +42,7 @@ def _responder(spec: str):
 
 
 def serve(argv: list[str] | None = None) -> int:
-    args = parse(ServeSettings, argv, prog="python -m devtools serve", description=__doc__)
+    args = parse(ServeSettings, argv, prog="python -m devtools.doubles serve", description=__doc__)
     server = ScriptedLLMServer(_responder(args.responder), max_lifetime_s=args.max_lifetime_s).start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: server.stop())

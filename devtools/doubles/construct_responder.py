@@ -19,7 +19,7 @@ from statistics import mean, median
 from typing import Any
 
 from PersonalWAB.construct import prompts
-from devtools.scripted_server import ScriptedReply
+from devtools.doubles.scripted_server import ScriptedReply
 
 _LINE = re.compile(r"^- (\d{4}-\d{2}-\d{2}) \| (.*) \| category: (.*?) \| store: (.*?) \| price: (.*?) \| "
                    r"rated ([\d.]+)/5 \| review: (.*)$")

@@ -12,19 +12,19 @@ Steps compared (docs/fidelity.md has the table):
    predictions (prompt ids, greedy outputs), parameter outputs on the test split from the
    release's rebuilt prompts, and the sampling settings of the DPO candidates;
 4. every candidate's score on candidates that hit (the same file on both sides; the declared
-   ASIN-order difference proved and measured: devtools/parity_scoring.py);
+   ASIN-order difference proved and measured: devtools/parity/scoring.py);
 5. the DPO pairs (the release's from its scores, the project's from its own with the declared
    order's effect taken out);
 6. the DPO rows: the release's `dpo_llama.py` run up to training and `PUMA.dpo.encode_pairs`
    on the same pairs;
 `sft_train`, `merge`, `dpo_train`: SFT and DPO trained for whole epochs by the release's scripts
 and the project's steps from the same initial adapter, and the merge between them
-(devtools/parity_training.py);
+(devtools/parity/training.py);
 the tokenizer: every step-1 text by the release's Llama tokenizer and the project's
-(devtools/parity_tokenizer.py);
+(devtools/parity/tokenizer.py);
 the evaluation: the PUMA agent's live prompt and result for every task;
 `agent`: both agents on scripted outputs covering every parsing path, single- and multi-turn
-(devtools/parity_agent.py).
+(devtools/parity/agent.py).
 """
 
 from __future__ import annotations
@@ -32,48 +32,27 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from devtools import parity_tokenizer
-from devtools.parity_compare import Tally, first_difference, score_verdict
-from devtools.parity_selection import DEFAULT_SEED
-from devtools.parity_settings import SAMPLING_ONLY, SETTING_KEYS, plain_settings
-from devtools.parity_scoring import (above_zero_counts, compare_scores, crafted_candidates, informative_pairs,
+from devtools.parity import tokenizer as parity_tokenizer
+from devtools.parity.check import Outcome, Session
+from devtools.parity.compare import Tally, first_difference, score_verdict
+from devtools.parity.puma_context import (HARDWARE_FLAGS, LABEL_MODEL, LLAMA_ID, SPLITS, PumaSetup,
+                                          project_command, project_settings, random_adapter, release_call,
+                                          release_set_orders, run_project, stand_in_model)
+from devtools.parity.step_settings import SAMPLING_ONLY, SETTING_KEYS, plain_settings
+from devtools.parity.scoring import (above_zero_counts, compare_scores, crafted_candidates, informative_pairs,
                                      order_effect, release_order_scores, release_orders, reordered_candidates,
                                      scores_above_zero, targets_of)
-from devtools.release_mirror import ParityError, ReleaseRunner, build_mirror, finish, launch, log_tail
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.parity.mirror import ParityError, ReleaseRunner, build_mirror
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 
-LLAMA_ID = "meta-llama/Llama-2-7b-chat-hf"
-LABEL_MODEL = "gpt-4o-mini"
-SPLITS = ("train", "test")
-STEPS = ("1", "settings", "2", "3", "4", "5", "6", "eval", "sft_train", "merge", "dpo_train", "agent")
-# sft_train, merge, dpo_train: parity_training; agent: parity_agent
 LOSS_TOLERANCE = 1e-5
-
-
-@dataclass
-class PumaSetup:
-    data_dir: Path
-    work: Path
-    repo_root: Path
-    release_dir: Path | None = None  # the release checkout (its scripts' settings are read from it)
-    protocol_file: str | None = None
-    model_dir: Path | None = None  # a tiny Llama folder; default: made with PUMA.tiny_model
-    limit: int | None = None  # tasks of each type per split (devtools/parity_selection.py); None: all
-    seed: int = DEFAULT_SEED  # the draw of those tasks
-    sft_batches: int = 4
-    param_new_tokens: int = 48  # the greedy parameter outputs compared (both sides)
-    timeout_s: float = 3600
-    steps: tuple[str, ...] = STEPS  # step 1 always runs (or is reused from a kept work folder)
-    results: dict[str, Tally] = field(default_factory=dict)
-    facts: dict[str, Any] = field(default_factory=dict)  # the report's record of what was run and covered
 
 
 def label_reply(body: dict[str, Any]) -> ScriptedReply:
@@ -97,57 +76,6 @@ def merged_parts(data_dir: Path, pattern: str, out: Path) -> Path:
     return out
 
 
-def project_command(setup: PumaSetup, module: str, *args: str) -> list[str]:
-    command = [sys.executable, "-m", module, *args]
-    if setup.protocol_file and module != "PUMA.tiny_model":
-        command += ["--protocol_file", setup.protocol_file]
-    return command
-
-
-def run_project(setup: PumaSetup, label: str, command: list[str], env: dict[str, str] | None = None) -> None:
-    log_path = setup.work / f"project_{label}.log"
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                   "PYTHONPATH": str(setup.repo_root), **(env or {})}
-    process = launch(command, log_path, environment, cwd=setup.repo_root)
-    status = finish(process, f"project {label}", log_path, setup.timeout_s)
-    if status != 0:
-        raise ParityError(f"project {label} failed (exit {status}); last lines of {log_path}:\n{log_tail(log_path)}")
-
-
-def stand_in_model(setup: PumaSetup) -> Path:
-    if setup.model_dir:
-        return setup.model_dir
-    model = setup.work / "tiny_model"
-    if not (model / "config.json").exists() or not (model / "tokenizer.model").exists():
-        shutil.rmtree(model, ignore_errors=True)  # a kept work folder's stand-in from before the SentencePiece one
-        run_project(setup, "tiny_model", project_command(setup, "PUMA.tiny_model", "--data_dir", str(setup.data_dir),
-                                                         "--out", str(model), "--tokenizer", "sentencepiece"))
-    return model
-
-
-def random_adapter(model_dir: Path, out: Path) -> Path:
-    """The release's LoRA (PUMA.lora's defaults) with random B matrices, so the adapter changes
-    the outputs and composing it (merged or not) is exercised; saved with the stand-in's
-    tokenizer files (the release loads its `LlamaTokenizer` from the adapter folder)."""
-    import torch
-    from peft import get_peft_model
-
-    from PUMA.lora import LoRATrainingConfig, lora_config
-    from PUMA.modeling import load_causal_lm
-
-    if (out / "adapter_config.json").exists() and (out / "tokenizer.model").exists():
-        return out
-    torch.manual_seed(0)
-    model, _ = load_causal_lm(str(model_dir), dtype=torch.float32)
-    config = lora_config(LoRATrainingConfig())
-    config.init_lora_weights = False
-    peft_model = get_peft_model(model, config)
-    peft_model.save_pretrained(out)
-    parity_tokenizer.copy_tokenizer_files(model_dir, out)
-    return out
-
-
-# --- comparisons -------------------------------------------------------------------------------------------------
 def compare_fields(tally: Tally, task_type: str, index: int, release: dict[str, Any], project: dict[str, Any],
                    pairs: dict[str, str]) -> None:
     """Each (release field -> project field) compared as text; one tally entry per example."""
@@ -186,14 +114,6 @@ def compare_requests(release: list[dict[str, Any]], project: list[dict[str, Any]
 
 
 # --- the steps ---------------------------------------------------------------------------------------------------
-def release_call(setup: PumaSetup, sh: str, replace: dict[str, str], drop: tuple[str, ...] = ()) -> list[str]:
-    """The flags `sh` (one of the release's PUMA/scripts) passes its script, paths replaced with
-    this check's (devtools/release_scripts.py reads them from the release)."""
-    from devtools.release_scripts import release_scripts
-
-    return release_scripts(setup.release_dir)[sh].argv(replace, drop)
-
-
 def project_data_folder(setup: PumaSetup, tasks_file: Path) -> Path:
     """The data as the project's side reads it: the chosen tasks in place of the data's (the
     other files linked; the caches copied, as entries keyed by these tasks are added to them)."""
@@ -302,14 +222,6 @@ def _step1_run(setup: PumaSetup, runner: ReleaseRunner, tasks_file: Path, histor
             (release_dir / "label_requests.json").write_text(json.dumps(theirs.requests), encoding="utf-8")
 
 
-def project_settings(cls: type, step: str, *argv: str) -> Any:
-    """A step's settings as its own command line makes them under `--recipe release` from `argv`
-    (files and folders only: every other value is the recipe's or the step's default)."""
-    from PUMA.cli import parse_step
-
-    return parse_step(cls, ["--recipe", "release", *argv], f"python -m PUMA.{step}", None, step)
-
-
 def project_sft_batches(setup: PumaSetup, project_dir: Path, model: Path) -> dict[str, Any]:
     """The project's first SFT batches in its Trainer's order, and the loss of each from the
     model's weights (the LoRA starts as the identity, so these are the base model's)."""
@@ -339,7 +251,7 @@ def step2(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     log(f"puma step 2: the first {setup.sft_batches} SFT batches and their loss ...")
     out = setup.work / "release_sft_batches.json"
     log_path = setup.work / "release_step2.log"
-    from devtools.release_scripts import release_scripts
+    from devtools.parity.release_scripts import release_scripts
 
     max_length = int(release_scripts(setup.release_dir)["finetune_function_param.sh"].flags["--source_length"])
     process = runner.start("sft_batches", log_path, hub={LLAMA_ID: str(model)},
@@ -562,17 +474,6 @@ def _both_splits(project_dir: Path, scratch: Path, kind: str) -> Path:
     return out
 
 
-def release_set_orders(setup: PumaSetup, runner: ReleaseRunner, texts: list[str]) -> dict[str, list[str]]:
-    """What the release's test.py makes of each recommend candidate (its `list(set(...))`), worked
-    out by the release worker under the release's hash seed."""
-    texts_file, out, log_path = (setup.work / "set_order_texts.json", setup.work / "set_orders.json",
-                                 setup.work / "release_set_orders.log")
-    texts_file.write_text(json.dumps(texts), encoding="utf-8")
-    runner.finish(runner.start("set_orders", log_path, texts=texts_file, out=out),
-                  "release worker set_orders", log_path)
-    return json.loads(out.read_text(encoding="utf-8"))
-
-
 def candidates_file(setup: PumaSetup, runner: ReleaseRunner, examples: list[dict[str, Any]],
                     tasks: list[dict[str, Any]], out: Path) -> Path:
     """Candidates that hit for every train instruction (`parity_scoring.crafted_candidates`), made
@@ -693,9 +594,6 @@ def step5(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, project_di
     setup.results["step5 DPO pairs"] = tally
 
 
-HARDWARE_FLAGS = ("--float16", "--bf16", "--deepseed_config")  # the training scripts' GPU flags: a CPU runs fp32
-
-
 def project_dpo_rows(setup: PumaSetup, model: Path, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The project's DPO step (`puma dpo --recipe release`, its own values) on `pairs`: each pair's
     ids as its trainer receives them, and which positions of the chosen and rejected rows its
@@ -760,26 +658,6 @@ def result_scores(path: Path) -> dict[int, list[float]]:
             if isinstance(r, dict) and "task_id" in r}  # both files may open with a header record
 
 
-# The project's run.py with the PUMA agent's live generations recorded (prompt and output, in
-# task order, the file rewritten after each: run.py ends with os._exit).
-RECORDING_RUN = """
-import json, sys
-from pathlib import Path
-from PUMA import agent as puma
-record, seen, generate = Path(sys.argv[1]), [], puma.LiveGenerator.generate
-def recorded(self, prompt, max_new_tokens=None, **options):
-    output = generate(self, prompt, max_new_tokens, **options)
-    if max_new_tokens is None:
-        seen.append({"prompt": prompt, "output": output})
-        record.write_text(json.dumps(seen), encoding="utf-8")
-    return output
-puma.LiveGenerator.generate = recorded
-sys.argv = ["run.py", *sys.argv[2:]]
-from PersonalWAB.runner.cli import cli
-cli()
-"""
-
-
 def memorised_adapter(setup: PumaSetup, project_dir: Path, model: Path, log: Callable[[str], None]) -> Path:
     """A LoRA adapter on the stand-in that has learnt the test split's parameter labels by heart
     (the project's SFT, label-only loss, many epochs): the live agent then generates parameters
@@ -814,9 +692,10 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, project_dir
     every instruction: an exact name, right or wrong), single-turn and multi-turn (`--max_steps
     3`, the LLM user a scripted server): per task the scores and the scored attempts, and every
     live prompt and output."""
+    from PersonalWAB import trace
     from PersonalWAB.agents.heuristic import choose_function
 
-    from devtools.parity_agent import MULTITURN_STEPS, USER_MODEL, user_server
+    from devtools.parity.agent import MULTITURN_STEPS, USER_MODEL, user_server
 
     tasks = json.loads((setup.work / "tasks.json").read_text(encoding="utf-8"))["test"]
     function_res = setup.work / "eval_functions.json"
@@ -836,8 +715,8 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, project_dir
         release_logs, log_path = setup.work / f"release_eval_{label}", setup.work / f"release_eval_{label}.log"
         record = setup.work / f"release_eval_{label}_calls.json"
         shutil.rmtree(release_logs, ignore_errors=True)  # the release's run.py resumes from a file of the same name
-        ours_path, ours_prompts_file = setup.work / f"project_eval_{label}.json", \
-            setup.work / f"project_eval_{label}_prompts.json"
+        ours_path, ours_trace = setup.work / f"project_eval_{label}.json", setup.work / f"project_eval_{label}.jsonl"
+        ours_trace.unlink(missing_ok=True)  # a trace is appended to: this run's alone
         with user_server(setup.timeout_s) as theirs_user, user_server(setup.timeout_s) as ours_user:
             process = runner.start("run", log_path, hub={LLAMA_ID: str(model)}, record=record,
                                    base_url=theirs_user.url if mode == "multi-turn" else None,
@@ -849,7 +728,7 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, project_dir
                                                  "--max_concurrency", "1", "--log_dir", str(release_logs)],
                                    cwd=setup.work / "release")
             run_project(setup, f"evaluation_{label}", [
-                sys.executable, "-c", RECORDING_RUN, str(ours_prompts_file),
+                sys.executable, str(setup.repo_root / "run.py"), "--trace_file", str(ours_trace),
                 "--data_dir", str(setup.work / "project_data"), *turns,
                 *(["--user_api_base", ours_user.url] if mode == "multi-turn" else []),
                 "--agent_strategy", "puma", "--recipe", "release", "--puma_generate", "1",
@@ -884,7 +763,7 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, project_dir
             tally.cannot_compare("no task's Result Acc is above 0 on both sides")
         setup.results[f"evaluation scores ({mode})"] = tally
         theirs_prompts = json.loads(record.read_text(encoding="utf-8"))["agent_prompts"]
-        ours_prompts = json.loads(ours_prompts_file.read_text("utf-8")) if ours_prompts_file.exists() else []
+        ours_prompts = [event for event in trace.read(ours_trace, "generation") if event["purpose"] == "parameter"]
         calls = [len(theirs_prompts), len(ours_prompts)]
         # The release's agent generates again at every step of a task from the same prompt (built from
         # the task, its function and memory, never from the conversation) and so, greedy, gets the
@@ -906,7 +785,7 @@ def evaluation(setup: PumaSetup, runner: ReleaseRunner, model: Path, project_dir
 def chosen_tasks(setup: PumaSetup, log: Callable[[str], None]) -> tuple[Path, Path]:
     """The task files both sides read (`--limit`: N of each type per split, drawn with `--seed`),
     all splits and the train split alone; the draw goes into the report."""
-    from devtools.parity_selection import choose_from_data, write_tasks
+    from devtools.parity.selection import choose_from_data, write_tasks
 
     tasks, choice = choose_from_data(setup.data_dir, setup.limit, setup.seed)
     setup.facts["tasks"] = choice.facts()
@@ -942,7 +821,7 @@ def run_check(setup: PumaSetup, runner: ReleaseRunner, log: Callable[[str], None
     products = merged_parts(setup.data_dir, "all_products_part_*.json", setup.work / "all_products.json")
     release_dir, project_dir, run_dir = step1(setup, runner, tasks_file, history, model, log)
     if "settings" in setup.steps:
-        from devtools.parity_settings import ReleaseInputs, settings_items
+        from devtools.parity.step_settings import ReleaseInputs, settings_items
 
         adapter = random_adapter(model, setup.work / "adapter")
         function_file = setup.work / "settings_functions.json"
@@ -965,18 +844,50 @@ def run_check(setup: PumaSetup, runner: ReleaseRunner, log: Callable[[str], None
         if "6" in setup.steps:
             step6(setup, runner, release_dir, model, log)
     if {"sft_train", "merge", "dpo_train"} & set(setup.steps):
-        from devtools.parity_training import training_items
+        from devtools.parity.training import training_items
 
         training_items(setup, runner, release_dir, project_dir, model, log)
     if "eval" in setup.steps:
         evaluation(setup, runner, model, project_dir,
                    len(json.loads(tasks_file.read_text(encoding="utf-8"))["test"]), log)
     if "agent" in setup.steps:
-        from devtools.parity_agent import agent_paths
+        from devtools.parity.agent import agent_paths
 
         agent_paths(setup, runner, log)
     setup.facts["coverage"] = coverage(setup)
     return setup.results
+
+
+class PumaCheck:
+    """The `puma` check (module docstring). Its items pair the two sides step by step, each step's
+    release command running beside the project's, so `run` holds them all."""
+
+    name = "puma"
+    runs_by_default = False
+    about = ("a user's `puma run --recipe release` beside the release's PUMA scripts, step by step (trains, "
+             "generates, re-embeds: run when named)")
+
+    def prepare(self, session: Session) -> tuple[PumaSetup, ReleaseRunner]:
+        settings = session.settings
+        setup = PumaSetup(data_dir=Path(settings.data_dir), work=session.work / "puma", repo_root=session.repo_root,
+                          release_dir=Path(settings.release_dir), protocol_file=settings.protocol_file,
+                          model_dir=Path(settings.puma_model) if settings.puma_model else None, limit=settings.limit,
+                          seed=settings.seed, param_new_tokens=settings.puma_new_tokens,
+                          timeout_s=settings.timeout_s, steps=settings.step_names)
+        return setup, dataclasses.replace(session.runner, release_libs=settings.release_libs)
+
+    def run(self, session: Session, prepared: tuple[PumaSetup, ReleaseRunner]) -> dict[str, Tally]:
+        setup, runner = prepared
+        return run_check(setup, runner, session.log)
+
+    def compare(self, session: Session, prepared: tuple[PumaSetup, ReleaseRunner],
+                results: dict[str, Tally]) -> Outcome:
+        from devtools.parity.libraries import report as library_report, summary_line
+
+        setup, runner = prepared
+        libraries = library_report(runner, setup.work / "puma_run")
+        return Outcome({"puma": report(setup)}, [*summary_lines(setup), summary_line(libraries)],
+                       all_identical(results), {"libraries": libraries})
 
 
 def summary_lines(setup: PumaSetup) -> list[str]:

@@ -32,11 +32,11 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from devtools.parity_compare import Tally, canonical, first_difference, score_verdict
-from devtools.parity_requests import USER_REPLY
-from devtools.parity_scoring import ORDER_NOTE, Target, recommend_lists, target_of
-from devtools.release_mirror import ParityError, finish, launch, log_tail
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.parity.compare import Tally, canonical, first_difference, score_verdict
+from devtools.parity.requests import USER_REPLY
+from devtools.parity.scoring import ORDER_NOTE, Target, recommend_lists, target_of
+from devtools.parity.mirror import ParityError, finish, launch, log_tail
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 
 SEARCH, RECOMMEND, REVIEW = "search_product_by_query", "get_recommendations_by_history", "add_product_review"
 FUNCTION_OF_TYPE = {"search": SEARCH, "recommend": RECOMMEND, "review": REVIEW}
@@ -173,27 +173,6 @@ def scripted_outputs(chosen: list[tuple[int, AgentPath]], tasks: list[dict[str, 
 
 
 # --- running both sides --------------------------------------------------------------------------------------------
-# The project's run.py with every env.step recorded (task index, action, observation, scores, done),
-# the file rewritten after each: run.py may end with os._exit.
-PROJECT_RUN = """
-import json, sys
-from pathlib import Path
-from PersonalWAB.envs.pwab.env import PWABEnv
-record, seen, step = Path(sys.argv[1]), [], PWABEnv.step
-def recorded(self, action):
-    sent = action.to_dict() if hasattr(action, "to_dict") else dict(action)
-    observation, res, done, info = step(self, action)
-    seen.append({"task_index": self.task_index, "action": sent, "observation": observation,
-                 "res": [float(r) for r in res], "done": bool(done)})
-    record.write_text(json.dumps(seen), encoding="utf-8")
-    return observation, res, done, info
-PWABEnv.step = recorded
-sys.argv = ["run.py", *sys.argv[2:]]
-from PersonalWAB.runner.cli import cli
-cli()
-"""
-
-
 def turn_args(multiturn: bool, end_index: int) -> list[str]:
     args = ["--agent_strategy", "puma", "--agent_memory", "none", "--task_split", "test", "--start_index", "0",
             "--end_index", str(end_index), "--max_concurrency", "1"]
@@ -214,26 +193,28 @@ def result_records(path: Path | None) -> dict[int, list[list[float]]]:
 def project_observation(repo_root: Path, data_dir: Path, function_file: Path, param_file: Path, end_index: int,
                         work: Path, multiturn: bool = False, user_api_base: str | None = None,
                         protocol_file: str | None = None, timeout_s: float = 3600) -> dict[str, Any]:
-    """The project's run.py (`--recipe release`) on the scripted files: every env step and
-    the result file's scores per task."""
+    """The project's run.py (`--recipe release`) on the scripted files: every env step (its
+    `--trace_file`) and the result file's scores per task."""
+    from PersonalWAB import trace
+
     work.mkdir(parents=True, exist_ok=True)
-    record, result, log_path = work / "steps.json", work / "result.json", work / "run.log"
+    record, result, log_path = work / "trace.jsonl", work / "result.json", work / "run.log"
+    record.unlink(missing_ok=True)  # a trace is appended to: this run's alone
     args = [*turn_args(multiturn, end_index), "--data_dir", str(data_dir), "--recipe", "release",
             "--puma_function_file", str(function_file), "--puma_param_file", str(param_file),
-            "--out", str(result), "--overwrite", "--log_dir", str(work / "results")]
+            "--out", str(result), "--overwrite", "--log_dir", str(work / "results"), "--trace_file", str(record)]
     if multiturn:
         args += ["--user_api_base", str(user_api_base)]
     if protocol_file:
         args += ["--protocol_file", protocol_file]
     environment = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL",)}
     environment.update(PYTHONPATH=str(repo_root), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    status = finish(launch([sys.executable, "-c", PROJECT_RUN, str(record), *args], log_path, environment,
+    status = finish(launch([sys.executable, str(repo_root / "run.py"), *args], log_path, environment,
                            cwd=repo_root), "project run.py (agent paths)", log_path, timeout_s)
     if status != 0:
         raise ParityError(f"project run.py (agent paths) failed (exit {status}); last lines of {log_path}:\n"
                           f"{log_tail(log_path)}")
-    return {"steps": json.loads(record.read_text(encoding="utf-8")) if record.exists() else [],
-            "scores": result_records(result)}
+    return {"steps": trace.read(record, "step") if record.exists() else [], "scores": result_records(result)}
 
 
 def release_observation(runner: Any, function_file: Path, param_file: Path, end_index: int, work: Path,
@@ -375,7 +356,7 @@ def user_server(timeout_s: float) -> ScriptedLLMServer:
 def agent_paths(setup: Any, runner: Any, log: Callable[[str], None]) -> None:
     """The item (module docstring): results `agent_paths single-turn` and `agent_paths multi-turn`
     in `setup.results` (a `parity_puma.PumaSetup`)."""
-    from devtools.parity_puma import release_set_orders
+    from devtools.parity.puma_context import release_set_orders
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.engines.recommender.engine import SASRecRecommender
 

@@ -2,9 +2,9 @@
 
 The release's PUMA code runs on the libraries of its time, installed into a folder of their
 own (`scripts/tools/install_release_libs.sh DIR`, `release_parity.py --release_libs DIR`):
-each release command reports the versions it imported (the `libs_out` of release_worker.py's request). The
-project's steps record the versions they ran on in their records (`libraries`), which the report
-merges the same way. Both go into the report and one summary line.
+each release command reports the versions it imported (the `libs_out` of the release worker's
+request, release/worker.py). The project's steps record the versions they ran on in their records
+(`libraries`), which the report merges the same way. Both go into the report and one summary line.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from devtools.release_mirror import ParityError, ReleaseRunner
-from devtools.release_worker import LIBRARIES, RELEASE_LIBRARIES, library_versions
+from devtools.parity.mirror import ParityError, ReleaseRunner
+from devtools.parity.release.worker import LIBRARIES, RELEASE_LIBRARIES, library_versions
 
 INSTALL_COMMAND = "bash scripts/tools/install_release_libs.sh DIR"
 

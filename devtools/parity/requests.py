@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devtools.parity_compare import (Tally, body_difference, canonical, fields_difference,
+from devtools.parity.compare import (Tally, body_difference, canonical, fields_difference,
                                                other_fields, score_verdict)
-from devtools.responders import sensible_call
-from devtools.scripted_server import ScriptedLLMServer, ScriptedReply
+from devtools.doubles.responders import sensible_call
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 
 ASK_USER = "Could you tell me a little more about what you are looking for?"
 USER_REPLY = "Something a little cheaper would suit me better, in a darker colour."
@@ -138,7 +138,7 @@ def file_args(setup: RunSetup, variant: Variant, folder: Path) -> list[str]:
 def run_both(setup: RunSetup, runner: Any, label: str, variant: Variant,
              multiturn: bool) -> dict[str, Any]:
     """Both run.py's at once, each against its own scripted server; their request bodies and exit status."""
-    from devtools.release_mirror import finish, launch, reaped
+    from devtools.parity.mirror import finish, launch, reaped
 
     model = ParityModel(setup.agent_model, setup.user_model, multiturn)
     folders = {side: setup.work_dir / label / side for side in ("release", "project")}
@@ -351,17 +351,62 @@ def later_tasks(tasks: list[dict[str, Any]]) -> set[int]:
 
 
 def run_failures(run: dict[str, Any]) -> dict[str, Any]:
-    from devtools.release_mirror import log_tail
+    from devtools.parity.mirror import log_tail
 
     return {side: {"exit": status, "log": run["logs"][side], "tail": log_tail(Path(run["logs"][side]), 8)}
             for side, status in run["status"].items() if status != 0}
 
 
-def first_request_check(setup: RunSetup, runner: Any, tasks: list[dict[str, Any]], name: str,
-                        log: Any) -> dict[str, Any]:
+def load_catalogue(data_dir: Path) -> frozenset[str]:
+    """Every product ASIN of the data (the release's product files, read as the release reads them)."""
+    asins: set[str] = set()
+    for part in sorted(Path(data_dir).glob("all_products_part_*.json")):
+        asins.update(json.loads(part.read_text(encoding="utf-8")))
+    return frozenset(asins)
+
+
+def interec_memory_file(settings: Any, work: Path) -> Path:
+    """The user's file, else one written by this project's initialiser (both runs get a copy)."""
+    if settings.interec_memory_file:
+        return Path(settings.interec_memory_file)
+    from PersonalWAB.data.loader import load_benchmark_data
+    from PersonalWAB.memory.interec import initial_memory, write_memory_file
+
+    path = work / "interec_memory.json"
+    write_memory_file(path, initial_memory(load_benchmark_data(settings.data_dir)))
+    return path
+
+
+def function_file(settings: Any, tasks: list[dict[str, Any]], work: Path) -> Path:
+    """The user's file, else every instruction of the split mapped to the heuristic's choice
+    (the release looks every instruction up and takes the first element of its list)."""
+    if settings.puma_function_file:
+        return Path(settings.puma_function_file)
+    from PersonalWAB.agents.heuristic import choose_function
+
+    path = work / "function_file.json"
+    path.write_text(json.dumps({t["task"]: [choose_function(t["task"])] for t in tasks}), encoding="utf-8")
+    return path
+
+
+def run_setup(session: Any) -> RunSetup:
+    """What both runs of every configuration of a session share (a `check.Session`)."""
+    settings = session.settings
+    variants = settings.variant_names
+    return RunSetup(data_dir=Path(settings.data_dir), split=settings.split, task_count=len(session.tasks),
+                    agent_model=settings.agent_model, user_model=settings.user_model, repo_root=session.repo_root,
+                    work_dir=session.work, protocol_file=settings.protocol_file,
+                    interec_memory_file=interec_memory_file(settings, session.work)
+                    if "fc_interecagent" in variants else None,
+                    function_file=function_file(settings, session.split_tasks, session.work)
+                    if "fc_taskspe" in variants else None,
+                    timeout_s=settings.timeout_s, catalogue=load_catalogue(Path(settings.data_dir)))
+
+
+def first_request_result(setup: RunSetup, tasks: list[dict[str, Any]], name: str, run: dict[str, Any]
+                         ) -> dict[str, Any]:
+    """One configuration's comparison from the two runs' requests and result files."""
     variant = VARIANTS[name]
-    log(f"first_request[{name}]: running both run.py's on {len(tasks)} task(s) ...")
-    run = run_both(setup, runner, name, variant, multiturn=False)
     grouped = {side: by_task(reqs, tasks, setup.agent_model, setup.user_model)
                for side, reqs in run["requests"].items()}
     result = compare_first_requests(tasks, grouped["release"], grouped["project"],
@@ -374,9 +419,8 @@ def first_request_check(setup: RunSetup, runner: Any, tasks: list[dict[str, Any]
     return result
 
 
-def multiturn_check(setup: RunSetup, runner: Any, tasks: list[dict[str, Any]], log: Any) -> dict[str, Any]:
-    log(f"multiturn_user: running both run.py's with the LLM user on {len(tasks)} task(s) ...")
-    run = run_both(setup, runner, "multiturn_user", MULTITURN_VARIANT, multiturn=True)
+def multiturn_result(setup: RunSetup, tasks: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
+    """The multi-turn comparison: the user's requests, the agent's, the outcomes."""
     grouped = {side: by_task(reqs, tasks, setup.agent_model, setup.user_model)
                for side, reqs in run["requests"].items()}
     result = compare_request_lists(tasks, grouped["release"], grouped["project"], "user")
