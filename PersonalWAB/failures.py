@@ -106,13 +106,17 @@ def describe(labels: dict[str, int]) -> str:
     return ", ".join(failures) or "no failures"
 
 
-def react_prefix_of(run_args: Any) -> str:
-    """The ReAct observation prefix of the texts a run used: the protocol pack it names when it is
-    there, else the one loaded by default (the project's texts, or the placed release pack)."""
+def run_protocol(run_args: Any) -> Any:
+    """The texts a run used, as far as they are at hand: the protocol pack its settings name when it
+    is there, else the one loaded by default (the project's texts, or the placed release pack)."""
     from pathlib import Path
 
     from PersonalWAB.protocol import load_protocol
 
     pack = run_args.get("protocol_file") if isinstance(run_args, dict) else None
-    protocol = load_protocol(pack if pack and Path(pack).is_file() else None)
-    return str(protocol.text("react.api_output"))
+    return load_protocol(pack if pack and Path(pack).is_file() else None)
+
+
+def react_prefix_of(run_args: Any) -> str:
+    """The ReAct observation prefix of the texts a run used (`run_protocol`)."""
+    return str(run_protocol(run_args).text("react.api_output"))

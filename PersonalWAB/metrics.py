@@ -435,12 +435,12 @@ WORST_SHARE = 0.1  # the worst decile of users
 
 
 def user_distribution(means: dict[Any, float]) -> dict[str, Any]:
-    """The distribution of per-user means: quantiles, and the worst decile of users (the
-    ceil(10%) users with the lowest mean, ties broken by user id) with their mean."""
+    """The distribution of per-user means: the sorted values, quantiles, and the worst decile of
+    users (the ceil(10%) users with the lowest mean, ties broken by user id) with their mean."""
     ordered = sorted(means.values())
     worst_count = max(1, math.ceil(WORST_SHARE * len(means)))
     worst = sorted(means, key=lambda user: (means[user], str(user)))[:worst_count]
-    return {"users": len(means), "mean": fmean(ordered),
+    return {"users": len(means), "mean": fmean(ordered), "values": ordered,
             "quantiles": {name: quantile(ordered, share) for name, share in
                           (("min", 0.0), ("p10", 0.1), ("p25", 0.25), ("median", 0.5), ("p75", 0.75),
                            ("p90", 0.9), ("max", 1.0))},

@@ -32,18 +32,17 @@ class AuditSettings:
 
 def file_audit(path: str, data: Any | None) -> dict[str, Any]:
     """One result file's audit: its summary (as its header holds it) and each task's privileged inputs."""
-    from PersonalWAB.audit.run import run_summary, task_privileges
-    from PersonalWAB.failures import react_prefix_of
+    from PersonalWAB.audit.run import RunTexts, run_summary, task_privileges
     from PersonalWAB.leaderboard.validate import read_valid
     from PersonalWAB.results import RunFile
 
     parsed = cast(RunFile, read_valid(path, data).result)  # the one reader: an invalid file is refused
     split = data.split(str(parsed.run_args.get("task_split", "test"))) if data is not None else None
-    prefix = react_prefix_of(parsed.run_args)
+    texts = RunTexts.of(parsed.run_args)
     tasks = []
     for record in parsed.records:
         task = split[record["task_id"]] if split is not None else None
-        privileges = task_privileges(record, parsed.run_args, prefix, task)
+        privileges = task_privileges(record, parsed.run_args, texts, task)
         if any(value for key, value in privileges.items() if key not in ("leak_guard_masked",)):
             tasks.append({"task_id": record["task_id"], "trial": record["trial"], **privileges})
     summary = run_summary(parsed.run_args, parsed.records)

@@ -18,6 +18,7 @@ shows it. `pwab audit FILE --data_dir DIR` adds the review-span check, per task.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from PersonalWAB.envs.users.leak_guard import guard_message
@@ -31,19 +32,42 @@ def _simulated_user(run_args: Mapping[str, Any]) -> bool:
     return run_args.get("user_mode", "no") != "no"
 
 
-def _react_prefix(run_args: Mapping[str, Any]) -> str:
-    from PersonalWAB.failures import react_prefix_of
+@dataclass(frozen=True)
+class RunTexts:
+    """What tells the simulated user's messages from the environment's in a trajectory: ReAct's tool
+    observation prefix, and the opening of the environment's first observation (`USER <id>: <task>`,
+    which a review task follows with the product the user is reviewing: the task's, not a leak)."""
 
-    return react_prefix_of(run_args)
+    react_prefix: str
+    protocol: Any  # the run's texts (`PersonalWAB.failures.run_protocol`)
+
+    @classmethod
+    def of(cls, run_args: Mapping[str, Any]) -> RunTexts:
+        from PersonalWAB.failures import run_protocol
+
+        protocol = run_protocol(run_args)
+        return cls(str(protocol.text("react.api_output")), protocol)
+
+    def environment_opening(self, record: Record) -> str:
+        task = record["info"]["task"]
+        return str(self.protocol.fill("first_observation.request", user_id=task["user_id"], task=task["task"]))
 
 
-def user_messages(record: Record, run_args: Mapping[str, Any], react_prefix: str) -> list[str]:
+def user_messages(record: Record, run_args: Mapping[str, Any], texts: RunTexts) -> list[str]:
     """The simulated user's messages the agent read (none in a single-turn run): the trajectory's
-    user messages, ReAct's tool observations left out."""
+    user messages, the environment's first observation and ReAct's tool observations left out."""
     if not _simulated_user(run_args):
         return []
-    return [str(m["content"]) for m in record["traj"] if isinstance(m, dict) and m.get("role") == "user"
-            and isinstance(m.get("content"), str) and not (react_prefix and m["content"].startswith(react_prefix))]
+    opening = texts.environment_opening(record)
+    found = []
+    for i, message in enumerate(record["traj"]):
+        content = message.get("content") if isinstance(message, dict) else None
+        if message.get("role") != "user" or not isinstance(content, str):
+            continue
+        if (i == 1 and content.startswith(opening)) or (texts.react_prefix and content.startswith(texts.react_prefix)):
+            continue
+        found.append(content)
+    return found
 
 
 def memory_by_true_type(run_args: Mapping[str, Any]) -> str | None:
@@ -55,15 +79,16 @@ def memory_by_true_type(run_args: Mapping[str, Any]) -> str | None:
     if outputs == "generated":
         return ("the release recipe's live agent formats the memory for the task's true type"
                 if run_args.get("recipe", "release") == "release" else None)
-    return "the parameters come from puma generate over puma data's prompts, whose memory is formatted for the true type"
+    return ("the parameters come from puma generate over puma data's prompts, whose memory is formatted for the true "
+            "type")
 
 
-def task_privileges(record: Record, run_args: Mapping[str, Any], react_prefix: str,
+def task_privileges(record: Record, run_args: Mapping[str, Any], texts: RunTexts,
                     task: Task | None = None) -> dict[str, Any]:
     """The privileged inputs of one task run (`task`: its whole task from the data, for the review-span check)."""
     asin = str(record["info"]["task"]["target"])
     named = []
-    for message in user_messages(record, run_args, react_prefix):
+    for message in user_messages(record, run_args, texts):
         if task is not None:
             kinds = guard_message(message, task).masked
         else:
@@ -87,8 +112,8 @@ def task_privileges(record: Record, run_args: Mapping[str, Any], react_prefix: s
 def run_summary(run_args: Mapping[str, Any], records: list[Record]) -> dict[str, Any]:
     """The run's audit as the result header holds it: per privileged input, the task runs and the
     count; what --strict removed and what remains. Computed from the file alone."""
-    prefix = _react_prefix(run_args)
-    per_task = [task_privileges(record, run_args, prefix) for record in records]
+    texts = RunTexts.of(run_args)
+    per_task = [task_privileges(record, run_args, texts) for record in records]
     counts: dict[str, Any] = {}
     for key in ("user_messages_naming_target", "leak_guard_masked", "memory_by_true_type",
                 "memory_by_true_type_decisive"):
