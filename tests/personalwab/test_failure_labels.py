@@ -18,8 +18,8 @@ def record(kind: str, calls: list[tuple[str, dict[str, Any], str]], scores: list
            **info: Any) -> dict[str, Any]:
     traj: list[dict[str, Any]] = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
     for i, (name, arguments, observation) in enumerate(calls):
-        traj += [{"role": "assistant", "content": None, "tool_calls": [
-                     {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]},
+        call = {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        traj += [{"role": "assistant", "content": None, "tool_calls": [call]},
                  {"role": "tool", "tool_call_id": f"c{i}", "name": name, "content": observation}]
     return {"task_id": 0, "trial": 0, "action_acc": [s[0] for s in scores], "res_acc": [s[1] for s in scores],
             "traj": traj, "info": {"task": {"user_id": "U", "task": "t", "type": kind, "timestamp": 1, "target": "TGT"},

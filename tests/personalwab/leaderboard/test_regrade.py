@@ -40,7 +40,8 @@ def test_regrading_a_file_of_the_current_grader_changes_nothing(result_file, tin
     assert [(r["action_acc"], r["res_acc"]) for r in content[1:]] == \
         [(r["action_acc"], r["res_acc"]) for r in original[1:]]
     assert content[0]["results"] == original[0]["results"]
-    assert main(["regrade", str(result_file), "--data_dir", str(tiny_data.data_dir), "--out", str(tmp_path / "re")]) == 0
+    out = str(tmp_path / "re")
+    assert main(["regrade", str(result_file), "--data_dir", str(tiny_data.data_dir), "--out", out]) == 0
     assert "0 of 3 record(s) changed" in capsys.readouterr().out
     assert main(["validate", str(tmp_path / "re" / result_file.name)]) == 0
 
