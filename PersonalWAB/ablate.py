@@ -167,7 +167,7 @@ def arm_results(settings: AblateConfig, paths: list[Path]) -> list[ArmResult]:
 def verdict_lines(settings: AblateConfig, paths: list[Path]) -> list[str]:
     """Each arm against the baseline (overall and per type, Result Acc), and `other_user` against
     `last` per task type: the paired difference, its 95% interval, p and the verdict."""
-    from PersonalWAB.leaderboard.compare import compare_runs, load_run
+    from PersonalWAB.leaderboard.compare import compare_runs, load_run, metric_cells
 
     runs = {arm: load_run(path) for arm, path in zip(settings.arm_names, paths)}
     pairs = [(settings.baseline, arm) for arm in settings.arm_names if arm != settings.baseline]
@@ -178,10 +178,9 @@ def verdict_lines(settings: AblateConfig, paths: list[Path]) -> list[str]:
         comparison = compare_runs(runs[base], runs[arm])
         for group in comparison.groups:
             row = next(metric for metric in group.metrics if metric.label == "Result Acc")
-            interval = f"[{row.low:+.3f}, {row.high:+.3f}]" if row.p_value is not None and not row.too_few else "-"
-            p = "-" if row.p_value is None else f"{row.p_value:.3f}"
-            lines.append(f"{arm} vs {base}, {group.name} ({group.tasks} tasks): Result Acc {row.other:.3f} vs "
-                         f"{row.baseline:.3f}, difference {row.difference:+.3f} {interval}, p {p}: {row.verdict}")
+            baseline, other, difference, interval, p, verdict = metric_cells(row)
+            lines.append(f"{arm} vs {base}, {group.name} ({group.tasks} tasks): Result Acc {other} vs {baseline}, "
+                         f"difference {difference} {interval}, p {p}: {verdict}")
     return lines
 
 

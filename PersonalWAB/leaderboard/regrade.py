@@ -57,9 +57,10 @@ class Change:
     def line(self) -> str:
         (acc, res, label), (new_acc, new_res, new_label) = self.before, self.after
         parts = []
-        if (acc, res) != (new_acc, new_res):
-            parts.append(f"action_acc {acc} -> {new_acc}, res_acc {[round(r, 4) for r in res]} -> "
-                         f"{[round(r, 4) for r in new_res]}")
+        if acc != new_acc:
+            parts.append(f"action_acc {acc} -> {new_acc}")
+        if res != new_res:
+            parts.append(f"res_acc {[round(r, 4) for r in res]} -> {[round(r, 4) for r in new_res]}")
         if label != new_label:
             parts.append(f"failure {label} -> {new_label}")
         return f"task {self.task_id} ({self.kind}, trial {self.trial}): {'; '.join(parts)}"

@@ -1,6 +1,7 @@
 """`other_user`: a control arm. As many behaviours as this user's `last` memory would hold, but of
 another user (newest first, before the task's timestamp), shown as `last` shows them. An agent that
-scores as well with them as with `last` uses *some* history, not this user's.
+scores as well with them as with `last` uses *some* history, not this user's. A purchase of the
+task's target by the other user is left out, so the control never shows the answer.
 
 The other user is drawn for each task by a generator seeded with `--seed`, the user and the task's
 time, among the users with at least that many behaviours before the task (the one with the most
@@ -31,4 +32,6 @@ def select(request: MemoryRequest) -> Behaviours:
     if wanted == 0 or len(request.data.histories) < 2:
         return []
     other = other_user(request, wanted)
-    return newest_first(request.data.behaviours_before(other, request.task["timestamp"]))[:wanted]
+    target = request.task["target"]["product_info"]["parent_asin"]
+    earlier = request.data.behaviours_before(other, request.task["timestamp"])
+    return newest_first([b for b in earlier if b["product_info"]["parent_asin"] != target])[:wanted]
