@@ -41,6 +41,7 @@ where `trials` measures the agent's run-to-run noise.
 
 from __future__ import annotations
 
+import functools
 import math
 from statistics import fmean, stdev
 from collections.abc import Sequence
@@ -180,8 +181,10 @@ def t_two_sided_cdf(t: float, df: int) -> float:
     return math.sin(theta) * total
 
 
+@functools.lru_cache(maxsize=256)
 def t_quantile(level: float, df: int) -> float:
-    """The t with P(|T| <= t) = level (e.g. 0.95 -> the 0.975 quantile), by bisection."""
+    """The t with P(|T| <= t) = level (e.g. 0.95 -> the 0.975 quantile), by bisection (kept per
+    level and degrees of freedom: a run's thousands of tasks make each bisection step long)."""
     low, high = 0.0, 1.0
     while t_two_sided_cdf(high, df) < level:
         high *= 2
