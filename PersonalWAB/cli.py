@@ -5,6 +5,8 @@
     pwab build ...        = python -m PersonalWAB.build ...      (indexes, recommender, embeddings)
     pwab construct ...    = python -m PersonalWAB.construct ...  (build a benchmark from raw reviews)
     pwab leaderboard ...  = python -m PersonalWAB.leaderboard ...(validate, summarize, compare, report, plot)
+    pwab ablate ...       (memory arms of one agent at a matched token budget)
+    pwab audit ...        (leakage and protocol audit of data and runs)
 
 Each command's module is imported only when it is chosen, so `pwab --help` is instant.
 `dispatch` serves PUMA's `puma` command too. Every command checks the output paths it was
@@ -49,6 +51,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "leaderboard": ("PersonalWAB.leaderboard.__main__:main",
                     "validate, summarize, compare, report and plot result files"),
     "reproduce": ("PersonalWAB.reproduce.cli:cli", "run the paper's table rows for a model and compare with the paper"),
+    "ablate": ("PersonalWAB.ablate:main", "one agent over several memory arms at a matched token budget: a table, "
+                                          "paired verdicts and a plot"),
+    "audit": ("PersonalWAB.audit.cli:main", "leakage and protocol audit of a data folder and of result files"),
 }
 
 

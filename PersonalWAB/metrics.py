@@ -41,6 +41,7 @@ where `trials` measures the agent's run-to-run noise.
 
 from __future__ import annotations
 
+import functools
 import math
 from statistics import fmean, stdev
 from collections.abc import Sequence
@@ -180,8 +181,10 @@ def t_two_sided_cdf(t: float, df: int) -> float:
     return math.sin(theta) * total
 
 
+@functools.lru_cache(maxsize=256)
 def t_quantile(level: float, df: int) -> float:
-    """The t with P(|T| <= t) = level (e.g. 0.95 -> the 0.975 quantile), by bisection."""
+    """The t with P(|T| <= t) = level (e.g. 0.95 -> the 0.975 quantile), by bisection (kept per
+    level and degrees of freedom: a run's thousands of tasks make each bisection step long)."""
     low, high = 0.0, 1.0
     while t_two_sided_cdf(high, df) < level:
         high *= 2
@@ -366,3 +369,102 @@ def paired_test(a: Sequence[float], b: Sequence[float], resamples: int = 10000, 
         flips = rng.integers(0, 2, size=(min(rows, resamples - start), m)).astype(float)
         hits += int(np.count_nonzero(np.abs(total - 2 * (flips @ diffs)) >= threshold))
     return (1 + hits) / (1 + resamples)
+
+
+# -- statistics that respect users ------------------------------------------------------------
+#
+# A user's tasks share the user (their history, their way of asking), so they are not
+# independent draws: an interval that treats 2,000 tasks of 1,000 users as 2,000 independent
+# tasks is too narrow. The cluster-robust standard error sums the residuals within each user
+# before squaring; the design effect (its variance over the naive one) says how much wider.
+
+
+def clustered_interval(values: Sequence[float], clusters: Sequence[Any], level: float = LEVEL) -> dict[str, Any]:
+    """The mean of `values` with two intervals side by side: the naive t-interval (tasks taken as
+    independent, mean ± t(n-1) s/√n) and the interval clustered by `clusters` (each value's user):
+    mean ± t(G-1) · SE_cl, SE_cl = √(G/(G-1) · Σ_g (Σ_{i∈g} (y_i - ȳ))²) / n over G clusters (the
+    CR1 estimator Inspect and Stata use). `design_effect` = (SE_cl / SE_naive)²: how many times the
+    variance the user structure adds (1: none); None where the naive one is 0."""
+    n = len(values)
+    if n != len(clusters):
+        raise ValueError(f"clustered_interval needs one cluster per value, got {n} values and {len(clusters)}")
+    if n == 0:
+        raise ValueError("clustered_interval needs at least one value")
+    mean = fmean(values)
+    sums: dict[Any, float] = {}
+    for value, cluster in zip(values, clusters):
+        sums[cluster] = sums.get(cluster, 0.0) + (value - mean)
+    groups = len(sums)
+    naive_se = stdev(values) / math.sqrt(n) if n > 1 else 0.0
+    clustered_se = (math.sqrt(groups / (groups - 1) * sum(s * s for s in sums.values())) / n) if groups > 1 else 0.0
+
+    def bounds(se: float, df: int) -> list[float]:
+        half = t_quantile(level, df) * se if df > 0 and se > 0 else 0.0
+        return [mean - half, mean + half]
+
+    return {"mean": mean, "tasks": n, "clusters": groups, "naive_se": naive_se, "clustered_se": clustered_se,
+            "naive": bounds(naive_se, n - 1), "clustered": bounds(clustered_se, groups - 1),
+            "design_effect": (clustered_se / naive_se) ** 2 if naive_se > 0 else None}
+
+
+def mcnemar_test(lost: int, gained: int) -> float:
+    """Two-sided exact McNemar p-value for paired solved / unsolved outcomes: under the null
+    hypothesis a discordant task (solved by one run only) is as likely lost as gained, so the
+    smaller count is a Binomial(lost + gained, 1/2) tail, doubled (at most 1). No discordant task: 1."""
+    discordant = lost + gained
+    if discordant == 0:
+        return 1.0
+    tail = sum(math.comb(discordant, k) for k in range(min(lost, gained) + 1)) / 2 ** discordant
+    return min(1.0, 2 * tail)
+
+
+def per_user_means(values: Sequence[float], users: Sequence[Any]) -> dict[Any, float]:
+    """Each user's mean of `values` (their tasks' scores), users in order of first appearance."""
+    sums: dict[Any, list[float]] = {}
+    for value, user in zip(values, users):
+        sums.setdefault(user, []).append(value)
+    return {user: fmean(scores) for user, scores in sums.items()}
+
+
+def quantile(sorted_values: Sequence[float], share: float) -> float:
+    """The `share` quantile of sorted values, interpolated linearly between ranks (numpy's default)."""
+    position = share * (len(sorted_values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+WORST_SHARE = 0.1  # the worst decile of users
+
+
+def user_distribution(means: dict[Any, float]) -> dict[str, Any]:
+    """The distribution of per-user means: the sorted values, quantiles, and the worst decile of
+    users (the ceil(10%) users with the lowest mean, ties broken by user id) with their mean."""
+    ordered = sorted(means.values())
+    worst_count = max(1, math.ceil(WORST_SHARE * len(means)))
+    worst = sorted(means, key=lambda user: (means[user], str(user)))[:worst_count]
+    return {"users": len(means), "mean": fmean(ordered), "values": ordered,
+            "quantiles": {name: quantile(ordered, share) for name, share in
+                          (("min", 0.0), ("p10", 0.1), ("p25", 0.25), ("median", 0.5), ("p75", 0.75),
+                           ("p90", 0.9), ("max", 1.0))},
+            "worst_decile": {"users": worst, "mean": fmean(means[user] for user in worst)}}
+
+
+# -- ranking metrics of recommendation lists --------------------------------------------------
+
+RANKING_CUTOFF = 10
+
+
+def target_rank(target_asin: str, results: Sequence[str]) -> int | None:
+    """The 1-based rank of the first result text naming the target ASIN (None: not listed)."""
+    return next((rank for rank, text in enumerate(results, 1) if target_asin in text), None)
+
+
+def ndcg_at(rank: int | None, cutoff: int = RANKING_CUTOFF) -> float:
+    """NDCG@cutoff of a list with one relevant item at `rank`: 1/log2(rank + 1) within the cutoff, else 0."""
+    return 0.0 if rank is None or rank > cutoff else 1.0 / math.log2(rank + 1)
+
+
+def reciprocal_rank(rank: int | None) -> float:
+    """1/rank of the relevant item (0 when it is not listed): a task's share of MRR."""
+    return 0.0 if rank is None else 1.0 / rank

@@ -55,6 +55,7 @@ TASK_INFO_KEYS = required_keys(TaskSummary)
 USAGE_LISTS = ("completion_tokens", "prompt_tokens", "total_tokens")
 UNFINISHED_KEY = "unfinished"
 TRIALS_KEY: Final = "trials"  # the header's spread across trials (`PersonalWAB.metrics.trial_statistics`)
+AUDIT_KEY: Final = "audit"  # the run's privileged inputs (`PersonalWAB.audit.run.run_summary`)
 TEXTS_KEYS = ("protocol", "protocol_texts_digest")  # compared together: one message names both runs' texts
 
 
@@ -86,7 +87,8 @@ def custom_reasons(record: ProtocolRecord, texts_digest: Any) -> list[str]:
 
 def build_header(run_args: RunArgs, records: list[Record]) -> Header:
     """The leaderboard header; with `num_trials` >= 2 it adds the spread across trials
-    (`trials`, see PersonalWAB.metrics) beside the original fields, which stay as they are."""
+    (`trials`, see PersonalWAB.metrics), and always the run's audit (`audit`: its privileged
+    inputs, `PersonalWAB.audit.run`), beside the original fields, which stay as they are."""
     header: Header = {
         "run_args": run_args,
         "total cost": sum(record_cost(r) for r in records),
@@ -99,6 +101,9 @@ def build_header(run_args: RunArgs, records: list[Record]) -> Header:
     trials = trial_statistics(records, run_args.get("num_trials", 1), solved_threshold_of(run_args))
     if trials is not None:
         header[TRIALS_KEY] = trials
+    from PersonalWAB.audit.run import run_summary
+
+    header[AUDIT_KEY] = run_summary(run_args, records)
     return header
 
 
@@ -255,6 +260,23 @@ def resume_mismatches(previous: Mapping[str, Any], current: Mapping[str, Any], k
              if key in previous and key in current and previous[key] != current[key]
              and not (texts and key in TEXTS_KEYS)]
     return texts + found
+
+
+GRADER_KEY: Final = "grader_version"  # the digest of the scoring code a file was scored by
+
+
+def grader_mismatch(files: Sequence[tuple[Path | str, Mapping[str, Any]]]) -> str | None:
+    """Why files (path, run_args) may not share a table or a comparison: two of them scored by
+    different graders (`run_args.grader_version`; a file that records none is not judged). None
+    when they agree."""
+    graded = [(path, run_args[GRADER_KEY]) for path, run_args in files if run_args.get(GRADER_KEY)]
+    for path, version in graded[1:]:
+        first_path, first = graded[0]
+        if version != first:
+            return (f"{first_path} was scored by grader {first}, {path} by grader {version}: scores of different "
+                    "graders are not comparable; re-grade them under one grader first (pwab leaderboard regrade "
+                    "FILE... --out DIR)")
+    return None
 
 
 def _is_score(value: Any) -> bool:

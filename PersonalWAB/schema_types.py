@@ -127,6 +127,7 @@ class RecordInfo(EpisodeNotes):
     error: NotRequired[str]  # the task ended in an error: resume runs it again
     cache_hits: NotRequired[int]  # calls the response cache answered (a run with --cache)
     cache_saved_usd: NotRequired[float]  # their cost, counted in `usage` and `user_cost` but not paid
+    failure: NotRequired[str]  # why the task run failed, a label of `PersonalWAB.failures` (`none`: solved)
 
 
 class Record(TypedDict):
@@ -186,6 +187,9 @@ class RunArgs(TypedDict, total=False):
     run_name: str | None  # `--run_name`
     tag: list[str] | None  # `--tag KEY=VALUE`, in the order given
     solved_threshold: float  # best Result Acc from which a trial counts as solved (pass^k)
+    grader_version: str  # the digest of the scoring code (`PersonalWAB.envs.pwab.scoring.grader_version`)
+    regraded: dict[str, Any]  # re-scored under the current grader: the grader it was scored by, records changed
+    strict: bool  # the strict protocol: privileged inputs removed
 
 
 # Per task type and "overall": total_count, avg_interaction_times, avg_action_acc, avg_res_acc.
@@ -198,6 +202,7 @@ Header = TypedDict("Header", {
     "results": Statistics,
     "total user cost": NotRequired[float],
     "trials": NotRequired[dict[str, Any]],  # the spread across trials (`PersonalWAB.metrics.trial_statistics`)
+    "audit": NotRequired[dict[str, Any]],  # the run's privileged inputs (`PersonalWAB.audit.run.run_summary`)
     "cache": NotRequired[dict[str, Any]],  # with a response cache: `hits` (calls it answered), `saved_usd` (not paid)
 })
 

@@ -204,8 +204,10 @@ def refine_review(review: str, wanted: list[str], replies: list[str]) -> str:
 
 class HeuristicAgent(Agent):
     def __init__(self, data: BenchmarkData, memory_mode: str = "last", memory_length: int = 10, seed: int = 2024,
-                 random_memory: Any = None, use_feedback: bool = True, max_attempts: int = 4):
+                 random_memory: Any = None, use_feedback: bool = True, max_attempts: int = 4,
+                 memory_tokens: int | None = None):
         self.data = data
+        self.memory_tokens = memory_tokens
         self.memory_mode = memory_mode
         self.memory_length = memory_length
         self.seed = seed
@@ -216,7 +218,7 @@ class HeuristicAgent(Agent):
     def decide(self, env: PWABEnv, task: Task) -> Action:
         draw = self.random_memory.draw(env.trial, env.task_index) if self.random_memory is not None else None
         memory = retrieve_memory(self.data, task, self.memory_mode, self.memory_length, protocol=env.protocol,
-                                 random_draw=draw, seed=self.seed)
+                                 random_draw=draw, seed=self.seed, tokens=self.memory_tokens)
         instruction = task["task"]
         name = choose_function(instruction)
         if name == SEARCH:
@@ -278,4 +280,4 @@ class HeuristicAgent(Agent):
 def build(data: BenchmarkData, config: Any) -> HeuristicAgent:
     """The `heuristic` strategy for a run (the registry's factory)."""
     return HeuristicAgent(data, config.agent_memory, config.memory_length, config.seed,
-                          run_random_memory(data, config))
+                          run_random_memory(data, config), memory_tokens=config.memory_tokens)

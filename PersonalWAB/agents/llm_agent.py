@@ -39,6 +39,7 @@ class MemorySettings:
     function_file: dict[str, str] | None = None
     interec_store: InterecMemoryStore | None = None
     random_memory: ReleaseRandomMemory | None = None
+    tokens: int | None = None  # the memory's token budget (`--memory_tokens`)
 
 
 def memory_settings(data: BenchmarkData, config: Any) -> MemorySettings:
@@ -57,7 +58,8 @@ def memory_settings(data: BenchmarkData, config: Any) -> MemorySettings:
     predicted = config.options("puma").puma_function_file
     function_file = load_function_file(predicted) if predicted else None
     return MemorySettings(config.agent_memory, config.memory_length, config.seed, function_file=function_file,
-                          interec_store=store, random_memory=run_random_memory(data, config))
+                          interec_store=store, random_memory=run_random_memory(data, config),
+                          tokens=config.memory_tokens)
 
 
 def model_client(config: Any) -> LLMClient:
@@ -108,7 +110,8 @@ class LLMAgent(Agent):
             preferences = settings.interec_store.get(task["user_id"])
         chosen = self.suggested_function(task) if memory_mode(settings.mode).chosen_function else None
         return memory_text(env.protocol, self.data, task, settings.mode, settings.length, react=react,
-                           random_draw=draw, seed=settings.seed, preferences=preferences, tool_name=chosen)
+                           random_draw=draw, seed=settings.seed, preferences=preferences, tool_name=chosen,
+                           tokens=settings.tokens)
 
     def ask(self, episode: Episode, messages: list[dict[str, Any]], parse: Callable[[dict[str, Any]], Any],
             **kwargs: Any) -> tuple[LLMReply, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.schema import TASK_TYPES
+from PersonalWAB.tokens import token_counter
 
 LEVEL_FIELDS = ("Price Sensitivity", "Diversity Preference", "Interaction Complexity")
 CATEGORICAL_FIELDS = ("Gender", "Age", *LEVEL_FIELDS)
@@ -34,16 +35,6 @@ PUBLISHED = {
 }
 # What an agent may read at each stage: the history split for train tasks, history and train for test tasks.
 VISIBLE = {"train_time": ("history",), "test_time": ("history", "train")}
-
-
-def token_counter() -> Callable[[list[str]], list[int]]:
-    """Token counts of many texts at once (cl100k_base, offline through litellm's bundled files)."""
-    from PersonalWAB.llm import load_litellm
-
-    load_litellm()
-    from litellm.litellm_core_utils.default_encoding import encoding
-
-    return lambda texts: [len(tokens) for tokens in encoding.encode_ordinary_batch(texts, num_threads=2)]
 
 
 def _share(values: list[str]) -> dict[str, float]:

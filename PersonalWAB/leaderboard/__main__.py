@@ -1,4 +1,4 @@
-"""Command line: python -m PersonalWAB.leaderboard {validate,summarize,compare,plot,report,pack,merge} ...
+"""Command line: python -m PersonalWAB.leaderboard {validate,summarize,compare,plot,report,pack,export,regrade,merge}
 
 Exit status: 0 when everything given was valid and done, 2 for bad input: a file that is
 invalid or cannot be read, bad arguments, an unreadable --data_dir, files that cannot be
@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                                       "summary"),
     "export": ("PersonalWAB.leaderboard.export:main", "one row per task run (task x trial) with every scored field: "
                                                      "csv, jsonl or parquet"),
+    "regrade": ("PersonalWAB.leaderboard.regrade:main", "re-score stored trajectories under the current grader and "
+                                                        "list the tasks that changed"),
     "merge": ("PersonalWAB.leaderboard.merge:merge", "join the result files of one run's shards (pwab run --shard "
                                                      "I/N) into the run's result file"),
 }

@@ -1,6 +1,7 @@
 """Result files against a baseline, task by task: per task type and overall, each metric of
 both runs, their difference with a paired bootstrap 95% interval and a paired sign-flip test
-(`PersonalWAB.metrics`), and the tasks one run solves and the other does not.
+(`PersonalWAB.metrics`), the tasks one run solves and the other does not with McNemar's test of
+them, and the user-level view: the Result Acc difference clustered by user and the users that flip.
 
 Two means over ~2,000 tasks differ by a point or two by chance alone; pairing the tasks takes
 out how hard each one is, so the interval and the test say whether a difference is more than
@@ -30,9 +31,10 @@ from PersonalWAB.data.schema import TASK_TYPES
 from PersonalWAB.leaderboard.analysis import is_solved
 from PersonalWAB.leaderboard.summarize import md_cell, method_name
 from PersonalWAB.leaderboard.validate import protocol_label, read_valid
-from PersonalWAB.metrics import (EXACT_SIGN_FLIPS, is_errored, paired_bootstrap_interval, paired_test, record_steps,
-                                 task_score)
-from PersonalWAB.results import RunFile
+from PersonalWAB.leaderboard.users import named, user_flips
+from PersonalWAB.metrics import (EXACT_SIGN_FLIPS, clustered_interval, is_errored, mcnemar_test,
+                                 paired_bootstrap_interval, paired_test, record_steps, task_score)
+from PersonalWAB.results import RunFile, grader_mismatch
 from PersonalWAB.schema_types import Record, RunArgs
 
 Key = Any  # a task_id
@@ -154,13 +156,35 @@ class MetricRow:
 
 @dataclass
 class Group:
-    """A task type (or `overall`): its matched tasks' metrics and the tasks that flip."""
+    """A task type (or `overall`): its matched tasks' metrics, the tasks that flip (with McNemar's
+    test of the solved / unsolved pairs), the Result Acc difference clustered by user and the
+    users that flip."""
 
     name: str
     tasks: int
     metrics: list[MetricRow]
     lost: list[Key]  # solved by the baseline only
     gained: list[Key]  # solved by the other run only
+    mcnemar_p: float = 1.0
+    clustered: dict[str, Any] = field(default_factory=dict)  # clustered_interval of the Result Acc differences
+    users_lost: list[str] = field(default_factory=list)  # users solved by the baseline only
+    users_gained: list[str] = field(default_factory=list)
+
+    def user_lines(self) -> list[str]:
+        """McNemar's test, the difference clustered by user and the users that flip."""
+        c = self.clustered
+        effect = "-" if not c or c["design_effect"] is None else f"{c['design_effect']:.2f}"
+        lines = [f"{self.name}: McNemar exact p {self.mcnemar_p:.3f} over {len(self.lost) + len(self.gained)} "
+                 "discordant task(s) (solved by one run only)"]
+        if c:
+            lines.append(f"{self.name}: Result Acc difference {c['mean']:+.3f}, 95% clustered by user "
+                         f"[{c['clustered'][0]:+.3f}, {c['clustered'][1]:+.3f}] ({c['clusters']} users) vs naive "
+                         f"[{c['naive'][0]:+.3f}, {c['naive'][1]:+.3f}], design effect {effect}")
+        if self.users_lost or self.users_gained:
+            lines.append(f"{self.name}: users that flip (solved in more than half of their tasks): "
+                         f"{len(self.users_lost)} by the baseline only: {named(self.users_lost) or '-'}; "
+                         f"{len(self.users_gained)} by the other only: {named(self.users_gained) or '-'}")
+        return lines
 
 
 @dataclass
@@ -205,7 +229,12 @@ def _group(name: str, pairs: list[tuple[Key, Trials, Trials]]) -> Group:
                           [_mean(score, other) for _, _, other in pairs]) for label, score in METRICS]
     lost = [key for key, base, other in pairs if task_solved(base) and not task_solved(other)]
     gained = [key for key, base, other in pairs if task_solved(other) and not task_solved(base)]
-    return Group(name, len(pairs), metrics, lost, gained)
+    result_acc = METRICS[1][1]
+    differences = [_mean(result_acc, other) - _mean(result_acc, base) for _, base, other in pairs]
+    users = [base[0]["info"]["task"]["user_id"] for _, base, _ in pairs]
+    users_lost, users_gained = user_flips(pairs)
+    return Group(name, len(pairs), metrics, lost, gained, mcnemar_test(len(lost), len(gained)),
+                 clustered_interval(differences, users), users_lost, users_gained)
 
 
 def _order(key: Key) -> tuple[int, Any]:
@@ -231,8 +260,12 @@ def track_problem(baseline: Run, other: Run) -> str | None:
 
 def compare_runs(baseline: Run, other: Run, force: bool = False, mixed_tracks: bool = False) -> Comparison:
     """The comparison of `other` with `baseline`, task by task (each run's trials of a task
-    averaged); CompareError when their tasks or protocol differ and not `force`, or their tracks
-    and not `mixed_tracks`. A task's type is the baseline record's."""
+    averaged); CompareError when they were scored by different graders (re-grade them first: no
+    flag overrides it), their tasks or protocol differ and not `force`, or their tracks and not
+    `mixed_tracks`. A task's type is the baseline record's."""
+    graders = grader_mismatch([(baseline.path, baseline.run_args), (other.path, other.run_args)])
+    if graders:
+        raise CompareError(f"cannot compare: {graders}")
     problems = incompatibilities(baseline, other)
     if problems and not force:
         raise CompareError(f"cannot compare {baseline.path} with {other.path}: {'; '.join(problems)} "
@@ -317,6 +350,15 @@ def flip_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
+USERS_TITLE = ("Users (a user's tasks are not independent): McNemar's exact test of the solved / unsolved pairs, "
+               "the Result Acc difference with its interval clustered by user, and the users that flip:")
+
+
+def user_lines(comparison: Comparison) -> list[str]:
+    """Per group, McNemar's test, the clustered difference and the users that flip."""
+    return [line for group in comparison.groups for line in group.user_lines()]
+
+
 def _table_rows(comparison: Comparison) -> list[list[str]]:
     return [[group.name if i == 0 else "", str(group.tasks) if i == 0 else "", row.label, *metric_cells(row)]
             for group in comparison.groups for i, row in enumerate(group.metrics)]
@@ -330,7 +372,8 @@ def render_text(comparisons: list[Comparison]) -> str:
         table = [" ".join(cell.ljust(w) if i in (0, 2, 8) else cell.rjust(w) for i, (cell, w) in
                           enumerate(zip(r, widths))).rstrip() for r in rows]
         blocks.append("\n".join([f"{c.other.path} vs baseline {c.baseline.path}", *about_lines(c), "", *table, "",
-                                 FLIPS_TITLE, *(f"  {line}" for line in flip_lines(c))]))
+                                 FLIPS_TITLE, *(f"  {line}" for line in flip_lines(c)), "",
+                                 USERS_TITLE, *(f"  {line}" for line in user_lines(c))]))
     return "\n\n".join(blocks) + f"\n\n{METHOD_NOTE}\n"
 
 
@@ -342,6 +385,7 @@ def render_markdown(comparisons: list[Comparison]) -> str:
         out += ["| " + " | ".join(HEAD) + " |", "|---|---:|---|" + "---:|" * (len(HEAD) - 4) + "---|"]
         out += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in _table_rows(c)]
         out += ["", FLIPS_TITLE, ""] + [f"- {md_cell(line)}" for line in flip_lines(c)] + [""]
+        out += [USERS_TITLE, ""] + [f"- {md_cell(line)}" for line in user_lines(c)] + [""]
     out.append(METHOD_NOTE)
     return "\n".join(out) + "\n"
 
@@ -360,6 +404,7 @@ def render_html(comparison: Comparison) -> str:
             f"{items(about_lines(c))}\n"
             f'<table class="leaderboard"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n'
             f"<p>{html.escape(FLIPS_TITLE)}</p>\n{items(flip_lines(c))}\n"
+            f"<p>{html.escape(USERS_TITLE)}</p>\n{items(user_lines(c))}\n"
             f"<p>{html.escape(METHOD_NOTE)}</p>\n</section>")
 
 

@@ -1,5 +1,6 @@
 """Result files as a table of task runs, for one's own analysis: `pwab leaderboard export
-FILE... --format csv|jsonl|parquet --out PATH`, or `load_dataframe(paths)` in a notebook.
+FILE... --format csv|jsonl|parquet --out PATH`, or `load_dataframe(paths)` in a notebook; and one
+run as a standard log (`--format inspect|eval_results`, `PersonalWAB.leaderboard.standard_logs`).
 
 One row per record (task x trial) with every scored field the leaderboard computes from it
 (Function Acc and Result Acc as the header scores them, solved, attempts, steps, costs, the
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from PersonalWAB.errors import DataError
+from PersonalWAB.failures import failure_label, react_prefix_of, recommendation_ranking
 from PersonalWAB.leaderboard.analysis import is_solved
 from PersonalWAB.leaderboard.summarize import csv_text
 from PersonalWAB.metrics import has_format_error, record_cost, record_steps, record_user_cost, task_score
@@ -31,7 +33,8 @@ from PersonalWAB.schema_types import Record, RunArgs
 from PersonalWAB.outputs import FILE, parse_command, write_output
 from PersonalWAB.settings import setting
 
-FORMATS = ("csv", "jsonl", "parquet")
+FORMATS = ("csv", "jsonl", "parquet", "inspect", "eval_results")
+ONE_FILE = ("inspect", "eval_results")  # formats of one run: one input file, written to --out
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
@@ -40,9 +43,12 @@ class ExportSettings:
     """`export`: one row per task run (task x trial) of result files, with every scored field."""
 
     files: list[str] = setting(None, "result files (run.py output)", positional=True, nargs="+", metavar="FILE")
-    format: str = setting("csv", "table format", choices=FORMATS)
-    out: str | None = setting(None, "write the table to this file (required for parquet)", metavar="PATH",
-                              default_text="stdout")
+    format: str = setting("csv", "table format, or a run's standard log: inspect (an Inspect log, .eval or .json by "
+                                 "--out's suffix) or eval_results (Hugging Face .eval_results YAML)", choices=FORMATS)
+    out: str | None = setting(None, "write the table to this file (required for parquet, inspect and eval_results)",
+                              metavar="PATH", default_text="stdout")
+    dataset_id: str | None = setting(None, "eval_results: the Hub benchmark dataset the scores are for", metavar="ID",
+                                     default_text="required with --format eval_results")
 
 
 def run_columns(path: Path, run_args: RunArgs, finished: bool) -> dict[str, Any]:
@@ -89,8 +95,18 @@ def export_rows(paths: list[Path | str]) -> list[dict[str, Any]]:
     for path in paths:
         parsed = cast(RunFile, read_valid(path).result)  # the one reader: an invalid file is refused
         run = run_columns(parsed.path, parsed.run_args, parsed.header is not None)
-        rows += [{**run, **record_columns(record)} for record in parsed.records]
+        prefix = react_prefix_of(parsed.run_args)
+        rows += [{**run, **record_columns(record), **derived_columns(record, prefix)} for record in parsed.records]
     return rows
+
+
+def derived_columns(record: Record, prefix: str) -> dict[str, Any]:
+    """What the rules read from the record's calls: its failure label (the record's own, else the rule's),
+    and for a recommendation NDCG@10 and the reciprocal rank of the target (empty otherwise)."""
+    ranking = recommendation_ranking(record, prefix)
+    return {"failure": record["info"].get("failure") or failure_label(record, prefix),
+            "ndcg_at_10": ranking["ndcg@10"] if ranking else None,
+            "reciprocal_rank": ranking["rr"] if ranking else None}
 
 
 def load_dataframe(paths: list[Path | str] | Path | str) -> Any:
@@ -137,14 +153,46 @@ def parquet_problem(out: Path | None) -> str | None:
     return None
 
 
+def one_run_problem(args: ExportSettings) -> str | None:
+    """Why a one-run format cannot be written as asked (None: it can)."""
+    if len(args.files) != 1:
+        return f"--format {args.format} writes the log of one run: give one result file (got {len(args.files)})"
+    if not args.out:
+        return f"--format {args.format} writes a file: give --out PATH"
+    if args.format == "inspect" and Path(args.out).suffix not in (".eval", ".json"):
+        return "--format inspect: --out must end in .eval (Inspect's log format) or .json"
+    if args.format == "eval_results" and not args.dataset_id:
+        return "--format eval_results: give --dataset_id, the Hub benchmark dataset the scores are for"
+    return None
+
+
+def write_one_run(args: ExportSettings) -> int:
+    """The Inspect log or the .eval_results entries of the one file given."""
+    from PersonalWAB.leaderboard.standard_logs import eval_results_yaml, inspect_log_bytes
+
+    parsed = cast(RunFile, read_valid(args.files[0]).result)  # the one reader: an invalid file is refused
+    out = Path(cast(str, args.out))
+    write_output(out, inspect_log_bytes(parsed, out.suffix) if args.format == "inspect"
+                 else eval_results_yaml(parsed, cast(str, args.dataset_id)))
+    print(f"{args.files[0]}: {len(parsed.records)} record(s) written to {out} ({args.format})", file=sys.stderr)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_command([ExportSettings], argv, {"out": FILE}, description="One row per task run (task x trial) of "
-                         "result files, with every scored field.")[0]
+                         "result files, with every scored field; or one run's Inspect log or .eval_results.")[0]
     out = Path(args.out) if args.out else None
-    problem = parquet_problem(out) if args.format == "parquet" else None
+    problem = parquet_problem(out) if args.format == "parquet" else \
+        one_run_problem(args) if args.format in ONE_FILE else None
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    if args.format in ONE_FILE:
+        try:
+            return write_one_run(args)
+        except DataError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     try:
         rows = export_rows([*args.files])
     except DataError as exc:

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from PersonalWAB.errors import DataError
 from PersonalWAB.metrics import is_errored
-from PersonalWAB.results import RunFile, build_header, dumps_json
+from PersonalWAB.results import RunFile, build_header, dumps_json, grader_mismatch
 from PersonalWAB.schema_types import Header, Record, RunArgs
 from PersonalWAB.outputs import FILE, claim_outputs, write_output
 from PersonalWAB.settings import parse, setting
@@ -134,6 +134,9 @@ def merge_shards(paths: Sequence[Path | str]) -> tuple[list[Any], int]:
     """The merged result file's content (header, then the records by trial and task) and the
     number of errored records kept; DataError at the first reason not to merge."""
     shards = [read_shard(path) for path in paths]
+    graders = grader_mismatch([(item.path, item.run_args) for item in shards])
+    if graders:
+        raise DataError(f"cannot merge: {graders}")
     first = shards[0]
     for other in shards[1:]:
         differing = _settings_differ(first, other)

@@ -56,6 +56,19 @@ def type_bars_png(rows: list[Row]) -> bytes:
     return _png(figure)
 
 
+def user_histogram_png(distribution: dict[str, Any], title: str) -> bytes:
+    """The per-user Result Acc of a run (`PersonalWAB.metrics.user_distribution`'s values) as a histogram."""
+    figure = _figure(6, 3.2)
+    ax = figure.subplots()
+    ax.hist(distribution["values"], bins=10, range=(0, 1), color="#2f5d8a")
+    ax.axvline(distribution["quantiles"]["median"], color="#a31515", linestyle="--", label="median")
+    ax.set_xlabel("per-user Result Acc")
+    ax.set_ylabel("users")
+    ax.set_title(_label(title), fontsize="small")
+    ax.legend(fontsize="small")
+    return _png(figure)
+
+
 def transitions_png(matrices: dict[str, TransitionMatrix], title: str) -> bytes:
     """One heatmap per task type: share of moves from each action (row) to the next (column)."""
     figure = _figure(15, 4.6)

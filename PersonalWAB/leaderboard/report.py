@@ -1,6 +1,6 @@
-"""One self-contained HTML page per result file: validation, summary table, plots
-and a filterable list of every task with its instruction, actions, tool results
-and scores.
+"""One self-contained HTML page per result file: validation, summary table, the run's audit, the
+per-user view, plots and a list of every task with its instruction, actions, tool results, scores
+and failure label, filterable by type, status, failure label and text.
 
 With `--compare BASELINE` the page also holds the comparison with a baseline run
 (`PersonalWAB.leaderboard.compare`), the baseline's score of each task beside the run's, a
@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PersonalWAB.data.schema import TASK_TYPES
+from PersonalWAB.audit.run import privileged_flags
+from PersonalWAB.failures import FAILURE_LABELS, failure_label, react_prefix_of
 from PersonalWAB.leaderboard.analysis import is_solved
 from PersonalWAB.leaderboard.compare import Comparison, Trials, by_task, render_html, task_solved, track
 from PersonalWAB.leaderboard.summarize import (CUSTOM_NOTE, MULTI_TURN, SYNTHETIC_NOTE, TABLE_CSS, Row,
@@ -65,7 +67,7 @@ PAGE_JS = """
 (function () {
   "use strict";
   var records = JSON.parse(document.getElementById("pwab-records").textContent);
-  var state = { type: "all", status: "all", flip: "all", text: "" };
+  var state = { type: "all", status: "all", flip: "all", failure: "all", text: "" };
   var compared = document.getElementById("task-rows").hasAttribute("data-compared");
   var body = document.getElementById("task-rows");
   var counter = document.getElementById("task-count");
@@ -91,6 +93,8 @@ PAGE_JS = """
       box.appendChild(el("pre", "result acc " + fmt(rec.base.r) + ", solved " + (rec.base.solved ? "yes" : "no") +
         (rec.flip ? " (" + rec.flip + ")" : "")));
     }
+    section(box, "Failure label");
+    box.appendChild(el("pre", rec.fail));
     section(box, "Attempts (function acc, result acc)");
     if (!rec.attempts.length) { box.appendChild(el("pre", "no action function was called")); }
     rec.attempts.forEach(function (a, i) {
@@ -111,7 +115,7 @@ PAGE_JS = """
 
   function cells(rec) {
     var values = [rec.el, rec.id, rec.trial, rec.type, rec.user, rec.instr, rec.solved ? "yes" : "no",
-      fmt(rec.f), fmt(rec.r), rec.steps];
+      fmt(rec.f), fmt(rec.r), rec.steps, rec.fail];
     if (compared) { values.push(rec.base ? fmt(rec.base.r) : "-", rec.flip || ""); }
     return values;
   }
@@ -146,7 +150,7 @@ PAGE_JS = """
     return { rec: rec, tr: tr, detail: detail, cell: cell, text: text };
   });
 
-  var SORT_KEYS = ["el", "id", "trial", "type", "user", "instr", "solved", "f", "r", "steps", "baseR", "flip"];
+  var SORT_KEYS = ["el", "id", "trial", "type", "user", "instr", "solved", "f", "r", "steps", "fail", "baseR", "flip"];
   function sortValue(rec, key) {
     if (key === "baseR") { return rec.base ? rec.base.r : -1; }
     var value = rec[key];
@@ -175,6 +179,7 @@ PAGE_JS = """
       var ok = (state.type === "all" || row.rec.type === state.type) &&
         (state.status === "all" || (state.status === "solved") === row.rec.solved) &&
         (state.flip === "all" || Boolean(row.rec.flip)) &&
+        (state.failure === "all" || row.rec.fail === state.failure) &&
         (!state.text || row.text.indexOf(state.text) >= 0);
       row.tr.hidden = !ok;
       if (!ok) { row.detail.hidden = true; }
@@ -202,7 +207,7 @@ PAGE_JS = """
     if (!row) { return; }
     rows.forEach(function (r) { r.tr.classList.remove("linked"); });
     if (row.tr.hidden) {
-      state = { type: "all", status: "all", flip: "all", text: "" };
+      state = { type: "all", status: "all", flip: "all", failure: "all", text: "" };
       document.getElementById("task-search").value = "";
       document.querySelectorAll("button[data-filter]").forEach(function (button) {
         button.setAttribute("aria-pressed", String(button.getAttribute("data-value") === "all"));
@@ -255,7 +260,8 @@ def _message(message: Any) -> list[str]:
 
 
 def task_entry(record: Record, element: int, split: list[Task] | None = None,
-               baseline: dict[Any, Trials] | None = None, flips: dict[Any, str] | None = None) -> dict[str, Any]:
+               baseline: dict[Any, Trials] | None = None, flips: dict[Any, str] | None = None,
+               react_prefix: str = "", catalogue: Any = None) -> dict[str, Any]:
     """What the page shows of one record (long texts clipped): with the run's task `split`, the
     target's title and the user's real review; with a comparison, the baseline's mean Result
     Acc of the task and whether it flipped."""
@@ -281,6 +287,7 @@ def task_entry(record: Record, element: int, split: list[Task] | None = None,
         "el": element, "id": record["task_id"], "trial": record["trial"], "type": task["type"],
         "user": str(task["user_id"]), "instr": _clip(task["task"]), "target": _clip(target),
         "f": function_acc, "r": res_acc, "solved": is_solved(record), "steps": record_steps(record),
+        "fail": str(info.get("failure") or failure_label(record, react_prefix, catalogue)),
         "attempts": [list(pair) for pair in zip(record["action_acc"], record["res_acc"])],
         "actions": [_clip(f"{a.get('name')}({json.dumps(a.get('arguments', {}), ensure_ascii=False)})")
                     for a in info.get("actions", []) if isinstance(a, dict)],
@@ -324,6 +331,30 @@ def _validation_section(report: ValidationReport) -> str:
     return f"<h2>Validation</h2>\n<p>{verdict}{flags}</p>\n<ul>{items}{more_item}</ul>"
 
 
+def _audit_section(report: ValidationReport) -> str:
+    """The run's privileged inputs (`PersonalWAB.audit.run`): what the agent was given that a deployed
+    agent would not have, and what the strict protocol removed."""
+    audit = report.audit
+    if audit is None:
+        return ""
+    counts = "".join(f"<li>{html.escape(key)}: {value['count']} in {value['tasks']} task run(s)</li>"
+                     for key, value in audit["privileged_inputs"].items())
+    flags = "".join(f'<p class="banner">Privileged input: {html.escape(line)}</p>' for line in privileged_flags(audit))
+    return (f"<h2>Audit</h2>\n{flags}<p>Strict protocol: {'yes' if audit['strict'] else 'no'}; removed: "
+            f"{html.escape(', '.join(audit['removed']) or 'nothing')}; remaining: "
+            f"{html.escape(', '.join(audit['remaining']) or 'nothing')} (docs/audit.md)</p>\n<ul>{counts}</ul>")
+
+
+def _users_section(row: Row) -> str:
+    """The per-user view: the distribution of per-user Result Acc (a histogram) and the worst decile."""
+    if row.users is None:
+        return ""
+    from PersonalWAB.leaderboard.plots import user_histogram_png
+
+    return (f"<h2>Users</h2>\n<p>{html.escape(row.users.line())}</p>\n"
+            + _img(user_histogram_png(row.users.distribution, row.name), "per-user Result Acc"))
+
+
 def _run_args_section(run_args: RunArgs) -> str:
     if not run_args:
         return "<p>No run arguments: the file has no header (interrupted run).</p>"
@@ -333,12 +364,15 @@ def _run_args_section(run_args: RunArgs) -> str:
 
 
 def _task_section(entries: list[dict[str, Any]], compared: bool = False, titled: bool = False) -> str:
+    present = {entry["fail"] for entry in entries}
+    failures = [label for label in FAILURE_LABELS if label in present]
     def buttons(key: str, values: list[str]) -> str:
         return "".join(
             f'<button type="button" id="filter-{key}-{value}" data-filter="{key}" data-value="{value}" '
             f'aria-pressed="{"true" if value == "all" else "false"}">{value}</button>' for value in values)
 
-    columns = ["record", "task_id", "trial", "type", "user", "instruction", "solved", "F. Acc", "R. Acc", "steps"]
+    columns = ["record", "task_id", "trial", "type", "user", "instruction", "solved", "F. Acc", "R. Acc", "steps",
+               "failure"]
     columns += ["baseline R. Acc", "flip"] if compared else []
     head = "".join(f'<th data-sort="{i}" title="sort by {h}">{h}</th>' for i, h in enumerate(columns))
     flip_filter = f'<span>flips: {buttons("flip", ["all", "flipped"])}</span>' if compared else ""
@@ -348,9 +382,10 @@ def _task_section(entries: list[dict[str, Any]], compared: bool = False, titled:
     return (
         "<h2>Tasks</h2>\n<p>Click a task to see its actions, tool results and scores; click a column's head to "
         "sort by it; the record number links to the task. Solved: the right function was called and its best "
-        f"result scored above 0.{notes}</p>\n"
+        f"result scored above 0. Failure: the label a rule gives each task run (docs/leaderboard.md).{notes}</p>\n"
         f'<div class="controls"><span>type: {buttons("type", ["all", *TASK_TYPES])}</span>'
         f'<span>status: {buttons("status", ["all", "solved", "unsolved"])}</span>{flip_filter}'
+        f'<span>failure: {buttons("failure", ["all", *failures])}</span>'
         '<input id="task-search" type="search" placeholder="search text" aria-label="search tasks">'
         '<span id="task-count"></span></div>\n'
         f'<table class="tasks"><thead><tr>{head}</tr></thead>'
@@ -388,8 +423,11 @@ def render_report(report: ValidationReport, name: str | None = None, comparison:
         split = data.split(str(report.result.run_args.get("task_split", "test"))) if data is not None else None
         baseline = by_task(comparison.baseline) if comparison is not None else None
         flips = _flips(comparison) if comparison is not None else None
-        entries = [task_entry(r, first + i, split, baseline, flips) for i, r in enumerate(report.result.records)]
-        parts += ["<h2>Summary</h2>", render_html_tables([row])]
+        prefix = react_prefix_of(report.result.run_args)
+        catalogue = data.products if data is not None else None
+        entries = [task_entry(r, first + i, split, baseline, flips, prefix, catalogue)
+                   for i, r in enumerate(report.result.records)]
+        parts += ["<h2>Summary</h2>", render_html_tables([row]), _audit_section(report), _users_section(row)]
         if comparison is not None:
             parts.append(render_html(comparison))
         parts += ["<h2>Plots</h2>", _plots(report, row, comparison),

@@ -14,14 +14,19 @@ from __future__ import annotations
 import csv
 import html
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Iterable
 from typing import Any
 
 from PersonalWAB.data.schema import TASK_TYPES
+from PersonalWAB.errors import DataError
 from PersonalWAB.leaderboard.validate import CUSTOM, ValidationReport, read_valid, run_track
-from PersonalWAB.schema_types import RunArgs
+from PersonalWAB.results import grader_mismatch
+from PersonalWAB.failures import (FAILURE_LABELS, describe, failure_label, label_counts, react_prefix_of,
+                                  recommendation_ranking)
+from PersonalWAB.leaderboard.users import UserView, user_view
+from PersonalWAB.schema_types import Record, RunArgs
 from PersonalWAB.metrics import interval
 
 GROUPS = (*TASK_TYPES, "overall")
@@ -50,6 +55,9 @@ class Row:
     trials: dict[str, Any] | None = None  # the spread across trials (PersonalWAB.metrics), recomputed
     format_errors: int = 0  # tasks that ended on unusable model replies
     scope: str = ""  # for a partial run, the task ids it ran ("0-9,12"); empty for the whole split
+    users: UserView | None = None  # the user-level view: clustered interval, per-user distribution
+    failures: dict[str, int] = field(default_factory=dict)  # failure label -> task runs (PersonalWAB.failures)
+    ranking: dict[str, float] | None = None  # recommend tasks: mean NDCG@10 and MRR
 
     @property
     def num_trials(self) -> int:
@@ -96,9 +104,29 @@ def row_from_report(report: ValidationReport, name: str | None = None) -> Row | 
     source = str(run_args.get("data_source", "official")) if report.result.header else "unknown (no header)"
     flags = [*report.flags] + ([] if report.valid else ["invalid"])
     scope = id_ranges(record["task_id"] for record in report.result.records) if PARTIAL in flags else ""
+    records = report.result.records
     return Row(name or method_name(run_args, report.path), report.path, run_track(report.result), source,
                report.statistics, report.total_cost or 0.0, flags, report.valid, report.trials,
-               report.format_errors, scope)
+               report.format_errors, scope, user_view(records), run_failures(records, run_args),
+               run_ranking(records, run_args))
+
+
+def run_failures(records: list[Record], run_args: RunArgs) -> dict[str, int]:
+    """How many task runs carry each failure label: the record's own (`info.failure`), else decided by
+    the rule from the record (a file written before the labels; its catalogue check is left out)."""
+    prefix = react_prefix_of(run_args)
+    return label_counts([str(r["info"].get("failure") or failure_label(r, prefix)) for r in records])
+
+
+def run_ranking(records: list[Record], run_args: RunArgs) -> dict[str, float] | None:
+    """The recommend tasks' mean NDCG@10 and MRR (None without one); errored records left out."""
+    prefix = react_prefix_of(run_args)
+    ranks = [r for r in (recommendation_ranking(record, prefix) for record in records
+                         if "error" not in record["info"]) if r is not None]
+    if not ranks:
+        return None
+    return {"ndcg@10": sum(r["ndcg@10"] for r in ranks) / len(ranks), "mrr": sum(r["rr"] for r in ranks) / len(ranks),
+            "tasks": len(ranks)}
 
 
 def id_ranges(ids: Iterable[int]) -> str:
@@ -118,6 +146,9 @@ def summarize_files(paths: list[Path | str],
     if names and len(names) != len(paths):
         raise ValueError(f"{len(names)} --name values for {len(paths)} files: give one per file or none")
     reports = [read_valid(p) for p in paths]  # an invalid file is refused (InvalidResultFile)
+    graders = grader_mismatch([(rep.path, rep.result.run_args) for rep in reports if rep.result is not None])
+    if graders:
+        raise DataError(f"cannot rank these files together: {graders}")
     rows = [row_from_report(rep, names[i] if names else None) for i, rep in enumerate(reports)]
     return rank([r for r in rows if r is not None]), reports
 
@@ -195,6 +226,23 @@ def comparisons(members: list[Row]) -> list[str]:
     return lines
 
 
+USERS_NOTE = ("Per run: overall R. Acc with its 95% interval clustered by user beside the naive one (a user's tasks "
+              "are not independent; design effect: the variance ratio), the per-user R. Acc, recommend NDCG@10 and "
+              "MRR, and the failure labels (docs/leaderboard.md):")
+
+
+def detail_lines(members: list[Row]) -> list[str]:
+    """One line per run of the user-level view, the ranking metrics and the failure counts."""
+    lines = []
+    for rank, row in enumerate(members, 1):
+        parts = [row.users.line() if row.users is not None else "no scored task"]
+        if row.ranking is not None:
+            parts.append(f"recommend NDCG@10 {row.ranking['ndcg@10']:.3f}, MRR {row.ranking['mrr']:.3f}")
+        parts.append(f"failures: {describe(row.failures)}")
+        lines.append(f"#{rank} {row.name}: " + "; ".join(parts))
+    return lines
+
+
 def total_cost(rows: list[Row]) -> float:
     return sum(row.total_cost for row in rows)
 
@@ -214,6 +262,7 @@ def render_markdown(rows: list[Row]) -> str:
         notes = comparisons(members)
         if notes:
             out += [TRIALS_NOTE, ""] + [f"- {md_cell(line)}" for line in notes] + [""]
+        out += [USERS_NOTE, ""] + [f"- {md_cell(line)}" for line in detail_lines(members)] + [""]
     out.append(f"Total cost: ${total_cost(rows):.4f} over {len(rows)} run(s).")
     return "\n".join(out) + "\n"
 
@@ -246,6 +295,8 @@ def render_html_tables(rows: list[Row]) -> str:
         if notes:
             out.append(f"<p>{html.escape(TRIALS_NOTE)}</p>\n<ul>"
                        + "".join(f"<li>{html.escape(line)}</li>" for line in notes) + "</ul>")
+        out.append(f"<p>{html.escape(USERS_NOTE)}</p>\n<ul>"
+                   + "".join(f"<li>{html.escape(line)}</li>" for line in detail_lines(members)) + "</ul>")
     out.append(f"<p>Total cost: ${total_cost(rows):.4f} over {len(rows)} run(s).</p>")
     return "\n".join(out)
 
@@ -287,7 +338,8 @@ def render_csv(rows: list[Row]) -> str:
     writer.writerow(["track", "data_source", "rank", "method", "file", *(f"{g}_{c}" for g in GROUPS for _, c in
                                                                        stat_columns), "tasks", "cost",
                      "format_errors", "flags",
-                     "num_trials", *(name for _, _, name in interval_columns)])
+                     "num_trials", *(name for _, _, name in interval_columns), *USER_COLUMNS,
+                     "recommend_ndcg_at_10", "recommend_mrr", *(f"failure_{label}" for label in FAILURE_LABELS)])
     for _, members in tables(rows):
         for i, row in enumerate(members, 1):
             bounds = [row.interval(g, k) for g, k, name in interval_columns[::2]]
@@ -296,8 +348,26 @@ def render_csv(rows: list[Row]) -> str:
                              *(repr(row.score(g, k)) for g in GROUPS for k, _ in stat_columns),
                              int(row.score("overall", "total_count")), repr(row.total_cost), row.format_errors,
                              csv_text(";".join(row.flags)),
-                             row.num_trials, *(repr(b[end]) if b else "" for b in bounds for end in (0, 1))])
+                             row.num_trials, *(repr(b[end]) if b else "" for b in bounds for end in (0, 1)),
+                             *user_cells(row.users),
+                             *(repr(row.ranking[key]) if row.ranking else "" for key in ("ndcg@10", "mrr")),
+                             *(row.failures.get(label, 0) for label in FAILURE_LABELS)])
     return buffer.getvalue()
+
+
+USER_COLUMNS = ("users", "overall_r_acc_naive_low", "overall_r_acc_naive_high", "overall_r_acc_clustered_low",
+                "overall_r_acc_clustered_high", "design_effect", "user_r_acc_median", "user_r_acc_p10",
+                "user_r_acc_p90", "worst_decile_r_acc")
+
+
+def user_cells(view: UserView | None) -> list[str]:
+    """The CSV cells of a run's user-level view (empty without one)."""
+    if view is None:
+        return [""] * len(USER_COLUMNS)
+    i, d = view.interval, view.distribution
+    return [str(i["clusters"]), *(repr(v) for v in (*i["naive"], *i["clustered"])),
+            "" if i["design_effect"] is None else repr(i["design_effect"]),
+            *(repr(d["quantiles"][q]) for q in ("median", "p10", "p90")), repr(d["worst_decile"]["mean"])]
 
 
 RENDERERS = {"md": render_markdown, "html": render_html, "csv": render_csv}

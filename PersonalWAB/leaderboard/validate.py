@@ -23,7 +23,9 @@ from typing import Any, TypeGuard, cast
 from PersonalWAB.errors import DataError
 from PersonalWAB.metrics import (compute_statistics, count_format_errors, record_cost, solved_threshold_of,
                                  trial_statistics)
+from PersonalWAB.audit.run import privileged_flags, run_summary
 from PersonalWAB.results import (
+    AUDIT_KEY,
     HEADER_KEYS,
     TRIALS_KEY,
     RunFile,
@@ -37,6 +39,7 @@ from PersonalWAB.schema_types import RunArgs, Task
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 STANDARD, CUSTOM = "standard", "custom"
+PRIVILEGED = "privileged inputs"  # the flag of a run whose agent read something a deployed agent would not
 STAT_KEYS = ("total_count", "avg_interaction_times", "avg_action_acc", "avg_res_acc")
 OFFICIAL_BACKEND = "lucene"
 # Published split sizes of the official data: the range check needs no data directory for them.
@@ -77,6 +80,7 @@ class ValidationReport:
     total_cost: float | None = None
     trials: dict[str, Any] | None = None  # the spread across trials, recomputed (None below 2 trials)
     format_errors: int = 0  # records that ended on unusable model replies (info.format_error)
+    audit: dict[str, Any] | None = None  # the run's privileged inputs, recomputed (PersonalWAB.audit.run)
 
     @property
     def valid(self) -> bool:
@@ -114,6 +118,7 @@ class ValidationReport:
             "statistics": self.statistics,
             "trials": self.trials,
             "total_cost": self.total_cost,
+            "audit": self.audit,
             "problems": [p.format(self.path.name) for p in self.problems],
         }
 
@@ -560,6 +565,20 @@ class _Checker:
                             "(tampered or stale header)", 0)
 
 
+    def check_audit(self, audit: dict[str, Any]) -> None:
+        """Privileged inputs that reached the agent are flagged; the header's audit, where it has one
+        (files written before it have none), must be what the records give."""
+        for line in privileged_flags(audit):
+            self.flag(PRIVILEGED)
+            self.add(WARNING, f"privileged input: {line}")
+        header = self.result.header
+        if header is None or header.get(AUDIT_KEY) is None:
+            return
+        for path, value, want in list(_differences(header[AUDIT_KEY], audit, AUDIT_KEY))[:5]:
+            self.add(ERROR, f"header {path} = {_shown(value)} but the records give {_shown(want)} "
+                            "(tampered or stale header)", 0)
+
+
 def _differences(have: Any, want: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
     """(path, value, expected) wherever `have` differs from `want`; numbers within TOLERANCE agree."""
     if isinstance(want, dict):
@@ -618,6 +637,8 @@ def validate_result(result: RunFile, data: Any | None = None) -> ValidationRepor
         report.trials = trial_statistics(result.records, trials if _is_int(trials) else 1,
                                          solved_threshold_of(result.run_args))
         checker.check_trials(report.trials)
+        report.audit = run_summary(result.run_args, result.records)
+        checker.check_audit(report.audit)
     else:
         checker.add(NOTE, "header statistics not checked: some records are malformed")
     report.problems, report.flags = checker.problems, checker.flags

@@ -17,7 +17,8 @@ from typing import Any
 from PersonalWAB.data.instruction_files import read_instruction_outputs
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.schema import TASK_FUNCTIONS, TASK_TYPE_OF_FUNCTION
-from PersonalWAB.memory.base import MemoryMode, MemoryRequest, most_relevant, newest_first, past_behaviours
+from PersonalWAB.memory.base import (MemoryMode, MemoryRequest, memory_tokens, most_relevant, newest_first,
+                                     past_behaviours, within_budget)
 from PersonalWAB.memory.modes import MEMORY_MODES, memory_mode
 from PersonalWAB.memory.modes.random import ReleaseRandomMemory
 from PersonalWAB.protocol import Protocol, fill_steps
@@ -26,7 +27,7 @@ from PersonalWAB.schema_types import Behaviour, Task
 RELEASE_MEMORY_LENGTH = 10
 
 __all__ = ["MEMORY_MODES", "RELEASE_MEMORY_LENGTH", "MemoryMode", "MemoryRequest", "ReleaseRandomMemory",
-           "load_function_file", "memory_mode", "memory_text", "most_relevant", "newest_first",
+           "load_function_file", "memory_mode", "memory_text", "memory_tokens", "most_relevant", "newest_first",
            "normalise_function_name", "past_behaviours", "retrieve_memory", "run_random_memory", "system_prompt",
            "task_function"]
 
@@ -44,13 +45,15 @@ def run_random_memory(data: BenchmarkData, config: Any) -> ReleaseRandomMemory |
 
 
 def _select(mode: MemoryMode, request: MemoryRequest) -> list[Behaviour]:
-    return [] if request.length <= 0 else mode.select(request)
+    """The mode's choice, cut to the request's token budget when it has one."""
+    return [] if request.length <= 0 else within_budget(request, mode.select(request))
 
 
 def retrieve_memory(data: BenchmarkData, task: Task, mode: str, length: int, *,
                     protocol: Protocol | None = None, random_draw: list[Behaviour] | None = None,
-                    seed: int = 0, task_type: str | None = None) -> list[Behaviour]:
-    """Up to `length` of the user's behaviours before the task, in the mode's order.
+                    seed: int = 0, task_type: str | None = None, tokens: int | None = None) -> list[Behaviour]:
+    """Up to `length` of the user's behaviours before the task, in the mode's order, within
+    `tokens` (a token budget) when given.
 
     `random` uses `random_draw` (the release's draw for this task run) when given, else a
     draw seeded by `seed` and the task. `taskspe` with task type `recommend` puts the
@@ -60,18 +63,19 @@ def retrieve_memory(data: BenchmarkData, task: Task, mode: str, length: int, *,
 
     row = memory_mode(mode)
     return _select(row, MemoryRequest(data, task, length, protocol or load_protocol(), random_draw=random_draw,
-                                      seed=seed, task_type=task_type))
+                                      seed=seed, task_type=task_type, tokens=tokens))
 
 
 def memory_text(protocol: Protocol, data: BenchmarkData, task: Task, mode: str, length: int, *,
                 react: bool = False, random_draw: list[Behaviour] | None = None, seed: int = 0,
-                preferences: dict[str, list[str]] | None = None, tool_name: str | None = None) -> str | None:
+                preferences: dict[str, list[str]] | None = None, tool_name: str | None = None,
+                tokens: int | None = None) -> str | None:
     """The memory appended to an agent's system prompt, or None when nothing is appended.
 
     Function-calling agents render every mode; the ReAct agent only the modes whose row
     says so (others add nothing), with its own headers. A mode that needs the chosen
     function (`taskspe`) needs `tool_name`; `interecagent` the user's `preferences`
-    (like / dislike / expect).
+    (like / dislike / expect). `tokens`: the memory's token budget (`within_budget`).
     """
     row = memory_mode(mode)
     if react and not row.react:
@@ -80,7 +84,7 @@ def memory_text(protocol: Protocol, data: BenchmarkData, task: Task, mode: str, 
     if row.chosen_function and task_type is None:
         raise ValueError(f"{mode} memory needs the chosen function, one of {TASK_FUNCTIONS}; got {tool_name!r}")
     request = MemoryRequest(data, task, length, protocol, react=react, random_draw=random_draw, seed=seed,
-                            preferences=preferences, tool_name=tool_name, task_type=task_type)
+                            preferences=preferences, tool_name=tool_name, task_type=task_type, tokens=tokens)
     return row.render(request, _select(row, request))
 
 

@@ -68,11 +68,52 @@ def most_relevant(data: BenchmarkData, task: Task, past: Behaviours, length: int
     return [past[i] for i in order]
 
 
+def most_similar_to(data: BenchmarkData, task: Task, past: Behaviours, length: int, protocol: Protocol,
+                    query: Callable[[Any], np.ndarray]) -> Behaviours:
+    """The `length` behaviours of `past` closest by MiniLM cosine to the vector `query(embeddings)`
+    (the data's cached `BehaviourEmbeddings`), best first; equal scores keep the older first."""
+    if not past:
+        return []
+    if _PRICING_STAND_IN:
+        return newest_first(past)[:length]
+    from PersonalWAB.memory.embeddings import shared_behaviour_embeddings
+
+    embeddings = shared_behaviour_embeddings(data, protocol)
+    scores = np.asarray(embeddings.behaviours(task["user_id"], len(past)) @ query(embeddings), dtype=np.float32)
+    order = np.argsort(-scores, kind="stable")[:length]
+    return [past[i] for i in order]
+
+
+def within_budget(request: MemoryRequest, behaviours: Behaviours) -> Behaviours:
+    """The longest prefix of `behaviours` whose memory blocks (`memory.behaviour`, numbered as the
+    memory shows them) fit in `request.tokens` cl100k_base tokens (all of them without a budget)."""
+    if request.tokens is None:
+        return behaviours
+    from PersonalWAB.tokens import count_tokens
+
+    counts = count_tokens([request.protocol.behaviour_block(b, i) for i, b in enumerate(behaviours)])
+    kept, used = [], 0
+    for behaviour, count in zip(behaviours, counts):
+        if used + count > request.tokens:
+            break
+        kept.append(behaviour)
+        used += count
+    return kept
+
+
+def memory_tokens(protocol: Protocol, behaviours: Behaviours) -> int:
+    """The cl100k_base tokens of the behaviours' memory blocks, as `within_budget` counts them."""
+    from PersonalWAB.tokens import count_tokens
+
+    return sum(count_tokens([protocol.behaviour_block(b, i) for i, b in enumerate(behaviours)]))
+
+
 @dataclass(frozen=True)
 class MemoryRequest:
     """One task's memory to select and render, with what the run supplies: the release's
     `random` draw for this task run, the user's InteRecAgent lists, the function PUMA's
-    function file chose and its task type, and whether the ReAct agent asks (its own headers)."""
+    function file chose and its task type, whether the ReAct agent asks (its own headers), and
+    the memory's token budget."""
 
     data: BenchmarkData
     task: Task
@@ -84,6 +125,7 @@ class MemoryRequest:
     preferences: dict[str, list[str]] | None = None
     tool_name: str | None = None
     task_type: str | None = None  # the chosen function's task type
+    tokens: int | None = None  # the memory's token budget (`--memory_tokens`; None: none)
 
     @cached_property
     def past(self) -> Behaviours:

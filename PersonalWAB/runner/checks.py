@@ -51,6 +51,8 @@ def _check_numbers(c: RunConfig) -> str | None:
     if c.memory_length < 1 and c.agent_memory != "none":
         return (f"--memory_length {c.memory_length} with --agent_memory {c.agent_memory} would put no memory "
                 "in the prompt: give a length >= 1, or --agent_memory none")
+    if c.memory_tokens is not None and c.memory_tokens < 1:
+        return f"--memory_tokens {c.memory_tokens}: a token budget is at least 1 (leave it out for none)"
     return None
 
 

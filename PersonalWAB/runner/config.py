@@ -7,7 +7,7 @@ with `pwab reproduce` are the mixins below, declared once; an agent strategy's o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from PersonalWAB.agents.registry import STRATEGIES, builtin, option_classes
 from PersonalWAB.engines.search import BACKENDS
@@ -23,8 +23,9 @@ from PersonalWAB.shards import SHARD_HELP, shard_setting
 
 DESCRIPTION = "Evaluate an agent on PersonalWAB."
 # run_args the runner works out (not settings) that a resumed run must share too
-DERIVED_RESUME_KEYS = ("data_fingerprint", "protocol", "protocol_texts_digest")
+DERIVED_RESUME_KEYS = ("data_fingerprint", "protocol", "protocol_texts_digest", "grader_version")
 DEFAULT_MEMORY = "last"
+C = TypeVar("C", bound="RunConfig")
 
 
 @dataclass
@@ -101,6 +102,10 @@ class RunConfig(TaskRange, DataChoice, EmbeddingPrecision, Endpoints, Console):
                                 default_text="last; for a strategy with a memory of its own, that one (puma: taskspe)")
     memory_length: int = setting(10, "behaviours in the memory (the release always used 10, whatever its scripts "
                                      "said; another value is a departure)", resume=True)
+    memory_tokens: int | None = setting(
+        None, "a token budget of the memory: its behaviours, in the mode's order, while their texts fit in this many "
+              "tokens (cl100k_base; a departure: the release has no budget)", kind=int, metavar="N", resume=True,
+        default_text="no budget")
     max_steps: int = setting(-1, "-1: single-turn track; N > 0: multi-turn track with N agent steps per task",
                              resume=True)
     resume_from: str | None = setting(
@@ -143,6 +148,9 @@ class RunConfig(TaskRange, DataChoice, EmbeddingPrecision, Endpoints, Console):
                                            "step by step", default_text="no trace")
     leak_guard: bool = setting(False, "mask the target ASIN and copied review spans in user messages (a departure "
                                       "from the release)", resume=True)
+    strict: bool = setting(False, "the strict protocol: remove every privileged input the run can (user messages "
+                                  "masked as --leak_guard does); a departure from the release (docs/audit.md)",
+                           resume=True)
     # the chosen strategy's own settings (strategy name -> its settings), filled from the same command line
     agent_options: dict[str, Any] = field(default_factory=dict)
 
@@ -150,6 +158,11 @@ class RunConfig(TaskRange, DataChoice, EmbeddingPrecision, Endpoints, Console):
         if self.agent_memory is None:
             entry = builtin(self.agent_strategy)
             self.agent_memory = (entry.memory if entry is not None else None) or DEFAULT_MEMORY
+
+    @property
+    def guards_user_messages(self) -> bool:
+        """The leak guard is on: asked for, or by the strict protocol."""
+        return self.leak_guard or self.strict
 
     def task_end(self, split_size: int) -> int:
         """The task index the run stops before, in a split of `split_size` tasks."""
@@ -183,7 +196,13 @@ def run_settings_fields() -> list[Any]:
 
 def parse_config(argv: list[str] | None = None) -> RunConfig:
     """The RunConfig of a `run.py` command line (`sys.argv` when None), `--config FILE.yaml` read first."""
+    return parse_run_settings(RunConfig, argv, DESCRIPTION)
+
+
+def parse_run_settings(cls: type[C], argv: list[str] | None, description: str) -> C:
+    """The settings of a command made of a run's (`run.py`, `pwab ablate`), the strategies' own
+    settings filled in from the same command line."""
     classes = option_classes()
-    config, *options = parse_many([RunConfig, *classes.values()], argv, description=DESCRIPTION)
+    config, *options = parse_many([cls, *classes.values()], argv, description=description)
     config.agent_options = dict(zip(classes, options))
     return config

@@ -85,6 +85,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.envs.users import get_user
     from PersonalWAB.engines.text_embedding import EXACT, default_backend, memory_backend
+    from PersonalWAB.envs.pwab.scoring import grader_version
     from PersonalWAB.memory import memory_mode
     from PersonalWAB.envs.users.offline_user import NOTE as OFFLINE_USER_NOTE
     from PersonalWAB.paths import default_data_dir
@@ -123,7 +124,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     run_args = cast(RunArgs, {**config.settings(), "data_dir": str(data.data_dir), "data_source": data.source,
                 "data_fingerprint": data.fingerprint, "project_version": __version__,
                 "protocol": protocol_record(protocol, config), "protocol_texts_digest": protocol.texts_digest,
-                "embedding_backend": embedding_backend})
+                "embedding_backend": embedding_backend, "grader_version": grader_version()})
     if memory_embedding_backend:
         run_args["memory_embedding_backend"] = memory_embedding_backend
     if config.shard:  # which tasks of the selection the shard holds: what a merge checks the shards against
@@ -235,7 +236,7 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
         user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries,
                         user_rate)
         env = PWABEnv(engines, config.task_split, user, config.max_steps, protocol=protocol,
-                      leak_guard=config.leak_guard, trial=trial)
+                      leak_guard=config.guards_user_messages, trial=trial)
         try:
             episode = agent.solve(env, task_id)
         except (DataError, FatalError):

@@ -40,6 +40,12 @@ def setting_departures(settings: Mapping[str, Any]) -> list[str]:
         departures.append("user_mode offline: the project's rule-based user, not the release's LLM user")
     if settings.get("leak_guard"):
         departures.append("leak_guard: user messages masked before the agent reads them")
+    if settings.get("strict"):
+        departures.append("strict: the strict protocol, privileged inputs removed (user messages masked before the "
+                          "agent reads them)")
+    if settings.get("memory_tokens") is not None and settings.get("agent_memory") != "none":
+        departures.append(f"memory_tokens {settings['memory_tokens']}: memory cut to a token budget, which the "
+                          "release does not have")
     precision = settings.get("embedding_precision", EXACT)
     mode = MEMORY_MODES.get(str(settings.get("agent_memory")))
     if precision != EXACT and mode is not None and mode.embeddings:

@@ -1,5 +1,5 @@
-"""What a run writes: one record per task run, and the result file's name when the
-settings name none."""
+"""What a run writes: one record per task run (with its failure label, `PersonalWAB.failures`),
+and the result file's name when the settings name none."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from PersonalWAB.failures import failure_label
 from PersonalWAB.results import task_summary
 from PersonalWAB.runner.config import RunConfig
 from PersonalWAB.schema_types import Record, RecordInfo, Task
@@ -46,7 +47,7 @@ def make_record(task_id: int, trial: int, task: Task, env: PWABEnv, episode: Epi
     info.update(episode.notes)
     if episode.error:
         info["error"] = episode.error
-    return {
+    record: Record = {
         "task_id": task_id,
         "action_acc": [a.function_acc for a in env.attempts],
         "res_acc": [a.result_acc for a in env.attempts],
@@ -54,3 +55,5 @@ def make_record(task_id: int, trial: int, task: Task, env: PWABEnv, episode: Epi
         "traj": episode.traj,
         "trial": trial,
     }
+    info["failure"] = failure_label(record, env.protocol.text("react.api_output"), env.data.products)
+    return record

@@ -31,7 +31,7 @@ def scores(records):
 def test_result_file_format_and_recomputable_header(tiny_data_dir, tiny_engines, tmp_path):
     header, path, _ = run(config(tiny_data_dir, tmp_path), log=lambda _: None)
     content = json.loads(path.read_text())
-    assert set(content[0]) == {"run_args", "total cost", "results", "total user cost"}
+    assert set(content[0]) == {"run_args", "total cost", "results", "total user cost", "audit"}
     assert content[0]["run_args"]["data_source"].startswith("synthetic")
     assert content[0]["run_args"]["search_backend"] == "lucene"
     assert content[0]["run_args"]["protocol"] == {
@@ -42,7 +42,7 @@ def test_result_file_format_and_recomputable_header(tiny_data_dir, tiny_engines,
     assert compute_statistics(records) == header["results"]
     for record in records:
         assert set(record) == {"task_id", "action_acc", "res_acc", "info", "traj", "trial"}
-        assert set(record["info"]) == {"task", "actions", "user_cost", "usage"}
+        assert set(record["info"]) == {"task", "actions", "user_cost", "usage", "failure"}
         assert set(record["info"]["task"]) == {"user_id", "task", "type", "timestamp", "target"}
         assert all(0.0 <= x <= 1.0 for x in record["action_acc"] + record["res_acc"])
         assert record["traj"][1]["content"].startswith("USER ")

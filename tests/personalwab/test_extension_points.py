@@ -108,12 +108,19 @@ def extended(monkeypatch):
     monkeypatch.setattr(ScriptedAgent, "requests", [])
 
 
+PROJECT_CONTROLS = ("other_user", "oracle")
+
+
 def test_the_release_rows():
     assert tool_names(BASE) == (*TASK_FUNCTIONS, STOP)
     assert tool_names(RECMIND) == (*TASK_FUNCTIONS, "get_product_details_by_asin", STOP)
     for mode in MEMORY_MODES.values():
-        assert mode.in_release and not mode.own_texts and mode.departure is None
-        assert set(mode.texts) | set(mode.system) <= set(TEXTS)
+        assert not mode.own_texts and set(mode.texts) | set(mode.system) <= set(TEXTS)
+        if mode.name in PROJECT_CONTROLS:  # the ablation's controls: shown with the release's texts, labelled custom
+            assert not mode.in_release and mode.departure == f"agent_memory {mode.name}: the project's memory mode, " \
+                                                             "not in the release"
+        else:
+            assert mode.in_release and mode.departure is None
     for function in WEB_FUNCTIONS.values():
         assert function.in_release and not function.own_texts and function.departure is None
         assert function.schema(project_protocol()) == project_protocol().tool(function.name)

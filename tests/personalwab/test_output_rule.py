@@ -75,7 +75,10 @@ WRITERS = {
     "pwab leaderboard plot": ("pwab leaderboard plot {result} --out {out}", "type_accuracy_single_turn.png"),
     "pwab leaderboard report": ("pwab leaderboard report {result} --out {out}", "result.report.html"),
     "pwab leaderboard pack": ("pwab leaderboard pack {result} --out {out}", "result.submission.tar.gz"),
+    "pwab leaderboard regrade": ("pwab leaderboard regrade {result} --data_dir {data} --out {out}", "result.json"),
     "pwab reproduce": ("pwab reproduce --model m --data_dir {data} --out {out}", "folder"),
+    "pwab ablate": ("pwab ablate --data_dir {data} --out {out}", "folder"),
+    "pwab audit": ("pwab audit --data_dir {data} --out {out}", "file"),
     "search index build": ("PersonalWAB.engines.search.build --data_dir {data} --backend bm25s --out {out}",
                            "folder"),
     "recommender train": ("PersonalWAB.engines.recommender.train --data_dir {data} --out {out}", "file"),
@@ -109,7 +112,10 @@ AS_INPUT = {"pwab run": ("pwab run --data_dir {data} --protocol_file {input} --o
             "pwab leaderboard plot": ("pwab leaderboard plot {input} --out {input} --overwrite", "{input}"),
             "pwab leaderboard report": ("pwab leaderboard report {input} --out {input} --overwrite", "{input}"),
             "pwab leaderboard pack": ("pwab leaderboard pack {input} --out {input} --overwrite", "{input}"),
+            "pwab leaderboard regrade": ("pwab leaderboard regrade {input} --out {input} --overwrite", "{input}"),
             "pwab reproduce": ("pwab reproduce --model m --data_dir {data} --out {data} --overwrite", "{data}"),
+            "pwab ablate": ("pwab ablate --data_dir {data} --out {data} --overwrite", "{data}"),
+            "pwab audit": ("pwab audit {input} --out {input} --overwrite", "{input}"),
             "search index build": ("PersonalWAB.engines.search.build --data_dir {data} --backend bm25s --out {data} "
                                    "--overwrite", "{data}"),
             "recommender train": ("PersonalWAB.engines.recommender.train --data_dir {data} --out {data} "

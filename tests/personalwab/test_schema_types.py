@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from PersonalWAB.data import schema
+from PersonalWAB.protocol import project_protocol
 from PersonalWAB.results import HEADER_KEYS, RECORD_KEYS, TASK_INFO_KEYS, USAGE_LISTS, build_header
 from PersonalWAB.runner.records import make_record
 from PersonalWAB.schema_types import (Behaviour, Header, Product, Record, RecordInfo, Review, Task, TaskSummary,
@@ -54,8 +55,9 @@ def test_a_record_and_its_header_hold_the_declared_keys(tiny_data):
     episode.record_action(Action("respond", {"content": "hello"}))
     episode.usage.add_call(10, 5, 0.001, 0.002)
     episode.notes["format_error"] = "not a JSON object"
-    env = SimpleNamespace(attempts=[Attempt("search_product_by_query", 1.0, 0.5)], leak_flags=[], steps=2)
-    record = make_record(0, 0, task, env, episode)  # an env with the three fields a record reads
+    env = SimpleNamespace(attempts=[Attempt("search_product_by_query", 1.0, 0.5)], leak_flags=[], steps=2,
+                          protocol=project_protocol(), data=SimpleNamespace(products={}))
+    record = make_record(0, 0, task, env, episode)  # an env with the fields a record reads
 
     assert set(record) == keys(Record)
     assert set(required_keys(RecordInfo)) <= set(record["info"]) <= keys(RecordInfo)

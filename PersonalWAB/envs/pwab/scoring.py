@@ -9,10 +9,18 @@ posted review and the real one, kept in [0, 1] (the release keeps the raw cosine
 value, or 1 + float error for an identical review, would fall outside the leaderboard's
 range). `review_similarity` gives that raw cosine, for callers that must reproduce the
 release's numbers (PUMA's step 4 and `PUMA.fast_test` under `--recipe release`).
+
+`grader_version` names this grader: a digest of the source of every function that decides a
+score (these and `PersonalWAB.metrics.task_score`, which makes a task's score of its attempts),
+so any change to how a call is scored changes it. A result file records it
+(`run_args.grader_version`); scores of different graders are not compared until re-graded
+(`pwab leaderboard regrade`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from typing import Any
 
 from PersonalWAB.envs.pwab.functions import WEB_FUNCTIONS
@@ -54,3 +62,22 @@ def score_attempt(task: Task, function_name: str, value: Any, failed: bool,
     elif isinstance(value, list):
         result_acc = rank_score(task["target"]["product_info"]["parent_asin"], value)
     return Attempt(function_name, function_acc, result_acc)
+
+
+GRADER_DIGEST_CHARS = 16
+
+
+def grader_version() -> str:
+    """The digest of the scoring code as it is bound now (a function replaced at run time counts):
+    `rank_score`, `review_similarity`, `review_score`, `score_attempt` and the task score."""
+    import sys
+
+    from PersonalWAB import metrics
+
+    module = sys.modules[__name__]
+    functions = [getattr(module, name) for name in ("rank_score", "review_similarity", "review_score",
+                                                    "score_attempt")] + [metrics.task_score]
+    digest = hashlib.sha256()
+    for function in functions:
+        digest.update(inspect.getsource(function).encode("utf-8") + b"\0")
+    return digest.hexdigest()[:GRADER_DIGEST_CHARS]

@@ -11,6 +11,13 @@ mode names. A mode is one file here (its `select` and `render`) and one row belo
 | recmind      | newest first                       | RecMind's compact blocks           |                             |
 | interecagent | newest first                       | short blocks + like/dislike/expect | --interec_memory_file       |
 | taskspe      | MiniLM closest; recommend: by time | its function's fields, `|`-joined  | embeddings, chosen function |
+| other_user   | another user's newest, as many     | as `last` (the project's control)  |                             |
+| oracle       | MiniLM closest to the target       | as `relevant` (the project's bound)| behaviour embeddings        |
+
+`other_user` and `oracle` are the project's controls for memory ablations (`pwab ablate`), not the
+release's: another user's history of the same length, and the behaviours most related to the
+target (an upper bound that reads the answer). Each is shown with the headers of the mode it
+stands beside, so a model cannot tell them apart by their text.
 
 The release ignored `--memory_length` and always used 10 (`RELEASE_MEMORY_LENGTH` in
 `PersonalWAB.memory`); this project honours the flag and records any other value as a
@@ -20,7 +27,8 @@ departure.
 from __future__ import annotations
 
 from PersonalWAB.memory.base import MemoryMode
-from PersonalWAB.memory.modes import interecagent, last, none, random, recmind, relevant, taskspe
+from PersonalWAB.memory.modes import (interecagent, last, none, oracle, other_user, random, recmind, relevant,
+                                      taskspe)
 
 MEMORY_MODES: dict[str, MemoryMode] = {mode.name: mode for mode in (
     MemoryMode("none", none.select, none.render, texts=(), react=True),
@@ -40,6 +48,10 @@ MEMORY_MODES: dict[str, MemoryMode] = {mode.name: mode for mode in (
                       "memory.taskspe.recommend", "memory.taskspe.review"),
                system=("system.taskspe.single_turn", "system.taskspe.multi_turn"), embeddings=True,
                chosen_function=True),
+    MemoryMode("other_user", other_user.select, last.render, texts=(*other_user.HEADERS, "memory.behaviour"),
+               react=True, in_release=False),
+    MemoryMode("oracle", oracle.select, relevant.render, texts=(*oracle.HEADERS, "memory.behaviour"), react=True,
+               embeddings=True, in_release=False),
 )}
 
 

@@ -314,7 +314,7 @@ def test_report_is_self_contained_and_escapes_model_text(files, tmp_path):
     assert page.count("<script") == 2 and "__pwned=1</script>" not in page
     assert "<img src=x" not in page and "<i>model</i>" not in page and "&lt;i&gt;model&lt;/i&gt;" in page
     assert "http://" not in page and "https://" not in page
-    assert page.count('src="data:image/png;base64,') == 3
+    assert page.count('src="data:image/png;base64,') == 4  # per type, per-user Result Acc, transitions, attempts
 
 
 def test_pack_bundle_and_refusal(files, tmp_path, capsys):

@@ -59,6 +59,10 @@ def test_no_mode_sees_the_target_or_later(tiny_puma_data):
         later = {_asin(b) for b in history if b["review"]["timestamp"] >= task["timestamp"]} - past_asins
         for mode in MEMORY_MODES:
             chosen = retrieve_memory(tiny_data, task, mode, 50, protocol=PROTOCOL, task_type="recommend")
+            assert all(b["review"]["timestamp"] < task["timestamp"] for b in chosen)
+            if mode == "other_user":  # another user's history: never the target
+                assert _asin(task["target"]) not in {_asin(b) for b in chosen}
+                continue
             assert {_asin(b) for b in chosen} <= past_asins
             assert not ({_asin(b) for b in chosen} & later)
 

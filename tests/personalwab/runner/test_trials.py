@@ -81,7 +81,7 @@ def trial_runs(tiny_data_dir, tiny_engines, tmp_path_factory):
 def test_three_trials_keep_the_original_header_and_add_their_spread(trial_runs):
     paths, printed = trial_runs
     header, records = load_result_file(paths["1.0"])
-    assert set(header) == {"run_args", "total cost", "results", "total user cost", "trials"}
+    assert set(header) == {"run_args", "total cost", "results", "total user cost", "trials", "audit"}
     assert len(records) == 3 * TASKS and sorted({r["trial"] for r in records}) == [0, 1, 2]
     assert header["results"] == compute_statistics(records)  # the original fields: 1-trial rules over all records
     assert header["results"]["overall"]["total_count"] == 3 * TASKS
