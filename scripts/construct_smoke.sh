@@ -26,7 +26,7 @@ SCALE="${SMOKE_SCALE:-medium}" USERS="${SMOKE_USERS:-200}"
 
 step "1. the scripted model server"
 rm -f "$W/server_url"
-"$PY" -m devtools serve --responder devtools.doubles.construct_responder:respond \
+"$PY" -m devtools.doubles serve --responder devtools.doubles.construct_responder:respond \
   --url_file "$W/server_url" --max_lifetime_s 1800 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT

@@ -55,7 +55,7 @@ def serve(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return dispatch("python -m devtools", "Tools for developing and checking PersonalWAB.", COMMANDS, argv)
+    return dispatch("python -m devtools.doubles", "Tools for developing and checking PersonalWAB.", COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ def leaf_commands(table: dict[str, tuple[str, str]], prefix: str) -> list[tuple[
 
 
 COMMAND_LIST = (leaf_commands(COMMANDS, "pwab") + leaf_commands(STEPS, "puma")
-                + leaf_commands(DEVTOOLS, "python -m devtools"))
+                + leaf_commands(DEVTOOLS, "python -m devtools.doubles"))
 # the scripts with flags (the release worker has none: it reads one JSON request); a package's
 # __main__ is a dispatch table, whose commands are in COMMAND_LIST
 SCRIPTS = sorted(path.relative_to(REPO_ROOT).as_posix() for folder in ("scripts", "scripts/tools", "devtools")
