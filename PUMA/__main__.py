@@ -29,6 +29,8 @@ STEPS: dict[str, tuple[str, str]] = {
     "grpo": ("PUMA.grpo:main", "steps 3-6 by online RL: GRPO on the benchmark's Result Acc"),
     "fast_test": ("PUMA.fast_test:main", "step 7 from files, as the release's test.py scores them"),
     "launch": ("PUMA.launch:main", "start sft, dpo or grpo on the GPUs there are (launcher, precision, DeepSpeed)"),
+    "model": ("PUMA.pretrained:main", "a real pretrained model as a model folder, offline (puma model prepare NAME "
+              "--out DIR)"),
     "tiny_model": ("PUMA.tiny_model:main", "a tiny random Llama and local tokenizer for CPU tests and smoke runs"),
     "run": ("PUMA.pipeline:main", "steps 1-7 chained from one settings file (puma run --config FILE.yaml)"),
 }

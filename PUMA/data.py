@@ -71,6 +71,8 @@ class DataConfig:
     memory_length: int = setting(100, "k: the past behaviours most relevant to the instruction that make up the "
                                  "memory (the release's --mem_length)")
     splits: str = setting("train,test", "comma-separated task splits to write examples for")
+    train_tasks: int = setting(-1, "the train split's examples for a sample of this many of its tasks (drawn with "
+                               "seed 0, kept in split order; a run sized to a CPU); -1: every task")
     query_model: str | None = setting(None, "litellm model string that writes the train search labels (the "
                                       "release: gpt-4o-mini); without it an offline fallback query is used and "
                                       "recorded as a departure")
@@ -174,8 +176,20 @@ def _load(config: DataConfig) -> BenchmarkData:
     return load_benchmark_data(config.data_dir or default_data_dir())
 
 
+def split_tasks(config: DataConfig, data: BenchmarkData, split: str) -> list[Task]:
+    """The tasks of `split` whose examples are written (`--train_tasks`: a seeded sample of the train split)."""
+    import random
+
+    tasks = data.split(split)
+    if split != "train" or config.train_tasks < 0 or config.train_tasks >= len(tasks):
+        return tasks
+    return [tasks[i] for i in sorted(random.Random(0).sample(range(len(tasks)), config.train_tasks))]
+
+
 def _splits(config: DataConfig, data: BenchmarkData) -> list[str]:
     """The `--splits` to write, each checked to exist and hold tasks."""
+    if config.train_tasks == 0 or config.train_tasks < -1:
+        raise ValueError(f"--train_tasks {config.train_tasks}: expected a number of tasks, or -1 for every task")
     names = [name.strip() for name in config.splits.split(",")]
     for name in names:
         nonempty_split(data, name, "--splits")
@@ -189,11 +203,11 @@ def prepare_function_data(config: DataConfig, log: Callable[[str], None] = print
     protocol = load_protocol(config.protocol_file)
     written = []
     for split in splits:
-        path = write_json(Path(config.out_dir) / f"function_{split}.json",
-                          function_examples(protocol, data.split(split), split))
+        tasks = split_tasks(config, data, split)
+        path = write_json(Path(config.out_dir) / f"function_{split}.json", function_examples(protocol, tasks, split))
         write_record(path, "data_function", recipe, config, {"--data_dir": str(data.data_dir)},
                      protocol=protocol.name)
-        log(f"{path}: {len(data.split(split))} function examples")
+        log(f"{path}: {len(tasks)} function examples")
         written.append(path)
     return written
 
@@ -211,7 +225,7 @@ def label_requests(config: DataConfig, client: Any, tasks: list[Task],
 def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -> list[Path]:
     from PUMA.prompting import PUMA_TEMPLATE
     from PersonalWAB.memory.embeddings import build_behaviour_embeddings
-    from PUMA.modeling import checked_tokenizer
+    from PUMA.modeling import checked_tokenizer, model_family_of
 
     recipe = get_recipe(config.recipe)
     tokenizer = checked_tokenizer(config.model_path)  # before the data and the embedding: a wrong path ends at once
@@ -226,13 +240,14 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
         client = LLMClient(config.query_model, api_base=config.api_base, max_retries=config.max_retries)
     written = []
     for split in splits:
-        labels = label_requests(config, client, data.split(split), log) if client and split == "train" else None
-        examples = param_examples(protocol, data, data.split(split), split, tokenizer, config.mem_token_length,
+        tasks = split_tasks(config, data, split)
+        labels = label_requests(config, client, tasks, log) if client and split == "train" else None
+        examples = param_examples(protocol, data, tasks, split, tokenizer, config.mem_token_length,
                                   config.memory_length, recipe, labels)
         if labels:
             labels.close()
         path = write_json(Path(config.out_dir) / f"param_{split}.json", examples)
-        kept, of = latest_purchase_kept(data, data.split(split), examples)
+        kept, of = latest_purchase_kept(data, tasks, examples)
         departures = list(dict.fromkeys(recipe.departures("data_param") + recipe.departures("data")))
         fallback = split == "train" and not config.query_model and any(e["function"] == SEARCH for e in examples)
         if fallback:
@@ -247,6 +262,7 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
                      else "offline fallback" if split == "train" else "target title (test)",
                      departures_from_release=departures,
                      latest_purchase_in_recommend_memory={"kept": kept, "of": of},
+                     base_model=model_family_of(config.model_path, tokenizer),
                      label_requests=labels.summary() if labels else None)
         log(f"{path}: {len(examples)} parameter examples; the latest earlier purchase is in the cut memory of "
             f"{kept} of {of} recommend prompts")

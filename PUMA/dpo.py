@@ -155,7 +155,7 @@ def train_dpo(config: DPOStepConfig) -> Path:
     """Train and save the DPO LoRA adapter (and tokenizer) in `output_dir`; returns it."""
     from PUMA.lineage import check_carried
     from PUMA.lora import resume_point, run_facts, save_adapter
-    from PUMA.modeling import local_files_only
+    from PUMA.modeling import local_files_only, model_family_of
     from PUMA.recipe import check_inputs, get_recipe, write_record
     from PUMA.train_progress import TrainingProgress
 
@@ -172,7 +172,8 @@ def train_dpo(config: DPOStepConfig) -> Path:
     out = save_adapter(trainer, tokenizer, config.output_dir)
     write_record(out, "dpo", recipe, config, inputs, train_loss=result.training_loss,
                  optimizer_steps=trainer.state.global_step, pairs=len(trainer.train_dataset), input_notes=notes,
-                 loss_history=progress.history, resumed_from=resumed, **run_facts(trainer, config, "dpo"))
+                 loss_history=progress.history, resumed_from=resumed,
+                 base_model=model_family_of(config.model_path, tokenizer), **run_facts(trainer, config, "dpo"))
     return out
 
 

@@ -254,7 +254,7 @@ def generate_outputs(config: GenerateConfig, prompts: list[str], log: Callable[[
 
 
 def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) -> Path:
-    from PUMA.modeling import local_files_only, read_json, write_json
+    from PUMA.modeling import local_files_only, model_family_of, read_json, write_json
     from PUMA.lineage import check_carried
     from PersonalWAB.shards import shard_part, shard_plan
     from PUMA.recipe import check_inputs, get_recipe, write_record
@@ -300,6 +300,7 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
                  prompts="release load_param_prompt (predicted function, bare instruction)"
                  if release and config.mode == "param" else "the data file's prompts",
                  prompt_cut=None if release else config.max_prompt_tokens, input_notes=notes,
+                 base_model=model_family_of(config.model_path),
                  batching="left-padded batches (the release: one prompt per generate call; the same outputs, "
                           "measured by the parity harness)",
                  **({"shard_plan": shard_plan(places, list(result))} if config.shard else {}))

@@ -369,6 +369,12 @@ def with_lora(model: Any, config: LoRATrainingConfig) -> Any:
     import torch
     from peft import get_peft_model
 
+    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    for flag in ("lora_target_modules", "modules_to_save"):
+        missing = [name for name in _names(getattr(config, flag)) if name not in present]
+        if missing:
+            raise ValueError(f"--{flag}: the model ({type(model).__name__}) has no module named "
+                             f"{', '.join(missing)}; give its own names (the defaults are Llama's)")
     torch.manual_seed(config.seed)
     return trainable_in_float32(get_peft_model(model, lora_config(config)), config)
 

@@ -168,10 +168,74 @@ def load_tokenizer(path: str | Path, padding_side: str = "right") -> Any:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    if tokenizer.eos_token is None:
+        from PersonalWAB.errors import DataError
+
+        raise DataError(f"{source}: the tokenizer has no EOS token, which ends every PUMA label and every generation")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = padding_side
     return tokenizer
+
+
+def special_prefix(tokenizer: Any) -> int:
+    """How many special tokens the tokenizer puts before a text (Llama-2's BOS: 1; SmolLM2: 0)."""
+    marked = tokenizer("a", add_special_tokens=True)["input_ids"]
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    return next((i for i in range(len(marked)) if marked[i:i + len(plain)] == plain), 0)
+
+
+# What the release's code takes for granted of its base model, Llama-2-7b-chat-hf, where another model
+# can differ and so change what a step does (the prompts are plain text in every case, as the release
+# fed Llama-2-chat: no chat template is applied).
+LLAMA2_FAMILY = {"model_type": "llama", "special_tokens_before": 1, "special_tokens_after": 0,
+                 "tied_embeddings": False}
+
+
+def model_family(tokenizer: Any, config: Any = None) -> dict[str, Any]:
+    """The base model's facts a PUMA step depends on (recorded as `base_model` in its record)."""
+    prefix = special_prefix(tokenizer)
+    facts: dict[str, Any] = {"special_tokens_before": prefix,
+                             "special_tokens_after": tokenizer.num_special_tokens_to_add() - prefix,
+                             "bos_token": tokenizer.bos_token if prefix else None, "eos_token": tokenizer.eos_token,
+                             "pad_token": tokenizer.pad_token,
+                             "chat_template": bool(getattr(tokenizer, "chat_template", None))}
+    if config is not None:
+        facts.update(model_type=getattr(config, "model_type", None),
+                     tied_embeddings=bool(getattr(config, "tie_word_embeddings", False)))
+    return facts
+
+
+def family_departures(facts: dict[str, Any], step: str) -> list[str]:
+    """Where a base model with these facts makes a step differ from what the release's code did on
+    Llama-2 (empty for a Llama-2-like model: the tiny test model included)."""
+    lines = []
+    if facts.get("model_type") not in (None, LLAMA2_FAMILY["model_type"]):
+        lines.append(f"{step}: the base model is of type {facts['model_type']}, not Llama (the release's code "
+                     "loads LlamaForCausalLM)")
+    if facts["special_tokens_before"] != LLAMA2_FAMILY["special_tokens_before"]:
+        lines.append(f"{step}: the tokenizer puts {facts['special_tokens_before']} special token(s) before a text "
+                     "(Llama-2: its BOS), so a memory cut to N tokens keeps N minus that many memory tokens "
+                     "and every prompt starts with them")
+    if facts["special_tokens_after"]:
+        lines.append(f"{step}: the tokenizer appends {facts['special_tokens_after']} special token(s) to every text "
+                     "(Llama-2: none)")
+    if facts.get("tied_embeddings"):
+        lines.append(f"{step}: the base model ties its input and output embeddings (Llama-2: two matrices); "
+                     "modules_to_save trains a copy of each, so the adapter and the merged model have them untied")
+    return lines
+
+
+def model_family_of(path: str | Path, tokenizer: Any = None) -> dict[str, Any]:
+    """`model_family` of a model or adapter folder (an adapter: its base's configuration)."""
+    from transformers import AutoConfig
+
+    source = adapter_base_path(path) if is_adapter_dir(path) else str(path)
+    try:
+        config = AutoConfig.from_pretrained(source, local_files_only=local_files_only(source))
+    except (OSError, ValueError):
+        config = None
+    return model_family(tokenizer if tokenizer is not None else load_tokenizer(path), config)
 
 
 def checked_tokenizer(path: str, flag: str = "--model_path") -> Any:
@@ -217,13 +281,14 @@ def load_causal_lm(path: str | Path, for_generation: bool = False, dtype: Any = 
 
 def encode_prompts(tokenizer: Any, prompts: list[str], max_prompt_tokens: int | None = None) -> list[list[int]]:
     """The prompts' token ids with the tokenizer's special tokens (Llama's BOS); an over-long
-    prompt keeps its first token and its end (the memory tail and the cue), the same for
-    every generation backend."""
+    prompt keeps the special tokens before it and its end (the memory tail and the cue), the
+    same for every generation backend."""
     encoded = tokenizer(prompts, add_special_tokens=True)["input_ids"]
     if max_prompt_tokens is None:
         return [list(ids) for ids in encoded]
-    keep = max(max_prompt_tokens - 1, 0)
-    return [list(ids) if len(ids) <= max_prompt_tokens else [ids[0], *ids[len(ids) - keep:]] for ids in encoded]
+    head = special_prefix(tokenizer)
+    keep = max(max_prompt_tokens - head, 0)
+    return [list(ids) if len(ids) <= max_prompt_tokens else [*ids[:head], *ids[len(ids) - keep:]] for ids in encoded]
 
 
 def left_padded(token_ids: list[list[int]], pad_token_id: int) -> dict[str, Any]:

@@ -240,17 +240,25 @@ def commands(settings: PipelineSettings, step: int) -> list[Command]:
         wired = {"recipe": recipe, "model_path": paths.merged, "data_file": paths.pairs, "out": paths.dpo,
                  **_carried("dpo", settings, inputs)}
         return [_command(6, "dpo", ("PUMA.launch", "dpo", "--"), wired, section("dpo"))]
+    return evaluation_commands(settings, paths.dpo, paths.functions("test"), paths.test_params, paths.result)
+
+
+def evaluation_commands(settings: PipelineSettings, model: Path, functions: Path, params: Path,
+                        result: Path) -> list[Command]:
+    """Step 7 for `model`: the test split's parameters (`generate_test`, single greedy outputs
+    unless the section says otherwise) under the predicted `functions`, into `params`; the puma
+    agent's run on the two files (`evaluate`) into `result`; the result file validated."""
+    paths, data_dir = Paths(Path(settings.work_dir)), {"data_dir": settings.data_dir}
     inputs = {"--data_file": str(paths.data / "param_test.json")}
-    generate = {"recipe": recipe, "mode": "param", "model_path": paths.dpo, "data_file": inputs["--data_file"],
-                "function_file": paths.functions("test"), "out": paths.test_params, **FINAL_PREDICTIONS,
+    generate = {"recipe": settings.recipe, "mode": "param", "model_path": model, "data_file": inputs["--data_file"],
+                "function_file": functions, "out": params, **FINAL_PREDICTIONS,
                 **_carried("generate_param", settings, inputs)}
-    evaluate = {**data_dir, "agent_strategy": "puma", "recipe": recipe, "task_split": "test",
-                "puma_function_file": paths.functions("test"), "puma_param_file": paths.test_params,
-                "out": paths.result, "overwrite": True}
-    validate = Command(7, "validate", ("-m", "PersonalWAB.cli", "leaderboard", "validate", str(paths.result),
+    evaluate = {**data_dir, "agent_strategy": "puma", "recipe": settings.recipe, "task_split": "test",
+                "puma_function_file": functions, "puma_param_file": params, "out": result, "overwrite": True}
+    validate = Command(7, "validate", ("-m", "PersonalWAB.cli", "leaderboard", "validate", str(result),
                                        *flags({**data_dir, "quiet": True})))
-    return [_command(7, "generate_test", ("PUMA.generate",), generate, section("generate_test")),
-            _command(7, "evaluate", ("PersonalWAB.cli", "run"), evaluate, section("evaluate")), validate]
+    return [_command(7, "generate_test", ("PUMA.generate",), generate, settings.section("generate_test")),
+            _command(7, "evaluate", ("PersonalWAB.cli", "run"), evaluate, settings.section("evaluate")), validate]
 
 
 def chosen_steps(text: str) -> list[int]:

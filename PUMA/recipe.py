@@ -276,5 +276,10 @@ def write_record(output: str | Path, step: str, recipe: Recipe, settings: Any,
               "readings": reading_lines(step, _plain(settings)),
               "settings": _plain(settings), "inputs": {k: v for k, v in (inputs or {}).items() if v},
               "libraries": library_versions(), "written": datetime.now(UTC).isoformat(timespec="seconds"), **facts}
+    if facts.get("base_model"):  # the base model the step ran on: where it is not Llama-2-like, the step differs
+        from PUMA.modeling import family_departures
+
+        lines = family_departures(facts["base_model"], step)
+        record["departures_from_release"] = list(dict.fromkeys([*record["departures_from_release"], *lines]))
     atomic_write_text(path, json.dumps(record, indent=1, ensure_ascii=False, default=str))
     return path

@@ -289,7 +289,7 @@ def train_sft(config: SFTConfig) -> Path:
     """Fine-tune and save the LoRA adapter (and tokenizer) in `output_dir`; returns it."""
     from PUMA.lineage import check_carried
     from PUMA.lora import resume_point, run_facts, save_adapter
-    from PUMA.modeling import local_files_only
+    from PUMA.modeling import local_files_only, model_family_of
     from PUMA.recipe import check_inputs, get_recipe, write_record
     from PUMA.train_progress import TrainingProgress
 
@@ -307,7 +307,7 @@ def train_sft(config: SFTConfig) -> Path:
                  train_loss=result.training_loss, optimizer_steps=trainer.state.global_step,
                  trainable_parameters=sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
                  input_notes=notes, loss_history=progress.history, resumed_from=resumed,
-                 **run_facts(trainer, config, "sft"))
+                 base_model=model_family_of(config.model_path, tokenizer), **run_facts(trainer, config, "sft"))
     return out
 
 

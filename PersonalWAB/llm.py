@@ -364,6 +364,7 @@ class LLMClient:
         max_backoff_s: float = 30.0,
         api_key: str | None = None,
         price: tuple[float, float] | None = None,
+        max_tokens: int | None = None,
     ):
         self.model = model
         self.api_base = api_base
@@ -379,6 +380,7 @@ class LLMClient:
         self._call_key: str | None = None
         self._rate = price  # the run's own USD per million prompt, completion tokens, over litellm's table
         self._price_known = False
+        self.max_tokens = max_tokens  # a reply's most tokens unless a call gives its own (None: the server's)
 
     @property
     def endpoint(self) -> str:
@@ -440,6 +442,8 @@ class LLMClient:
         }
         if tools:
             params["tools"] = tools
+        if self.max_tokens:
+            params["max_tokens"] = self.max_tokens
         if self.api_base:
             params["api_base"] = self.api_base
         if self._call_key:

@@ -182,7 +182,8 @@ def _pins(name: str) -> dict[str, str]:
 def test_pyproject_declares_what_the_requirements_files_pin():
     """Each requirements file is the pinned install of one part of pyproject.toml's dependencies:
     requirements.txt of the core and the dev extra (it carries pytest for the quick start),
-    requirements-gpu.txt of the gpu extra, requirements-dev.txt of the dev extra; every pin
+    requirements-gpu.txt of the gpu extra, requirements-dev.txt of the dev extra,
+    requirements-model.txt of the model extra, requirements-serve.txt of the serve extra; every pin
     lies in the range pyproject declares, and every declared name is pinned somewhere."""
     import tomllib
 
@@ -193,7 +194,8 @@ def test_pyproject_declares_what_the_requirements_files_pin():
     declared = {"core": project["dependencies"], **project["optional-dependencies"]}
     ranges = {group: {canonicalize_name(r.name): r.specifier for r in map(Requirement, specs)}
               for group, specs in declared.items()}
-    files = {"requirements.txt": ("core", "dev"), "requirements-gpu.txt": ("gpu",), "requirements-dev.txt": ("dev",)}
+    files = {"requirements.txt": ("core", "dev"), "requirements-gpu.txt": ("gpu",), "requirements-dev.txt": ("dev",),
+             "requirements-model.txt": ("model",), "requirements-serve.txt": ("serve",)}
     pinned: set[str] = set()
     for name, groups in files.items():
         for package, version in _pins(name).items():

@@ -63,12 +63,15 @@ def memory_settings(data: BenchmarkData, config: Any) -> MemorySettings:
 
 
 def model_client(config: Any) -> LLMClient:
-    """The run's model (`--model`, `--api_base`, `--temperature`, `--max_retries`, `--price_per_mtok`)."""
+    """The run's model (`--model`, `--api_base`, `--temperature`, `--max_retries`, `--request_timeout`,
+    `--max_tokens`, `--price_per_mtok`)."""
     from PersonalWAB.llm import LLMClient
     from PersonalWAB.pricing import parse_rate
 
     return LLMClient(config.model, api_base=config.api_base, temperature=config.temperature,
-                     max_retries=config.max_retries, price=parse_rate(getattr(config, "price_per_mtok", None)))
+                     max_retries=config.max_retries, price=parse_rate(getattr(config, "price_per_mtok", None)),
+                     timeout_s=getattr(config, "request_timeout", 120.0),
+                     max_tokens=getattr(config, "max_tokens", 0) or None)
 
 
 def record_call(episode: Episode, reply: LLMReply) -> None:

@@ -40,8 +40,11 @@ def check_settings(config: RunConfig, keys: bool = True) -> None:
 def _check_numbers(c: RunConfig) -> str | None:
     if not math.isfinite(c.temperature) or c.temperature < 0:
         return f"--temperature {c.temperature}: must be a finite number >= 0"
+    if not math.isfinite(c.request_timeout) or c.request_timeout <= 0:
+        return f"--request_timeout {c.request_timeout}: must be a finite number of seconds > 0"
     at_least = {"--max_concurrency": (c.max_concurrency, 1), "--num_trials": (c.num_trials, 1),
-                "--max_retries": (c.max_retries, 0), "--start_index": (c.start_index, 0)}
+                "--max_retries": (c.max_retries, 0), "--start_index": (c.start_index, 0),
+                "--max_tokens": (c.max_tokens, 0)}
     for flag, (value, low) in at_least.items():
         if value < low:
             return f"{flag} {value}: must be at least {low}"

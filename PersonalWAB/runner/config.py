@@ -59,6 +59,10 @@ class Endpoints:
         None, "base URL of an OpenAI-compatible server (vLLM, Ollama, ...) for the agent's model")
     user_api_base: str | None = setting(None, "the same for the user simulator's model")
     max_retries: int = setting(5, "retries of a model call on rate limits, timeouts and server errors")
+    max_tokens: int = setting(0, "most tokens of a reply of the agent's model; 0: no limit, as the release (a "
+                              "small local model that does not stop needs one; a limit makes the run custom)")
+    request_timeout: float = setting(120.0, "seconds a model call may wait for its reply before it counts as timed "
+                                     "out (and is retried); a local model on a busy CPU needs more")
     cache: str | None = setting(
         None, "folder of the response cache: a model call answered there before (the same request, trial and "
               "task) is not sent or paid again; off: no cache", metavar="DIR",

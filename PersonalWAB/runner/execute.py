@@ -234,7 +234,7 @@ def _run_tasks(plan: RunPlan, writer: ResultWriter, log: Callable[[str], None],
 
     def run_task(trial: int, task_id: int) -> Record:
         user = get_user(config.user_mode, config.user_model, config.user_api_base, config.seed, config.max_retries,
-                        user_rate)
+                        user_rate, config.request_timeout)
         env = PWABEnv(engines, config.task_split, user, config.max_steps, protocol=protocol,
                       leak_guard=config.guards_user_messages, trial=trial)
         try:

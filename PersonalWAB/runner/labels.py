@@ -38,6 +38,9 @@ def setting_departures(settings: Mapping[str, Any]) -> list[str]:
         departures.append(f"search_backend {settings['search_backend']}: the release searched with Lucene")
     if settings.get("user_mode") == "offline":
         departures.append("user_mode offline: the project's rule-based user, not the release's LLM user")
+    if settings.get("max_tokens"):
+        departures.append(f"max_tokens {settings['max_tokens']}: the agent's replies are cut there (the release set "
+                          "no limit)")
     if settings.get("leak_guard"):
         departures.append("leak_guard: user messages masked before the agent reads them")
     if settings.get("strict"):

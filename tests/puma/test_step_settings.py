@@ -25,7 +25,7 @@ STEP_SETTINGS = {"data": ("PUMA.data", "DataConfig"), "sft": ("PUMA.sft", "SFTCo
                  "merge_shards": ("PUMA.merge_shards", "MergeShardsConfig"),
                  "dpo": ("PUMA.dpo", "DPOStepConfig"), "grpo": ("PUMA.grpo", "GRPOStepConfig"),
                  "fast_test": ("PUMA.fast_test", "FastTestConfig"),
-                 "tiny_model": ("PUMA.tiny_model", "TinyModelConfig"),
+                 "tiny_model": ("PUMA.tiny_model", "TinyModelConfig"), "model": ("PUMA.pretrained", "PrepareConfig"),
                  "launch": ("PUMA.launch", "LaunchSettings"), "run": ("PUMA.pipeline", "PipelineSettings")}
 
 

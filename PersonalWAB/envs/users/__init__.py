@@ -13,11 +13,13 @@ USER_MODES = (NO_USER, *MULTI_TURN_USERS)
 
 
 def get_user(user_mode: str, user_model: str | None = None, user_api_base: str | None = None,
-             seed: int = 0, max_retries: int = 5, price: Rate | None = None) -> UserSimulator | None:
+             seed: int = 0, max_retries: int = 5, price: Rate | None = None,
+             timeout_s: float = 120.0) -> UserSimulator | None:
     """The simulated user for `--user_mode`: `no` is the single-turn track (no user);
-    `naive` an LLM user (`user_model`, optionally served at `user_api_base`); `human`
-    a person at the terminal; `offline` a rule-based user, deterministic given `seed`.
-    `price`: the user model's own rate (`--user_price_per_mtok`) over litellm's table."""
+    `naive` an LLM user (`user_model`, optionally served at `user_api_base`, each call waited
+    for up to `timeout_s`); `human` a person at the terminal; `offline` a rule-based user,
+    deterministic given `seed`. `price`: the user model's own rate (`--user_price_per_mtok`)
+    over litellm's table."""
     if user_mode == NO_USER:
         return None
     if user_mode == "naive":
@@ -25,7 +27,7 @@ def get_user(user_mode: str, user_model: str | None = None, user_api_base: str |
             raise ValueError("--user_mode naive needs --user_model (any litellm model string, e.g. gpt-4o-mini)")
         from PersonalWAB.envs.users.llm_user import LLMUser
 
-        return LLMUser(user_model, api_base=user_api_base, max_retries=max_retries, price=price)
+        return LLMUser(user_model, api_base=user_api_base, max_retries=max_retries, price=price, timeout_s=timeout_s)
     if user_mode == "human":
         from PersonalWAB.envs.users.human_user import HumanUser
 

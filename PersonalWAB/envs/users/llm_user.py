@@ -20,11 +20,12 @@ MAX_TOKENS = 150
 
 
 class LLMUser(UserSimulator):
-    def __init__(self, model: str, api_base: str | None = None, max_retries: int = 5, price: Rate | None = None):
+    def __init__(self, model: str, api_base: str | None = None, max_retries: int = 5, price: Rate | None = None,
+                 timeout_s: float = 120.0):
         from PersonalWAB.llm import LLMClient
 
         self.client = LLMClient(model, api_base=api_base, temperature=TEMPERATURE, max_retries=max_retries,
-                                price=price)
+                                price=price, timeout_s=timeout_s)
         self.messages: list[dict[str, Any]] = []
         self.cost = 0.0
 

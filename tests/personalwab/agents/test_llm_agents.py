@@ -370,3 +370,17 @@ def test_a_model_tool_call_keeps_its_own_id_and_only_the_first_call():
     assert episode.traj == [{**message, "tool_calls": message["tool_calls"][:1]},
                             {"role": "tool", "tool_call_id": "abc", "name": "stop", "content": "###STOP###"}]
     assert len(message["tool_calls"]) == 2 and episode.actions == [{"name": "stop", "arguments": {}}]
+
+
+def test_a_reply_budget_is_sent_recorded_and_makes_the_run_custom(tiny_data_dir, tiny_engines, tmp_path):
+    with ScriptedLLMServer(tool_caller) as server:
+        header, _, _ = run_against(server, tiny_data_dir, tmp_path, end_index=2, max_tokens=64, request_timeout=300.0)
+        sent = server.requests
+    assert all(request["max_tokens"] == 64 for request in sent)
+    args = header["run_args"]
+    assert (args["max_tokens"], args["request_timeout"]) == (64, 300.0)
+    assert any(line.startswith("max_tokens 64: ") for line in args["protocol"]["departures"])
+    with ScriptedLLMServer(tool_caller) as server:
+        header, _, _ = run_against(server, tiny_data_dir, tmp_path, name="plain.json", end_index=1)
+        assert "max_tokens" not in server.requests[0]
+    assert not any(line.startswith("max_tokens") for line in header["run_args"]["protocol"]["departures"])
