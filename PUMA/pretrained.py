@@ -99,23 +99,29 @@ def package_version(model: PackagedModel) -> str | None:
         return None
 
 
-def existing_record(out: Path) -> dict[str, Any] | None:
-    """The record of a folder this command made; None for a missing or empty folder. A folder
-    holding anything else is refused."""
-    if not out.exists():
-        return None
-    if not out.is_dir():
-        raise DataError(f"--out {out}: a file is in the way (the model is a folder)")
-    if not any(out.iterdir()):
-        return None
+def is_prepared_model(path: Path) -> bool:
+    """A folder this command made: its record names the GGUF file it came from."""
     try:
-        record = json.loads((out / RECORD).read_text(encoding="utf-8"))
+        record = json.loads((path / RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        record = None
-    if not isinstance(record, dict) or "gguf_sha256" not in record:
-        raise DataError(f"--out {out}: the folder holds files this command did not make (no {RECORD}); "
-                        "give a new or empty folder")
-    return record
+        return False
+    return isinstance(record, dict) and "gguf_sha256" in record
+
+
+def existing_record(out: Path, overwrite: bool = False) -> dict[str, Any] | None:
+    """The record of a folder this command made; None for a missing or empty folder, or one
+    `overwrite` lets it replace. A folder holding anything else is refused."""
+    if out.exists() and not out.is_dir():
+        raise DataError(f"--out {out}: a file is in the way (the model is a folder)")
+    if not out.exists() or not any(out.iterdir()):
+        return None
+    if is_prepared_model(out):
+        record: dict[str, Any] = json.loads((out / RECORD).read_text(encoding="utf-8"))
+        return record
+    if overwrite:
+        return None
+    raise DataError(f"--out {out}: holds files this command did not write (no {RECORD}); pass --overwrite to "
+                    "replace it, or give a new or empty folder")
 
 
 def convert(gguf: Path, log: Callable[[str], None]) -> tuple[Any, Any]:
@@ -149,13 +155,14 @@ def generation_config(tokenizer: Any) -> Any:
                             pad_token_id=tokenizer.pad_token_id)
 
 
-def prepare(config: PrepareConfig, log: Callable[[str], None] = print) -> Path:
-    """Make (or find ready) the model folder `config.out`; returns it."""
+def prepare(config: PrepareConfig, log: Callable[[str], None] = print, overwrite: bool = False) -> Path:
+    """Make (or find ready) the model folder `config.out`; returns it. `overwrite`: replace a
+    folder this command did not make."""
     from PersonalWAB.scratch import atomic_write_text, remove_stale, scratch_path
 
     model_info = PACKAGED[config.name]
     out = Path(config.out)
-    record = existing_record(out)
+    record = existing_record(out, overwrite)
     gguf = gguf_path(model_info)
     log(f"checksum of {gguf}")
     digest = sha256_of(gguf)
@@ -187,16 +194,18 @@ def prepare(config: PrepareConfig, log: Callable[[str], None] = print) -> Path:
              "written": datetime.now(UTC).isoformat(timespec="seconds")}
     atomic_write_text(scratch / RECORD, json.dumps(facts, indent=1))
     if out.exists():
-        shutil.rmtree(out)  # a folder this command made (existing_record checked it)
+        shutil.rmtree(out)  # a folder this command made, or one --overwrite gave it (existing_record checked)
     scratch.rename(out)
     log(f"{out}: {config.name}, {facts['parameters'] / 1e6:.1f} M parameters, sha256 of its GGUF {digest[:12]}...")
     return out
 
 
 def prepare_main(argv: list[str] | None = None) -> int:
-    from PersonalWAB.settings import parse
+    from PersonalWAB.outputs import FOLDER, parse_command
 
-    prepare(parse(PrepareConfig, argv, prog="puma model prepare", description=__doc__))
+    [config] = parse_command([PrepareConfig], argv, {"out": FOLDER}, own=lambda _: is_prepared_model,
+                             prog="puma model prepare", description=__doc__)
+    prepare(config, overwrite=True)  # the claim has refused a folder of someone else's without --overwrite
     return 0
 
 

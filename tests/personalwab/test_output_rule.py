@@ -85,6 +85,7 @@ WRITERS = {
     "puma data": ("puma data all --data_dir {data} --out {out}", "folder"),
     "puma sft": ("puma sft --model_path {model} --out {out}", "folder"),
     "puma launch sft": ("puma launch sft -- --model_path {model} --out {out}", "folder"),
+    "puma model prepare": ("puma model prepare smollm2-135m --out {out}", "folder"),
     "puma generate": ("puma generate --data_file {input} --out {out}", "file"),
     "puma score": ("puma score --candidates_file {input} --out {out}", "file"),
     "puma merge_shards": ("puma merge_shards {input} --out {out}", "file"),
@@ -123,7 +124,7 @@ AS_INPUT = {"pwab run": ("pwab run --data_dir {data} --protocol_file {input} --o
             **{name: (line.replace("{out}", "{input}" if kind == "file" else "{model}") + " --overwrite",
                       "{input}" if kind == "file" else "{model}")
                for name, (line, kind) in WRITERS.items() if name.startswith("puma") and name not in (
-                   "puma data", "puma tiny_model")},
+                   "puma data", "puma tiny_model", "puma model prepare")},  # the last reads no path
             "puma data": ("puma data all --data_dir {data} --out {data} --overwrite", "{data}"),
             "puma tiny_model": ("puma tiny_model --data_dir {data} --out {data} --overwrite", "{data}")}
 

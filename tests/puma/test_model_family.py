@@ -86,7 +86,7 @@ def test_prepare_refuses_a_folder_it_did_not_make(tmp_path: Path):
 
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    with pytest.raises(DataError, match="holds files this command did not make"):
+    with pytest.raises(DataError, match="holds files this command did not write .* pass --overwrite"):
         prepare(PrepareConfig(name="smollm2-135m", out=str(tmp_path / "mine")), log=lambda _: None)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
     (tmp_path / "file").write_text("x")
