@@ -55,7 +55,6 @@ class Recipe:
     distinct_recommend_label: bool  # step 1
     raw_search_labels: bool  # step 1: an LLM search label kept as returned (False: cleaned, empty -> fallback)
     label_only_loss: bool  # step 2: False = the release's loss over max-length EOS padding
-    packed_batches: bool  # step 2
     sft_batch: tuple[int, int, int]  # step 2: (per-device batch, accumulation per process, global batch), 0 = unset
     dpo_batch: tuple[int, int, int]  # step 6: the same
     release_trainer: bool  # steps 2 and 6: the release's epoch order over accumulation and its adamw_torch

@@ -396,7 +396,7 @@ def training_phase(ctx: Context, phase: str) -> dict[str, Any]:
             "examples_per_optimizer_step": per_device * accumulation,
             "recipe_accumulation_per_gpu_of_4": layout.gradient_accumulation_steps,
             "max_length": config.max_length if step == "sft" else config.dpo_max_length,
-            "packed": step == "sft" and get_recipe(recipe).packed_batches,
+            "packed": step == "sft" and bool(get_recipe(recipe).steps.get("sft", {}).get("packing", False)),
             **({"deepspeed_config": overrides["deepspeed"]} if overrides else {}), **result}
 
 

@@ -136,7 +136,7 @@ def test_what_the_improved_recipe_computes_on_the_tiny_model_is_its_golden_recor
 
 
 def test_a_changed_setting_is_named_with_both_values():
-    golden = {"steps": {"sft": {"lora": {"r": 16}}}, "switches": {"packed_batches": True}}
-    now = {"steps": {"sft": {"lora": {"r": 8}}}, "switches": {"packed_batches": True}}
+    golden = {"steps": {"sft": {"lora": {"r": 16}}}, "switches": {"label_only_loss": True}}
+    now = {"steps": {"sft": {"lora": {"r": 8}}}, "switches": {"label_only_loss": True}}
     assert differences(golden, now) == ["steps.sft.lora.r: 16 -> 8"]
     assert differences(golden, golden) == []

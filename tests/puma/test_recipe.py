@@ -573,8 +573,8 @@ def test_recipe_files_define_both_recipes():
 
 
 @pytest.mark.parametrize("edit, error", [
-    (("  packed_batches: true  # step 2: each micro-batch packed into one row\n", ""),
-     "improved.yaml: missing key switches.packed_batches"),
+    (("  skip_uninformative_pairs: true  # step 5: no tied or single-candidate pairs\n", ""),
+     "improved.yaml: missing key switches.skip_uninformative_pairs"),
     (("  repeat_action: false", "  repeat_actions: false"), "improved.yaml: unknown key switches.repeat_actions"),
     (("  label_only_loss: true", "  label_only_loss: yes please"),
      "improved.yaml: switches.label_only_loss: expected bool, got 'yes please'"),
