@@ -23,7 +23,7 @@ import PersonalWAB.settings as settings_module
 from PersonalWAB.cli import EXIT_BAD_INPUT, run_command
 from PersonalWAB.errors import DataError
 from PersonalWAB.settings import default_of, flag_name, is_boolean, parse_many, settings_fields, spec_of
-from tests.personalwab.test_command_help import COMMAND_LIST
+from tests.test_command_help import COMMAND_LIST
 
 REFUSED = object()
 

@@ -181,7 +181,7 @@ def test_no_command_writes_over_its_own_input_even_with_overwrite(name, places, 
 
 
 def test_every_writing_command_is_covered():
-    from tests.personalwab.test_command_help import COMMAND_LIST
+    from tests.test_command_help import COMMAND_LIST
 
     covered = {name.split(" -- ")[0] for name in WRITERS}
     writers = {name for name, _ in COMMAND_LIST if name.split()[0] in ("pwab", "puma")}
