@@ -191,6 +191,19 @@ def rewrite(path: Path, change) -> None:
     path.write_text(json.dumps(content))
 
 
+def make_fifo(tmp_path: Path, name: str = "out.json") -> Path:
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    return fifo
+
+
+@pytest.fixture()
+def fifo(tmp_path) -> Path:
+    path = tmp_path / "pipe.json"
+    os.mkfifo(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def tiny_data(tiny_data_dir: Path):
     from PersonalWAB.data.loader import load_benchmark_data

@@ -18,12 +18,7 @@ from PersonalWAB.protocol.pack import write_pack
 from PersonalWAB.scratch import SCRATCH_NAME_OVERHEAD, RunLock, atomic_write_bytes, atomic_write_text
 from PUMA.modeling import write_json
 from PUMA.recipe import write_record
-
-
-def _fifo(tmp_path: Path, name: str = "out.json") -> Path:
-    fifo = tmp_path / name
-    os.mkfifo(fifo)
-    return fifo
+from tests.conftest import make_fifo
 
 
 WRITERS = {
@@ -36,7 +31,7 @@ WRITERS = {
 
 @pytest.mark.parametrize("writer", list(WRITERS))
 def test_every_writer_refuses_a_fifo_and_leaves_it(tmp_path: Path, writer: str) -> None:
-    fifo = _fifo(tmp_path)
+    fifo = make_fifo(tmp_path)
     with pytest.raises(DataError, match="is a FIFO"):
         WRITERS[writer](fifo)
     assert fifo.is_fifo()
@@ -51,11 +46,6 @@ def test_puma_step_record_beside_a_fifo_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="is a FIFO"):
         write_record(output, "score", get_recipe("release"), {})
     assert record_path(output).is_fifo()
-
-
-def test_output_check_names_a_fifo_up_front(tmp_path: Path) -> None:
-    fifo = _fifo(tmp_path)
-    assert output_problem(fifo, "--out") == f"--out {fifo}: is a FIFO (named pipe)"
 
 
 def test_a_name_too_long_for_its_scratch_file_is_refused_before_writing(tmp_path: Path) -> None:
@@ -96,7 +86,7 @@ def test_exclusive_write_leaves_nothing_when_the_scratch_write_fails(tmp_path: P
 
 def test_a_lock_that_is_a_fifo_is_named(tmp_path: Path) -> None:
     target = tmp_path / "result.json"
-    _fifo(tmp_path, "result.json.lock")
+    make_fifo(tmp_path, "result.json.lock")
     with pytest.raises(DataError, match=r"result\.json\.lock: is a FIFO \(named pipe\), not the lock file of"):
         RunLock(target).acquire()
 
