@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
+from PersonalWAB.errors import DataError
 from PersonalWAB.leaderboard.__main__ import main
 from PersonalWAB.leaderboard.analysis import action_sequence, attempt_profile, transition_matrices
 from PersonalWAB.leaderboard.pack import pack_file
@@ -384,3 +385,43 @@ def test_leaderboard_config_file_gives_the_flags_settings(files, tmp_path):
     config.write_text("force: 1\ncompare: base.json\n")
     report = parse(ReportSettings, ["x.json", "--config", str(config)])
     assert report.force is True and report.compare == "base.json" and report.out == "."
+
+
+def test_csv_text_cells_are_escaped_and_numbers_kept(result_file):
+    rows, _ = summarize_files([result_file], ["=HYPERLINK(\"http://x\")"])
+    [row] = list(csv.DictReader(io.StringIO(render_csv(rows))))
+    assert row["method"] == "'=HYPERLINK(\"http://x\")"
+    assert float(row["overall_f_acc"]) >= 0 and not row["overall_f_acc"].startswith("'")
+
+
+@pytest.mark.parametrize("cell, shown", [("-0.5 gain", "'-0.5 gain"), ("+1", "'+1"), ("@SUM(A1)", "'@SUM(A1)"),
+                                         ("plain", "plain"), ("a=b", "a=b")])
+def test_csv_text(cell, shown):
+    from PersonalWAB.leaderboard.summarize import csv_text
+
+    assert csv_text(cell) == shown
+
+
+def test_report_refuses_an_invalid_file_and_says_why(result_file, tmp_path, capsys):
+    assert main(["report", str(result_file), "--out", str(tmp_path)]) == 0
+    broken = tmp_path / "broken.json"
+    content = json.loads(result_file.read_text())
+    content[1]["res_acc"] = [7.0]
+    broken.write_text(json.dumps(content))
+    capsys.readouterr()
+    assert main(["report", str(broken), "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert not (tmp_path / "broken.report.html").exists() and captured.out == ""
+    assert captured.err == f"error: {broken}: invalid result file: record 1 (task_id 0, trial 0): res_acc[0] = 7.0 " \
+                           "is not a number in [0, 1]\n"
+
+
+def test_deeply_nested_result_files_are_reported_not_raised(tmp_path):
+    from PersonalWAB.results import read_run_file
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    report = validate_file(deep)
+    assert not report.valid and "nested deeper than the parser allows" in report.lines()[0]
+    with pytest.raises(DataError, match="not valid JSON.*depth"):
+        read_run_file(deep)
