@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from PersonalWAB.outputs import output_problem
+from PersonalWAB.errors import DataError
+from PersonalWAB.outputs import command_scope, hold_inputs, output_problem
+from PersonalWAB.scratch import atomic_write_text
 from tests.conftest import make_fifo
 
 
@@ -97,3 +99,16 @@ def test_output_problems(tmp_path, a_file):
     assert output_problem(tmp_path, "--out", folder=True) is None
     assert output_problem(tmp_path, "--out") == f"--out {tmp_path}: is a folder; name a file"
     assert output_problem(a_file, "--out", folder=True) == f"--out {a_file}: is a file, not a folder"
+
+
+def test_the_writer_never_replaces_an_input_of_the_running_command(tmp_path):
+    source = tmp_path / "input.json"
+    source.write_text("kept")
+    with command_scope():
+        hold_inputs([("--candidates_file", source)])
+        with pytest.raises(DataError, match=f"{source}: is this command's input \\(--candidates_file"):
+            atomic_write_text(source, "replaced")
+        atomic_write_text(tmp_path / "other.json", "written")
+    assert source.read_text() == "kept"
+    atomic_write_text(source, "outside a command nothing is held")
+    assert source.read_text() == "outside a command nothing is held"
