@@ -3,6 +3,7 @@ import time
 
 import pytest
 
+from PersonalWAB.agents.heuristic import HeuristicAgent
 from PersonalWAB.errors import DataError
 from PersonalWAB.metrics import compute_statistics, format_statistics_table, task_score
 from PersonalWAB.results import (
@@ -11,6 +12,8 @@ from PersonalWAB.results import (
     read_run_file,
     resume_mismatches,
 )
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
 from tests.conftest import HANG_GUARD_S
 
 
@@ -154,3 +157,24 @@ def test_text_utf8_cannot_encode_is_checkpointed_as_a_json_escape(tmp_path):
     writer.add(broken)
     writer.finalize()
     assert load_result_file(path)[1][0]["traj"] == broken["traj"]
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+def test_a_checkpoint_names_its_run(tiny_data_dir, tiny_engines, tmp_path, monkeypatch):
+    solve = HeuristicAgent.solve
+
+    def stop_at_third(self, env, task_id):
+        if task_id == 2:
+            raise KeyboardInterrupt
+        return solve(self, env, task_id)
+
+    monkeypatch.setattr(HeuristicAgent, "solve", stop_at_third)
+    output = tmp_path / "r.json"
+    with pytest.raises(KeyboardInterrupt):
+        run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=5), log=quiet)
+    parsed = read_run_file(output)
+    assert parsed.header is None and parsed.run_args["end_index"] == 5 and len(parsed.records) == 2
+    assert parsed.run_args["data_fingerprint"]

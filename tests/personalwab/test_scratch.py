@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from PersonalWAB.data.layout import write_atomic
 from PersonalWAB.errors import DataError
 from PersonalWAB.memory.interec import write_memory_file
 from PersonalWAB.protocol.pack import write_pack
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
 from PersonalWAB.scratch import SCRATCH_NAME_OVERHEAD, RunLock, atomic_write_bytes, atomic_write_text
 from PUMA.modeling import write_json
 from PUMA.recipe import write_record
@@ -103,3 +106,21 @@ def test_a_lock_that_cannot_be_written_is_removed_and_named(tmp_path: Path, monk
     monkeypatch.undo()
     assert raised.value.filename == str(target) + ".lock" and "cannot write the lock" in str(raised.value)
     assert not (tmp_path / "result.json.lock").exists()
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+def test_stale_scratch_of_killed_runs_is_removed(tiny_data_dir, tiny_engines, tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale_file = tmp_path / f".r.json.{gone.pid}.tmp"
+    stale_file.write_text("[")
+    live_file = tmp_path / f".other.json.{os.getpid()}.tmp"
+    live_file.write_text("[")
+    stale_index = tiny_data_dir / "indexes" / "lucene" / f".0123abcd-4567ef.{gone.pid}.build-x1y2"
+    (stale_index / "collection").mkdir(parents=True)
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(tmp_path / "r.json"), end_index=3), log=quiet)
+    assert not stale_file.exists() and not stale_index.exists()
+    assert live_file.exists()

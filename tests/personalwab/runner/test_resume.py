@@ -1,0 +1,88 @@
+"""Resuming a run (`--resume_from`, `PersonalWAB.runner.resume`): only a file of the same run on
+the same data is resumed, a file without the run's settings only when told and then task by task,
+a record given twice is kept once, and only records whose numbers validate are kept (the others
+run again, and the finished file's header is computed from the kept records)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from PersonalWAB.results import load_result_file
+from PersonalWAB.runner.cli import main
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+# -- --resume_from keeps records only of the same run ----------------------------------------
+
+@pytest.fixture()
+def finished(tiny_data_dir, tiny_engines, tmp_path):
+    output = tmp_path / "finished.json"
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=5), log=quiet)
+    return output
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["--agent_memory", "none"], "agent_memory"),
+    (["--seed", "3"], "seed"),
+    (["--end_index", "6"], "end_index"),
+    (["--task_split", "train"], "task_split"),
+    (["--memory_length", "7"], "memory_length"),
+])
+def test_resume_refuses_a_file_of_another_run_and_leaves_it(tiny_data_dir, finished, capsys, argv, named):
+    before = finished.read_bytes()
+    settings = {"--end_index": "5", **dict(zip(argv[::2], argv[1::2]))}
+    argv = ["--data_dir", str(tiny_data_dir), "--resume_from", str(finished)]
+    argv += [word for pair in settings.items() for word in pair]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "belongs to another run" in error and named in error
+    assert finished.read_bytes() == before
+
+
+def test_resume_refuses_a_file_run_on_other_data(tiny_data_dir, finished, tmp_path, capsys):
+    other = tmp_path / "other_data"
+    shutil.copytree(tiny_data_dir, other, ignore=shutil.ignore_patterns("indexes", "recommender", "cache"))
+    part = sorted(other.glob("all_products_part_*.json"))[0]
+    products = json.loads(part.read_text())
+    first = next(iter(products))
+    products[first]["title"] += " (edited)"
+    part.write_text(json.dumps(products))
+    before = finished.read_bytes()
+    assert main(["--data_dir", str(other), "--resume_from", str(finished), "--end_index", "5"]) == 2
+    assert "data_fingerprint" in capsys.readouterr().err
+    assert finished.read_bytes() == before
+
+
+def test_resume_of_a_headerless_file_checks_each_task(tiny_data_dir, finished, tmp_path, capsys):
+    _, records = load_result_file(finished)
+    old_format = tmp_path / "old.json"
+    foreign = json.loads(json.dumps(records))
+    foreign[2]["info"]["task"]["task"] = "an instruction of some other data set"
+    old_format.write_text(json.dumps(foreign))
+    assert main(["--data_dir", str(tiny_data_dir), "--resume_from", str(old_format), "--end_index", "5",
+                 "--resume_headerless"]) == 2
+    assert "task 2 trial 0 is not that task" in capsys.readouterr().err
+    old_format.write_text(json.dumps(records[:3]))
+    assert main(["--data_dir", str(tiny_data_dir), "--resume_from", str(old_format), "--end_index", "5",
+                 "--resume_headerless"]) == 0
+    assert "records no run settings" in capsys.readouterr().out
+    assert [r["task_id"] for r in load_result_file(old_format)[1]] == list(range(5))
+
+
+def test_duplicate_records_in_a_checkpoint_are_kept_once(tiny_data_dir, finished, tmp_path):
+    header, records = load_result_file(finished)
+    checkpoint = tmp_path / "checkpoint.json"
+    checkpoint.write_text(json.dumps([{"run_args": header["run_args"], "unfinished": True},
+                                      records[0], records[1], records[0], records[1], records[0]]))
+    run(RunConfig(data_dir=str(tiny_data_dir), resume_from=str(checkpoint), end_index=5), log=quiet)
+    _, resumed = load_result_file(checkpoint)
+    assert [r["task_id"] for r in resumed] == list(range(5))
+    assert resumed[:2] == records[:2]
