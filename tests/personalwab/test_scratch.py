@@ -1,11 +1,13 @@
-"""The one writer every command's outputs go through: never replaces a FIFO, refuses a name
-too long for its scratch file before writing anything, names the target on a full disk, and
-its lock says what is wrong with a lock path that is no file."""
+"""Scratch files and the one writer every command's outputs go through (`PersonalWAB.scratch`):
+never replaces a FIFO or a device, refuses a name too long for its scratch file before writing
+anything, names the target on a full disk, its lock says what is wrong with a lock path that is no
+file, and the scratch a killed run left behind is removed."""
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -124,3 +126,12 @@ def test_stale_scratch_of_killed_runs_is_removed(tiny_data_dir, tiny_engines, tm
     run(RunConfig(data_dir=str(tiny_data_dir), out=str(tmp_path / "r.json"), end_index=3), log=quiet)
     assert not stale_file.exists() and not stale_index.exists()
     assert live_file.exists()
+
+
+def test_an_atomic_write_never_replaces_a_fifo_or_device(fifo):
+    with pytest.raises(DataError, match="is a FIFO"):
+        atomic_write_text(fifo, "[]")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    with pytest.raises(DataError, match="is a device"):
+        atomic_write_text(Path("/dev/null"), "[]")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

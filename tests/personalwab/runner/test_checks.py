@@ -6,6 +6,7 @@ missing key each stop the run with exit 2 and one line, and nothing is touched."
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 
@@ -96,3 +97,16 @@ def test_missing_key_is_named_before_anything_runs(tiny_data_dir, tmp_path, no_o
     assert finished.returncode == 2
     assert "--model gpt-4o-mini needs OPENAI_API_KEY" in finished.stderr
     assert not output.exists()
+
+
+# -- where a result may be written -----------------------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--out", "--resume_from"])
+@pytest.mark.parametrize("kind", ["device", "fifo", "folder", "proc"])
+def test_a_target_that_is_not_a_regular_file_is_refused(flag, kind, tiny_data_dir, fifo, tmp_path, capsys):
+    target, reason = {"device": ("/dev/null", "is a device"), "fifo": (fifo, "is a FIFO"),
+                      "folder": (tmp_path, "is a folder"),
+                      "proc": ("/proc/self/status", "is a kernel file under /proc")}[kind]
+    assert main(["--data_dir", str(tiny_data_dir), flag, str(target)]) == 2
+    assert f"{flag} {target}: {reason}" in capsys.readouterr().err
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and stat.S_ISFIFO(os.stat(fifo).st_mode)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ from PersonalWAB.runner.execute import run
 
 def quiet(_: str) -> None:
     pass
+
+
+def cli(data_dir, output, *extra: str) -> list[str]:
+    return ["--data_dir", str(data_dir), "--out", str(output), *extra]
 
 
 # -- --resume_from keeps records only of the same run ----------------------------------------
@@ -125,3 +130,40 @@ def test_a_record_validate_refuses_runs_again(key, value, fault, finished_run, t
     assert header == build_header(rerun.run_args, rerun.records)
     assert {**header, "run_args": None} == {**content[0], "run_args": None}  # the finished run's figures
     assert validate_file(output).valid
+
+
+# -- what a resume keeps ----------------------------------------------------------------------------------
+
+def test_resume_leaves_out_records_with_unusable_numbers(tiny_data_dir, tiny_engines, tmp_path, capsys):
+    output = tmp_path / "r.json"
+    assert main(cli(tiny_data_dir, output, "--end_index", "4")) == 0
+    content = json.loads(output.read_text())
+    content[0] = {"run_args": content[0]["run_args"], "unfinished": True}
+    content[1]["res_acc"] = [math.nan] * len(content[1]["res_acc"])
+    content[2]["action_acc"] = content[2]["action_acc"] + [1]
+    content[3]["res_acc"] = [1.5] * len(content[3]["res_acc"])
+    output.write_text(json.dumps(content))  # NaN written as the standard encoder writes it
+    capsys.readouterr()
+    assert main(["--data_dir", str(tiny_data_dir), "--end_index", "4", "--resume_from", str(output)]) == 0
+    printed = capsys.readouterr().out
+    for task_id, problem in ((0, "res_acc[0] = nan is not a number in [0, 1]"), (1, "action_acc has"),
+                             (2, "res_acc[0] = 1.5 is not a number in [0, 1]")):
+        assert f"{output}: task {task_id} trial 0 not kept ({problem}" in printed
+    _, records = load_result_file(output)
+    assert [r["task_id"] for r in records] == [0, 1, 2, 3]
+    assert all(0 <= value <= 1 for r in records for value in r["res_acc"])
+
+
+def test_a_headerless_file_is_resumed_only_when_told(tiny_data_dir, tiny_engines, tmp_path, capsys):
+    output = tmp_path / "r.json"
+    assert main(cli(tiny_data_dir, output, "--end_index", "4")) == 0
+    _, records = load_result_file(output)
+    output.write_text(json.dumps(records[:2]))
+    before = output.read_bytes()
+    capsys.readouterr()
+    assert main(["--data_dir", str(tiny_data_dir), "--end_index", "4", "--resume_from", str(output)]) == 2
+    assert "task records without the run's settings" in capsys.readouterr().err
+    assert output.read_bytes() == before
+    assert main(["--data_dir", str(tiny_data_dir), "--end_index", "4", "--resume_from", str(output),
+                 "--resume_headerless"]) == 0
+    assert [r["task_id"] for r in load_result_file(output)[1]] == [0, 1, 2, 3]
