@@ -9,6 +9,7 @@ import pathlib
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.metrics import compute_statistics, format_statistics_table, task_score
 from PersonalWAB.results import CheckpointWriteError, ResultWriter, load_result_file, read_run_file, resume_mismatches
 from PersonalWAB.runner.cli import main
-from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.config import RunConfig, run_resume_keys
 from PersonalWAB.runner.execute import run
 from PersonalWAB.scratch import RunLock
 from tests.conftest import HANG_GUARD_S
@@ -130,8 +131,6 @@ def test_load_result_file_errors_name_the_problem(tmp_path):
 
 
 def test_resume_keys_are_compared_when_both_runs_record_them():
-    from PersonalWAB.runner.config import run_resume_keys
-
     keys = run_resume_keys()  # marked on the settings (and PUMA's own), plus what the runner derives
     assert {"task_split", "data_fingerprint", "agent_strategy", "model", "agent_memory", "max_steps",
             "start_index", "end_index", "protocol", "puma_param_file", "recipe", "mem_token_length"} <= set(keys)
@@ -291,3 +290,32 @@ def test_a_run_whose_writes_fail_prints_the_resume_command(tiny_data_dir, tiny_e
     monkeypatch.undo()
     assert main(printed_command(error)) == 0
     assert [r["task_id"] for r in load_result_file(output)[1]] == [0, 1, 2, 3]
+
+
+@pytest.fixture(scope="module")
+def finished(tiny_data_dir, tmp_path_factory) -> Path:
+    """A finished run of four tasks with the project's texts."""
+    output = tmp_path_factory.mktemp("labels") / "r.json"
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=4), log=quiet)
+    return output
+
+
+# -- resume with other texts ---------------------------------------------------------------------
+
+def test_resume_with_other_texts_is_refused_naming_both(finished, fake_pack, tiny_data_dir, tmp_path, capsys):
+    before = finished.read_bytes()
+    output = tmp_path / "other.json"
+    code = main(["--data_dir", str(tiny_data_dir), "--end_index", "4", "--resume_from", str(finished),
+                 "--out", str(output), "--protocol_file", str(fake_pack)])
+    error = capsys.readouterr().err
+    assert code == 2 and "protocol: 'project' (texts digest" in error and "'release@unpinned' (texts digest" in error
+    assert finished.read_bytes() == before and not output.exists()
+
+
+def test_texts_of_the_same_name_but_another_digest_differ():
+    previous = {"protocol": {"texts": "release@unpinned"}, "protocol_texts_digest": "aaaa"}
+    current = {"protocol": {"texts": "release@unpinned"}, "protocol_texts_digest": "bbbb"}
+    assert resume_mismatches(previous, current, run_resume_keys()) == [
+        "protocol: 'release@unpinned' (texts digest aaaa) in the file, 'release@unpinned' (texts digest bbbb) now"]
+    older = {"protocol": {"texts": "release@unpinned"}}  # written before the digest was recorded
+    assert resume_mismatches(older, current, run_resume_keys()) == []

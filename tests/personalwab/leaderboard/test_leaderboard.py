@@ -425,3 +425,81 @@ def test_deeply_nested_result_files_are_reported_not_raised(tmp_path):
     assert not report.valid and "nested deeper than the parser allows" in report.lines()[0]
     with pytest.raises(DataError, match="not valid JSON.*depth"):
         read_run_file(deep)
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def finished(tiny_data_dir, tmp_path_factory) -> Path:
+    """A finished run of four tasks with the project's texts."""
+    output = tmp_path_factory.mktemp("labels") / "r.json"
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=4), log=quiet)
+    return output
+
+
+# -- leaderboard validate -------------------------------------------------------------------------
+
+def _empty_run_args(header: dict) -> None:
+    header["run_args"] = {}
+
+
+def _drop_run_args(header: dict) -> None:
+    del header["run_args"]
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (_empty_run_args, "run_args is empty: the run's settings are unknown"),
+    (_drop_run_args, "element 0 is a header without run_args"),
+], ids=["emptied", "missing"])
+def test_validate_refuses_a_header_whose_run_args_are_gone(finished, tiny_data, tmp_path, change, reason):
+    content = json.loads(finished.read_text())
+    change(content[0])
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(content))
+    report = validate_file(edited, tiny_data)
+    assert not report.valid and report.summary()["protocol"] == "custom"
+    assert any(reason in line for line in report.lines())
+
+
+def _relabelled(finished: Path, folder: Path, digest: str, standard: bool) -> Path:
+    """The run's file as a hand would relabel it: the release's texts, no departures, `digest`."""
+    content = json.loads(finished.read_text())
+    run_args = content[0]["run_args"]
+    run_args.update(agent_strategy="function_calling", model="gpt-4o-mini", memory_length=10,
+                    protocol={"texts": "release@23ff65c", "departures": [], "standard": standard},
+                    protocol_texts_digest=digest)
+    path = folder / f"relabelled-{digest}-{standard}.json"
+    path.write_text(json.dumps(content))
+    return path
+
+
+def test_a_label_of_the_release_texts_with_an_unknown_digest_is_custom_never_standard(finished, tmp_path):
+    from PersonalWAB.leaderboard.summarize import summarize_files, tables
+    from PersonalWAB.leaderboard.validate import protocol_label
+    from PersonalWAB.protocol.spec import RELEASE_PROTOCOL_DIGEST
+
+    forged = _relabelled(finished, tmp_path, "0123456789abcdef", standard=True)
+    report = validate_file(forged)
+    assert not report.valid and report.summary()["protocol"] == "custom"
+    assert any("unknown texts (named release@23ff65c, but protocol_texts_digest '0123456789abcdef' is not the pinned "
+               f"release's {RELEASE_PROTOCOL_DIGEST})" in line for line in report.lines())
+    with pytest.raises(DataError):
+        summarize_files([forged])  # an invalid file is refused, never ranked
+    quiet_forgery = _relabelled(finished, tmp_path, "0123456789abcdef", standard=False)
+    rows, _ = summarize_files([quiet_forgery])
+    assert ["custom protocol" in title for title, _ in tables(rows)] == [True]
+    genuine = json.loads(_relabelled(finished, tmp_path, RELEASE_PROTOCOL_DIGEST, standard=True).read_text())
+    assert protocol_label(genuine[0]["run_args"]) == ("standard", [])
+    older = {**genuine[0]["run_args"]}
+    del older["protocol_texts_digest"]  # a label with no digest names no texts the project knows
+    assert protocol_label(older)[0] == "custom"
+
+
+def test_validate_refuses_a_checkpoint_with_emptied_run_args(finished, tiny_data, tmp_path):
+    content = json.loads(finished.read_text())
+    checkpoint = tmp_path / "checkpoint.json"
+    checkpoint.write_text(json.dumps([{"run_args": {}, "unfinished": True}, *content[1:]]))
+    report = validate_file(checkpoint, tiny_data)
+    assert not report.valid and "custom" in report.flags
