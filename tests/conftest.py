@@ -204,6 +204,24 @@ def fifo(tmp_path) -> Path:
     return path
 
 
+def copy_data_dir(source: Path, target: Path, artefacts: bool = False) -> Path:
+    """A copy of a data folder, free to edit; with `artefacts` its indexes and recommender too (never its cache)."""
+    skipped = ("cache",) if artefacts else ("indexes", "recommender", "cache")
+    return Path(shutil.copytree(source, target, ignore=shutil.ignore_patterns(*skipped)))
+
+
+def edit_in_place(path: Path, old: bytes, new: bytes, after: int = 0) -> None:
+    """Replace the first `old` after byte `after` by `new` of the same length, keeping the
+    file's size and modification time (what a size+mtime cache key cannot see)."""
+    assert len(old) == len(new)
+    stat = path.stat()
+    raw = path.read_bytes()
+    at = raw.index(old, after)
+    path.write_bytes(raw[:at] + new + raw[at + len(old):])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+
+
 @pytest.fixture(scope="session")
 def tiny_data(tiny_data_dir: Path):
     from PersonalWAB.data.loader import load_benchmark_data

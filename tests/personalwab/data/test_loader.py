@@ -2,12 +2,13 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from PersonalWAB.data.loader import load_benchmark_data
+from PersonalWAB.data.loader import PARSED_CACHE, load_benchmark_data
 from PersonalWAB.errors import DataError
-from tests.conftest import HANG_GUARD_S, REPO_ROOT, rewrite
+from tests.conftest import HANG_GUARD_S, REPO_ROOT, copy_data_dir, edit_in_place, rewrite
 
 
 def test_one_shared_object_per_directory(tiny_data_dir, tiny_data):
@@ -260,3 +261,62 @@ def test_a_quoted_text_with_a_colon_is_not_taken_for_a_key(data_copy):
     path = data_copy / "user_instructions.json"
     rewrite(path, lambda content: content["test"][0].update(task='I want the one labelled "pro": light and small'))
     assert not [w for w in load_benchmark_data(data_copy).warnings if "given twice" in w]
+
+
+def _edit_first_test_instruction(data_dir: Path) -> str:
+    """Change one letter of the test split's first instruction in place; return the new text."""
+    path = data_dir / "user_instructions.json"
+    text = json.loads(path.read_text())["test"][0]["task"]
+    at = next(i for i, c in enumerate(text) if c.isascii() and c.isalpha())
+    edited = text[:at] + ("x" if text[at] != "x" else "y") + text[at + 1:]
+    raw = path.read_bytes()
+    edit_in_place(path, json.dumps(text)[1:-1].encode(), json.dumps(edited)[1:-1].encode(),
+                   after=raw.index(b'"test"'))
+    return edited
+
+
+# ----------------------------------------------------------------------------- parsed-data cache
+
+
+def test_an_instruction_edited_with_the_same_size_and_mtime_is_seen_by_the_next_load(tiny_data_dir, tmp_path):
+    data_dir = copy_data_dir(tiny_data_dir, tmp_path / "data")
+    before = load_benchmark_data(data_dir, reload=True)
+    assert (data_dir / "cache" / PARSED_CACHE).exists()
+    edited = _edit_first_test_instruction(data_dir)
+    after = load_benchmark_data(data_dir, reload=True)
+    assert after.split("test")[0]["task"] == edited != before.split("test")[0]["task"]
+    assert after.fingerprint != before.fingerprint
+    assert after.products_fingerprint == before.products_fingerprint  # the products did not change
+
+
+def test_validate_sees_an_instruction_edited_with_the_same_size_and_mtime(tiny_engines, tiny_data_dir, tmp_path):
+    from PersonalWAB.runner.config import RunConfig
+    from PersonalWAB.runner.execute import run
+
+    data_dir = copy_data_dir(tiny_data_dir, tmp_path / "data", artefacts=True)
+    config = RunConfig(data_dir=str(data_dir), out=str(tmp_path / "result.json"), end_index=2,
+                       search_backend="bm25s")
+    _, result, _ = run(config, log=lambda _: None)
+
+    def validate() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "PersonalWAB.leaderboard", "validate", str(result),
+                               "--data_dir", str(data_dir)], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=HANG_GUARD_S)
+
+    assert validate().returncode == 0
+    edited = _edit_first_test_instruction(data_dir)
+    checked = validate()
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    assert "does not match task 0 of the test split" in checked.stdout and repr(edited) in checked.stdout
+
+
+def test_a_garbage_parsed_data_cache_is_named_and_rebuilt(tiny_data_dir, tmp_path, capsys):
+    data_dir = copy_data_dir(tiny_data_dir, tmp_path / "data")
+    expected = load_benchmark_data(data_dir, reload=True)
+    cache = data_dir / "cache" / PARSED_CACHE
+    for garbage in (b"\x00garbage", json.dumps({"key": 1}).encode(), b""):
+        cache.write_bytes(garbage)
+        assert load_benchmark_data(data_dir, reload=True).tasks == expected.tasks
+        assert f"warning: {cache}:" in capsys.readouterr().err
+    load_benchmark_data(data_dir, reload=True)
+    assert "warning" not in capsys.readouterr().err  # rewritten whole

@@ -1,14 +1,17 @@
-"""The MiniLM backends: ONNX Runtime (the CPU default) computes what PyTorch computes."""
+"""The MiniLM backends: ONNX Runtime (the CPU default) computes what PyTorch computes; a damaged
+review cache or ONNX export is named and made again."""
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from PersonalWAB.engines import text_embedding
 from PersonalWAB.engines.text_embedding import BACKEND_ENV, TextEmbedder, default_backend, export_onnx
+from tests.conftest import HashEncoder
 
 TEXTS = [
     "",
@@ -113,3 +116,46 @@ def test_the_arithmetic_of_an_encoding_counts_tokens_and_token_pairs():
     sentence = "The battery lasts two days and charges quickly."
     assert text_embedding.token_counts([sentence] * 3) == [11] * 3  # 9 words and a full stop, with [CLS] and [SEP]
     assert text_embedding.token_counts(["word " * 700]) == [text_embedding.MAX_TOKENS]  # truncated as encoded
+
+
+def test_a_garbage_review_cache_is_named_and_rewritten(tmp_path, capsys):
+    cache_file = tmp_path / "review_targets.npz"
+    cache_file.write_bytes(b"garbage")
+    embedder = TextEmbedder()
+    embedder.encode = lambda texts, progress=False: HashEncoder().encode(texts)  # no model needed
+    assert embedder.remember(["a review", "another"], cache_file=cache_file) == 2
+    assert f"warning: {cache_file}:" in capsys.readouterr().err
+    again = TextEmbedder()
+    again.encode = lambda texts, progress=False: np.zeros((0, 384), dtype=np.float32) if not texts else \
+        pytest.fail("the rewritten cache should hold them")
+    assert again.remember(["a review", "another"], cache_file=cache_file) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_truncated_onnx_export_is_removed_and_exported_again(tmp_path, monkeypatch, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    from PersonalWAB.digests import record_digest
+
+    graph = tmp_path / "onnx" / "minilm.onnx"
+    graph.parent.mkdir()
+    graph.write_bytes(b"\x08\x07\x12\x0bpartial")  # the first bytes of a graph, cut off
+    record_digest(graph)  # cut off as it was written: only loading it shows the damage
+    exports = []
+
+    def export(model_path: Path, target: Path) -> None:  # a stand-in graph: the real export takes ~15 s
+        exports.append(target)
+        value = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+        model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [value],
+                                                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]),
+                                  opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save(model, str(target))
+
+    monkeypatch.setattr(text_embedding, "onnx_model_file", lambda model_path, model_id: graph)
+    monkeypatch.setattr(text_embedding, "export_onnx", export)
+    encoder = text_embedding.OnnxMiniLM(text_embedding.default_model_path(), "test", 1)
+    assert exports == [graph] and encoder.session.get_inputs()[0].name == "x"
+    err = capsys.readouterr().err
+    assert f"warning: {graph}: not a usable ONNX graph" in err and "exporting it again" in err
