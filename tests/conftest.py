@@ -222,6 +222,11 @@ def edit_in_place(path: Path, old: bytes, new: bytes, after: int = 0) -> None:
     assert (path.stat().st_size, path.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
 
 
+def llm_run(data_dir: Path, output: Path, api_base: str, *extra: str) -> list[str]:
+    return ["--data_dir", str(data_dir), "--out", str(output), "--agent_strategy", "function_calling",
+            "--model", "scripted", "--api_base", api_base, "--agent_memory", "none", *extra]
+
+
 @pytest.fixture(scope="session")
 def tiny_data(tiny_data_dir: Path):
     from PersonalWAB.data.loader import load_benchmark_data
@@ -249,6 +254,18 @@ def result_file(tiny_data_dir: Path, tiny_engines, tmp_path_factory: pytest.Temp
     config = RunConfig(data_dir=str(tiny_data_dir), out=str(out), agent_memory="none", search_backend="bm25s",
                        end_index=3)
     return run(config, log=lambda _: None)[1]
+
+
+@pytest.fixture(scope="module")
+def format_error_run(tiny_data_dir, tiny_engines, tmp_path_factory):
+    """A run whose model always sends tool arguments that are not a JSON object (3 tasks)."""
+    from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
+    from PersonalWAB.runner.cli import main
+
+    output = tmp_path_factory.mktemp("format") / "r.json"
+    with ScriptedLLMServer([ScriptedReply(tool_calls=[("search_product_by_query", "[1, 2]")])]) as server:
+        code = main(llm_run(tiny_data_dir, output, server.url, "--end_index", "3"))
+    return code, output
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,8 @@ from PersonalWAB.leaderboard.__main__ import main
 from PersonalWAB.leaderboard.analysis import action_sequence, attempt_profile, transition_matrices
 from PersonalWAB.leaderboard.pack import pack_file
 from PersonalWAB.leaderboard.report import render_report
-from PersonalWAB.leaderboard.summarize import render_csv, render_html, render_markdown, summarize_files
+from PersonalWAB.leaderboard.summarize import (id_ranges, render_csv, render_html, render_markdown, summarize_files,
+                                               tables)
 from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.results import build_header
 from PersonalWAB.runner.config import RunConfig
@@ -503,3 +504,54 @@ def test_validate_refuses_a_checkpoint_with_emptied_run_args(finished, tiny_data
     checkpoint.write_text(json.dumps([{"run_args": {}, "unfinished": True}, *content[1:]]))
     report = validate_file(checkpoint, tiny_data)
     assert not report.valid and "custom" in report.flags
+
+
+def test_validate_and_summarize_count_format_errors(format_error_run, capsys):
+    _, output = format_error_run
+    capsys.readouterr()
+    main(["validate", str(output)])
+    assert "3 format errors" in capsys.readouterr().out
+    main(["summarize", str(output)])
+    table = capsys.readouterr().out
+    head = next(line for line in table.splitlines() if line.startswith("| #"))
+    row = next(line for line in table.splitlines() if line.startswith("| 1 "))
+    cells, names = [c.strip() for c in row.split("|")], [c.strip() for c in head.split("|")]
+    assert cells[names.index("Format errors")] == "3"
+
+
+def test_old_records_without_format_errors_still_validate(tiny_data_dir, tiny_engines, tmp_path, capsys):
+    output = tmp_path / "old.json"
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=2), log=quiet)
+    capsys.readouterr()
+    assert main(["validate", str(output)]) == 0
+    assert "VALID (0 errors" in capsys.readouterr().out
+
+
+# -- the leaderboard: partial runs apart, tracks apart --------------------------------------------
+
+def test_summarize_never_ranks_a_partial_run_with_whole_split_runs(tiny_data_dir, tiny_engines, tmp_path):
+    whole, part = tmp_path / "whole.json", tmp_path / "part.json"
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(whole), agent_memory="none"), log=quiet)
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(part), end_index=5), log=quiet)
+    rows, _ = summarize_files([whole, part])
+    grouped = tables(rows)
+    assert len(grouped) == 2
+    (whole_title, whole_rows), (part_title, part_rows) = grouped
+    assert [r.path for r in whole_rows] == [whole] and [r.path for r in part_rows] == [part]
+    assert "partial" not in whole_title and "tasks 0-4 only" in part_title
+    assert "ranked only against runs of the same tasks" in render_markdown(rows)
+    from PersonalWAB.leaderboard.validate import validate_file
+
+    assert any("partial split: tasks 0-4 of the test split" in line for line in validate_file(part).lines())
+    content = json.loads(part.read_text())
+    content[0]["run_args"]["end_index"] = True  # read as 1 it would pass for a run of the whole split
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(content))
+    report = validate_file(edited)
+    assert not report.valid and any("run_args.end_index True is not a task index" in p.message
+                                    for p in report.problems)
+
+
+def test_task_id_ranges_are_exact():
+    assert id_ranges([3, 0, 1, 2, 7, 9, 8, 12]) == "0-3,7-9,12"
+    assert id_ranges([5, 5]) == "5"

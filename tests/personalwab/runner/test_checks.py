@@ -14,7 +14,7 @@ import pytest
 
 from PersonalWAB.results import load_result_file
 from PersonalWAB.runner.cli import main
-from tests.conftest import HANG_GUARD_S, REPO_ROOT
+from tests.conftest import HANG_GUARD_S, REPO_ROOT, llm_run
 
 
 def cli(data_dir, output, *extra: str) -> list[str]:
@@ -110,3 +110,14 @@ def test_a_target_that_is_not_a_regular_file_is_refused(flag, kind, tiny_data_di
     assert main(["--data_dir", str(tiny_data_dir), flag, str(target)]) == 2
     assert f"{flag} {target}: {reason}" in capsys.readouterr().err
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("flag, value", [("--api_base", "localhost:8000"), ("--api_base", "ftp://host/v1"),
+                                         ("--api_base", "http://"), ("--user_api_base", "127.0.0.1:8000/v1")])
+def test_api_base_must_be_an_http_url(tiny_data_dir, tmp_path, capsys, flag, value):
+    output = tmp_path / "r.json"
+    extra = ["--max_steps", "3", "--user_mode", "naive", "--user_model", "u"] if flag == "--user_api_base" else []
+    argv = llm_run(tiny_data_dir, output, "http://127.0.0.1:1/v1", *extra, flag, value)
+    assert main(argv) == 2
+    assert f"{flag} {value!r}: must be an http:// or https:// URL" in capsys.readouterr().err
+    assert not output.exists()

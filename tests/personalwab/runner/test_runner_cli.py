@@ -17,7 +17,7 @@ from PersonalWAB.results import load_result_file, read_run_file
 from PersonalWAB.runner.cli import main
 from devtools.doubles.responders import tool_caller
 from devtools.doubles.scripted_server import HoldingResponder, ScriptedLLMServer, ScriptedReply
-from tests.conftest import HANG_GUARD_S, REPO_ROOT, as_background_job, wait_until
+from tests.conftest import HANG_GUARD_S, REPO_ROOT, as_background_job, llm_run, wait_until
 
 
 def cli(data_dir, output, *extra: str) -> list[str]:
@@ -124,3 +124,11 @@ def test_rejected_request_stops_the_run_at_once(tiny_data_dir, tiny_engines, tmp
     error = capsys.readouterr().err
     assert f"HTTP {status}" in error and "not retried" in error and "--resume_from" in error
     assert read_run_file(output).records == []  # nothing recorded as if the task had been tried
+
+
+def test_run_summary_names_the_format_errors(tiny_data_dir, tiny_engines, tmp_path, capsys):
+    with ScriptedLLMServer([ScriptedReply(tool_calls=[("search_product_by_query", '{"query": "unterm')])]) as server:
+        assert main(llm_run(tiny_data_dir, tmp_path / "r.json", server.url, "--end_index", "2")) == 0
+    shown = capsys.readouterr()
+    assert "format errors: 2 of 2 task(s)" in shown.out
+    assert "loading the model client (litellm)" in shown.err  # the seconds before the first request, shown
