@@ -1,5 +1,6 @@
 """The statistics of `PersonalWAB.metrics`, on hand-made score lists whose answers are known: those
-`leaderboard compare` rests on, statistics that respect users, McNemar's test and the ranking metrics."""
+`leaderboard compare` rests on, statistics that respect users, McNemar's test, the ranking metrics
+and pass^k over solved trials."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from PersonalWAB.metrics import (bootstrap_interval, clustered_interval, mcnemar_test, ndcg_at,
                                  paired_bootstrap_interval, paired_test, per_user_means, reciprocal_rank, t_quantile,
-                                 target_rank, user_distribution)
+                                 target_rank, trial_statistics, user_distribution)
 
 
 def test_degenerate_lists_give_their_value():
@@ -149,3 +150,20 @@ def test_ranking_metrics_of_one_relevant_item():
     assert target_rank("TARGET", results) == 3
     assert ndcg_at(3) == pytest.approx(1 / math.log2(4)) and reciprocal_rank(3) == pytest.approx(1 / 3)
     assert ndcg_at(None) == 0.0 and reciprocal_rank(None) == 0.0 and ndcg_at(11) == 0.0
+
+
+def _records(scores: list[list[float]]) -> list[dict]:
+    """One search task per row, one trial per score (the right function each time)."""
+    return [{"task_id": task, "trial": trial, "action_acc": [1.0], "res_acc": [score],
+             "info": {"task": {"type": "search"}, "usage": {"completion_tokens": [1]}}}
+            for task, row in enumerate(scores) for trial, score in enumerate(row)]
+
+
+def test_pass_k_counts_solved_trials_not_the_right_function():
+    records = _records([[0.9, 0.8], [0.9, 0.1], [0.0, 0.0]])
+    trials = trial_statistics(records, 2, solved_threshold=0.5)
+    overall = trials["results"]["overall"]
+    assert overall["function_pass^k"]["pass^2"] == 1.0  # the right function every time: says nothing
+    assert overall["solved_pass^k"] == {"pass^1": pytest.approx(0.5), "pass^2": pytest.approx(1 / 3)}
+    assert trials["solved_threshold"] == 0.5
+    assert "solved_pass^k" not in trial_statistics(records, 2)["results"]["overall"]  # files without a threshold

@@ -1,7 +1,8 @@
 """Every `run.py` setting checked before any file is touched or any work starts
 (`PersonalWAB.runner.checks`): a bad setting, a result folder that cannot be written, an output
 already there, a result path that is not a regular file, an endpoint that is not an http URL and a
-missing key each stop the run with exit 2 and one line, and nothing is touched."""
+missing key each stop the run with exit 2 and one line, and nothing is touched; trials at
+temperature 0 are warned."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import sys
 import pytest
 
 from PersonalWAB.results import load_result_file
+from PersonalWAB.runner.checks import setting_warnings
 from PersonalWAB.runner.cli import main
+from PersonalWAB.runner.config import RunConfig
 from tests.conftest import HANG_GUARD_S, REPO_ROOT, llm_run
 
 
@@ -121,3 +124,10 @@ def test_api_base_must_be_an_http_url(tiny_data_dir, tmp_path, capsys, flag, val
     assert main(argv) == 2
     assert f"{flag} {value!r}: must be an http:// or https:// URL" in capsys.readouterr().err
     assert not output.exists()
+
+
+def test_trials_at_temperature_zero_are_warned():
+    (warning,) = setting_warnings(RunConfig(model="gpt-4o-mini", num_trials=2))
+    assert warning.startswith("--num_trials 2 at --temperature 0: greedy sampling")
+    assert setting_warnings(RunConfig(model="gpt-4o-mini", num_trials=2, temperature=1.0)) == []
+    assert setting_warnings(RunConfig(model="gpt-4o-mini")) == []

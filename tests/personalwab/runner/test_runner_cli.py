@@ -1,9 +1,11 @@
 """`python run.py` (`PersonalWAB.runner.cli`) and its exit status: 3 when tasks ended in an error,
 130 on Ctrl-C or SIGTERM (even with calls in flight), 1 when the model refuses a request; each
-keeps the finished tasks and prints the command that resumes the run."""
+keeps the finished tasks and prints the command that resumes the run. A run's name and tags reach
+its header, --verbose shows each action, and the summary names the format errors."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -13,6 +15,7 @@ import sys
 import pytest
 
 from PersonalWAB.agents.heuristic import HeuristicAgent
+from PersonalWAB.leaderboard.summarize import method_name
 from PersonalWAB.results import load_result_file, read_run_file
 from PersonalWAB.runner.cli import main
 from devtools.doubles.responders import tool_caller
@@ -132,3 +135,15 @@ def test_run_summary_names_the_format_errors(tiny_data_dir, tiny_engines, tmp_pa
     shown = capsys.readouterr()
     assert "format errors: 2 of 2 task(s)" in shown.out
     assert "loading the model client (litellm)" in shown.err  # the seconds before the first request, shown
+
+
+def test_name_tags_and_verbose_actions(tiny_data_dir, tmp_path, capsys):
+    out = tmp_path / "run.json"
+    assert main(["--data_dir", str(tiny_data_dir), "--out", str(out), "--end_index", "3", "--run_name", "baseline-a",
+                 "--tag", "lr=1e-4", "--tag", "sweep=a", "--verbose", "1"]) == 0
+    captured = capsys.readouterr()
+    header = json.loads(out.read_text())[0]
+    assert header["run_args"]["run_name"] == "baseline-a" and header["run_args"]["tag"] == ["lr=1e-4", "sweep=a"]
+    assert method_name(header["run_args"], out) == "baseline-a: heuristic, memory last (offline) [lr=1e-4, sweep=a]"
+    console = captured.out + captured.err
+    assert "task 0 (" in console and "  -> " in console and "  <- tool: " in console
