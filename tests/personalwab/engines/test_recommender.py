@@ -1,4 +1,5 @@
-"""SASRec recommender: official checkpoint layout, recommendation rules, training, errors."""
+"""SASRec recommender: official checkpoint layout, recommendation rules, training (a model that does
+not beat popularity is warned about), errors."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import pytest
 import torch
 
 from PersonalWAB.data.loader import load_benchmark_data
+from PersonalWAB.engines.recommender import train
 from PersonalWAB.engines.recommender.engine import SASRecRecommender
 from PersonalWAB.engines.recommender.sasrec import SASRec, SASRecConfig
 from PersonalWAB.engines.recommender.train import (
     SASRecTrainConfig,
+    popularity_warning,
     split_sequences,
     train_sasrec,
     user_sequences,
@@ -303,3 +306,25 @@ def test_equal_models_give_equal_checkpoint_files(tmp_path, monkeypatch):
         save_checkpoint(model, tmp_path / "pwab.pth", {"run": pid})
         written.append((tmp_path / "pwab.pth").read_bytes())
     assert written[0] == written[1]
+
+
+# -- a trained recommender that does not beat popularity is warned about ----------------------------
+
+def test_warning_only_when_popularity_is_not_beaten() -> None:
+    assert popularity_warning({"hr@10": 0.05}, {"hr@10": 0.01}) is None
+    for sasrec in (0.01, 0.0):
+        message = popularity_warning({"hr@10": sasrec}, {"hr@10": 0.01})
+        assert message is not None and "does not beat popularity" in message and "0.0100" in message
+
+
+def test_training_that_loses_to_popularity_warns_and_records_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    data = load_benchmark_data(write_cyclic_data(tmp_path / "data", users=8))
+    # a model that never ranks the held-out item, whatever the training did
+    monkeypatch.setattr(train, "model_metrics", lambda *_: {"hr@10": 0.0, "ndcg@10": 0.0})
+    report = train_sasrec(data, tmp_path / "out" / "a.pth", tmp_path / "out" / "ids.json",
+                          SASRecTrainConfig(epochs=1, hidden_units=8, num_blocks=1))
+    assert report["popularity"]["hr@10"] > 0, "the cyclic data gives popularity some hits"
+    assert report["warning"] == popularity_warning(report["sasrec"], report["popularity"])
+    assert json.loads((tmp_path / "out" / "a.pth.json").read_text())["warning"] == report["warning"]
+    assert f"warning: {tmp_path / 'out' / 'a.pth'}: {report['warning']}" in capsys.readouterr().err
