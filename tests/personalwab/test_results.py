@@ -17,7 +17,13 @@ import PersonalWAB.results as results
 from PersonalWAB.agents.heuristic import HeuristicAgent
 from PersonalWAB.errors import DataError
 from PersonalWAB.metrics import compute_statistics, format_statistics_table, task_score
-from PersonalWAB.results import CheckpointWriteError, ResultWriter, load_result_file, read_run_file, resume_mismatches
+from PersonalWAB.results import (
+    CheckpointWriteError,
+    ResultWriter,
+    load_result_file,
+    read_run_file,
+    resume_mismatches,
+)
 from PersonalWAB.runner.cli import main
 from PersonalWAB.runner.config import RunConfig, run_resume_keys
 from PersonalWAB.runner.execute import run
