@@ -21,8 +21,8 @@ from PersonalWAB.leaderboard.__main__ import main
 from PersonalWAB.leaderboard.analysis import action_sequence, attempt_profile, transition_matrices
 from PersonalWAB.leaderboard.pack import pack_file
 from PersonalWAB.leaderboard.report import render_report
-from PersonalWAB.leaderboard.summarize import (id_ranges, render_csv, render_html, render_markdown, summarize_files,
-                                               tables)
+from PersonalWAB.leaderboard.summarize import (Row, comparisons, id_ranges, render_csv, render_html, render_markdown,
+                                               summarize_files, tables)
 from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.results import build_header
 from PersonalWAB.runner.config import RunConfig
@@ -555,3 +555,20 @@ def test_summarize_never_ranks_a_partial_run_with_whole_split_runs(tiny_data_dir
 def test_task_id_ranges_are_exact():
     assert id_ranges([3, 0, 1, 2, 7, 9, 8, 12]) == "0-3,7-9,12"
     assert id_ranges([5, 5]) == "5"
+
+
+def _row(name: str, score: float, bounds: tuple[float, float] | None) -> Row:
+    trials = None if bounds is None else {"num_trials": 2, "results": {"overall": {
+        key: {"ci95": list(bounds)} for key in ("avg_action_acc", "avg_res_acc")}}}
+    stats = {"overall": {"avg_action_acc": score, "avg_res_acc": score}}
+    return Row(name, Path(f"{name}.json"), "single-turn", "official", stats, 0.0, [], True, trials)
+
+
+def test_summarize_claims_a_difference_only_between_intervals_with_width():
+    flat = comparisons([_row("a", 0.8, (0.8, 0.8)), _row("b", 0.6, (0.6, 0.6))])
+    assert all(note.endswith("not judged: the interval of a and b has no width (one trial, or trials that all "
+                             "scored the same)") for note in flat)
+    wide = comparisons([_row("a", 0.8, (0.75, 0.85)), _row("b", 0.6, (0.55, 0.65))])
+    assert all(note.endswith("outside their 95% intervals") for note in wide)
+    single = comparisons([_row("a", 0.8, (0.75, 0.85)), _row("b", 0.6, None)])
+    assert all("the interval of b has no width" in note for note in single)
