@@ -1,7 +1,8 @@
 """Memory as the release builds it: no leakage past the task's timestamp, each mode's order and
 text, the release's random draws, the on-disk embedding cache of the full behaviour texts (a damaged
-one named and rebuilt), PUMA's function files, and the InteRecAgent store and its initialisation
-(offline and by a model)."""
+one named and rebuilt), PUMA's function files, the InteRecAgent store and its initialisation
+(offline and by a model), and the ablation's arms (another user's history, the oracle) cut to a
+token budget."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.errors import DataError
 from PersonalWAB.memory.interec import InterecMemoryStore, initial_memory, parse_profile, write_memory_file
 from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH
-from PersonalWAB.memory import (MEMORY_MODES, ReleaseRandomMemory, load_function_file, memory_text, newest_first,
-                                retrieve_memory, task_function)
+from PersonalWAB.memory import (MEMORY_MODES, ReleaseRandomMemory, load_function_file, memory_text, memory_tokens,
+                                newest_first, retrieve_memory, task_function)
+from PersonalWAB.memory.base import MemoryRequest
 from PersonalWAB.memory.embeddings import BehaviourEmbeddings, behaviour_texts, shared_behaviour_embeddings
+from PersonalWAB.memory.modes.oracle import target_vector
 from PersonalWAB.protocol import load_protocol, project_protocol
 from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 from tests.conftest import REPO_ROOT, HashEncoder, copy_data_dir
@@ -490,3 +493,47 @@ def test_a_garbage_text_store_is_named_and_written_whole_again(tmp_path, capsys)
     found, stored = store.lookup(digests)
     assert found.all() and np.array_equal(stored, vectors)
     assert "warning" not in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the ablation's arms and token budget
+
+def test_other_user_holds_as_many_of_another_users_earlier_behaviours(tiny_data):
+    protocol = load_protocol()
+    for task in tiny_data.split("test"):
+        own = retrieve_memory(tiny_data, task, "last", 5, protocol=protocol)
+        other = retrieve_memory(tiny_data, task, "other_user", 5, protocol=protocol, seed=1)
+        assert len(other) == len(own)
+        assert all(b["review"]["timestamp"] < task["timestamp"] for b in other)
+        mine = {id(b) for b in tiny_data.histories[task["user_id"]]}
+        assert not any(id(b) in mine for b in other)
+        assert other == retrieve_memory(tiny_data, task, "other_user", 5, protocol=protocol, seed=1)
+
+
+def test_oracle_ranks_the_users_past_by_closeness_to_the_target(tiny_puma_data):
+    protocol = load_protocol()
+    embeddings = shared_behaviour_embeddings(tiny_puma_data, protocol)
+    task = next(t for t in tiny_puma_data.split("test")
+                if len(tiny_puma_data.behaviours_before(t["user_id"], t["timestamp"])) >= 3)
+    past = tiny_puma_data.behaviours_before(task["user_id"], task["timestamp"])
+    query = target_vector(MemoryRequest(tiny_puma_data, task, 3, protocol), embeddings)
+    history = tiny_puma_data.histories[task["user_id"]]
+    own = next(i for i, b in enumerate(history) if b["review"]["timestamp"] == task["timestamp"]
+               and b["product_info"]["parent_asin"] == task["target"]["product_info"]["parent_asin"])
+    assert np.array_equal(query, embeddings.behaviours(task["user_id"])[own])
+    scores = embeddings.behaviours(task["user_id"], len(past)) @ query
+    expected = [past[i] for i in np.argsort(-scores, kind="stable")[:3]]
+    assert retrieve_memory(tiny_puma_data, task, "oracle", 3, protocol=protocol) == expected
+
+
+def test_every_arm_is_cut_to_the_token_budget(tiny_data):
+    protocol = load_protocol()
+    task = max(tiny_data.split("test"),
+               key=lambda t: len(tiny_data.behaviours_before(t["user_id"], t["timestamp"])))
+    full = retrieve_memory(tiny_data, task, "last", 50, protocol=protocol)
+    assert len(full) >= 2
+    budget = memory_tokens(protocol, full[:2])
+    for arm in ("last", "random", "other_user"):
+        cut = retrieve_memory(tiny_data, task, arm, 50, protocol=protocol, tokens=budget)
+        assert memory_tokens(protocol, cut) <= budget
+        assert cut == retrieve_memory(tiny_data, task, arm, 50, protocol=protocol)[:len(cut)]
+    assert retrieve_memory(tiny_data, task, "last", 50, protocol=protocol, tokens=budget) == full[:2]

@@ -1,11 +1,14 @@
 """What a run says about itself (`PersonalWAB.runner.labels`): the departures from the release its
-settings make, such as bf16 embeddings where memory ranks by them, recorded in its header."""
+settings make, such as bf16 embeddings where memory ranks by them or the ablation's controls and
+token budget, recorded in its header."""
 
 from __future__ import annotations
 
 import pytest
 
 from PersonalWAB.engines.text_embedding import cpu_has_bf16
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.labels import protocol_departures
 
 
 @pytest.mark.parametrize(("memory", "departs"), [("relevant", True), ("taskspe", True), ("last", False)])
@@ -31,3 +34,10 @@ def test_a_bf16_run_records_its_departure_and_what_computed_its_vectors(tiny_eng
     assert run_args["embedding_precision"] == "bf16" and run_args["memory_embedding_backend"] == "openvino"
     assert not run_args["protocol"]["standard"]
     assert any(d.startswith("embedding_precision bf16:") for d in run_args["protocol"]["departures"])
+
+
+def test_the_controls_and_the_budget_are_departures(tiny_data_dir):
+    config = RunConfig(data_dir=str(tiny_data_dir), agent_memory="other_user", memory_tokens=800)
+    departures = protocol_departures(config)
+    assert any(line.startswith("agent_memory other_user: the project's memory mode") for line in departures)
+    assert any(line.startswith("memory_tokens 800") for line in departures)
