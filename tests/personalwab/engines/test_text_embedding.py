@@ -159,3 +159,49 @@ def test_a_truncated_onnx_export_is_removed_and_exported_again(tmp_path, monkeyp
     assert exports == [graph] and encoder.session.get_inputs()[0].name == "x"
     err = capsys.readouterr().err
     assert f"warning: {graph}: not a usable ONNX graph" in err and "exporting it again" in err
+
+
+class _Exported(Exception):
+    """Raised by the stand-in exporter: the damaged graph was sent to be exported again."""
+def _scramble_npz(path: Path) -> None:
+    """Rewrite an .npz cache with random vectors of the same shape (it still loads)."""
+
+    with np.load(path) as stored:
+        keys, vectors = stored["keys"], stored["vectors"]
+    np.savez(path, keys=keys, vectors=np.random.default_rng(0).standard_normal(vectors.shape).astype(np.float32))
+
+
+def test_a_review_cache_rewritten_with_other_vectors_is_rebuilt(tmp_path: Path, capsys, monkeypatch) -> None:
+    def encode(self: TextEmbedder, texts: list[str], progress: bool = False) -> np.ndarray:
+        return HashEncoder().encode(texts) if texts else np.zeros((0, 384), dtype=np.float32)
+
+    monkeypatch.setattr(TextEmbedder, "encode", encode)
+    cache = tmp_path / "cache" / "review_targets.npz"
+    texts = ["great battery", "broke after a week", "fits well"]
+    assert TextEmbedder().remember(texts, cache) == 3
+    assert TextEmbedder().remember(texts, cache) == 0, "a whole cache is used as it is"
+    _scramble_npz(cache)
+    again = TextEmbedder()
+    assert again.remember(texts, cache) == 3, "every review is encoded again"
+    assert "differs from the digest recorded" in capsys.readouterr().err
+    assert float(again.embedding(texts[0]) @ HashEncoder().encode(texts[:1])[0]) > 0.999
+    assert TextEmbedder().remember(texts, cache) == 0, "the rebuilt cache carries its digest"
+
+
+def test_an_onnx_graph_damaged_at_the_same_size_is_exported_again(tmp_path: Path, capsys, monkeypatch) -> None:
+    from PersonalWAB.digests import record_digest
+
+    graph = tmp_path / "minilm.onnx"
+    graph.write_bytes(bytes(range(256)) * 400)
+    record_digest(graph)
+    graph.write_bytes(bytes(reversed(range(256))) * 400)  # same size, other bytes
+    monkeypatch.setattr(text_embedding, "onnx_model_file", lambda *_: graph)
+
+    def export(model_path: Path, target: Path) -> None:
+        assert not target.exists(), "the damaged graph is removed before exporting"
+        raise _Exported
+
+    monkeypatch.setattr(text_embedding, "export_onnx", export)
+    with pytest.raises(_Exported):
+        text_embedding.OnnxMiniLM(tmp_path, "model", threads=1)
+    assert f"warning: {graph}: its content" in capsys.readouterr().err

@@ -537,3 +537,13 @@ def test_every_arm_is_cut_to_the_token_budget(tiny_data):
         assert memory_tokens(protocol, cut) <= budget
         assert cut == retrieve_memory(tiny_data, task, arm, 50, protocol=protocol)[:len(cut)]
     assert retrieve_memory(tiny_data, task, "last", 50, protocol=protocol, tokens=budget) == full[:2]
+
+
+def test_a_memory_matrix_rewritten_with_other_vectors_is_rebuilt(data_copy: Path, capsys) -> None:
+    data = load_benchmark_data(data_copy)
+    assert BehaviourEmbeddings(data, load_protocol(), HashEncoder()).ensure(log=None)
+    matrix = next((data_copy / "cache").glob("behaviour_embeddings_*.npy"))
+    np.save(matrix, np.random.default_rng(0).standard_normal(np.load(matrix).shape).astype(np.float32))
+    rebuilt = BehaviourEmbeddings(data, load_protocol(), HashEncoder()).ensure(log=None)
+    assert rebuilt and "differs from the digest recorded" in capsys.readouterr().err
+    assert not BehaviourEmbeddings(data, load_protocol(), HashEncoder()).ensure(log=None)
