@@ -1,6 +1,6 @@
 """The statistics of `PersonalWAB.metrics`, on hand-made score lists whose answers are known: those
-`leaderboard compare` rests on, statistics that respect users, McNemar's test, the ranking metrics
-and pass^k over solved trials."""
+`leaderboard compare` rests on, statistics that respect users, McNemar's test, the ranking metrics,
+Student's t quantiles, and pass^k (tau's estimator, over solved trials)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from PersonalWAB.metrics import (bootstrap_interval, clustered_interval, mcnemar_test, ndcg_at,
-                                 paired_bootstrap_interval, paired_test, per_user_means, reciprocal_rank, t_quantile,
-                                 target_rank, trial_statistics, user_distribution)
+                                 paired_bootstrap_interval, paired_test, pass_hat, per_user_means, reciprocal_rank,
+                                 t_quantile, target_rank, trial_statistics, user_distribution)
 
 
 def test_degenerate_lists_give_their_value():
@@ -167,3 +167,16 @@ def test_pass_k_counts_solved_trials_not_the_right_function():
     assert overall["solved_pass^k"] == {"pass^1": pytest.approx(0.5), "pass^2": pytest.approx(1 / 3)}
     assert trials["solved_threshold"] == 0.5
     assert "solved_pass^k" not in trial_statistics(records, 2)["results"]["overall"]  # files without a threshold
+
+
+def test_t_quantiles_match_the_tables():
+    # Student t 0.975 quantiles (two-sided 95%) from standard tables
+    for df, expected in ((1, 12.7062047), (2, 4.30265273), (3, 3.18244631), (4, 2.77644511), (9, 2.26215716),
+                         (29, 2.04522964)):
+        assert math.isclose(t_quantile(0.95, df), expected, rel_tol=1e-7)
+
+
+def test_pass_hat_is_taus_estimator():
+    # a task right in 2 of 3 trials: pass^1 = 2/3, pass^2 = C(2,2)/C(3,2) = 1/3, pass^3 = 0
+    assert pass_hat([2], 3) == pytest.approx({"pass^1": 2 / 3, "pass^2": 1 / 3, "pass^3": 0.0})
+    assert pass_hat([3, 0], 3) == {"pass^1": 0.5, "pass^2": 0.5, "pass^3": 0.5}
