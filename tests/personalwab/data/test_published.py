@@ -1,4 +1,5 @@
-"""Where data comes from is decided from the files, never from a name or a missing manifest:
+"""Where data comes from is decided from the files (against the published sizes,
+`PersonalWAB.data.published`), never from a name or a missing manifest:
 official only when they match the published statistics and carry no synthetic marker, a
 synthetic folder is checked against its manifest's counts, and a part gone is named."""
 
