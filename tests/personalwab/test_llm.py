@@ -302,6 +302,8 @@ def test_a_null_message_is_one_line_without_the_server_traceback() -> None:
     assert "\n" not in message and "Traceback" not in message
 
 
+# -- unreachable endpoints, transport failures, unreadable answers -------------------------------
+
 def free_port() -> int:
     """A loopback port where nothing listens (bound, then released)."""
     with socket.socket() as probe:
@@ -343,8 +345,6 @@ def raw_server():
         server.shutdown()
         server.server_close()
 
-
-# -- unreachable endpoints, transport failures, unreadable answers -------------------------------
 
 def test_endpoint_refusing_connections_stops_the_run_before_any_task(tiny_data_dir, tiny_engines, tmp_path,
                                                                       capsys):
