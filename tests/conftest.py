@@ -191,6 +191,42 @@ def rewrite(path: Path, change) -> None:
     path.write_text(json.dumps(content))
 
 
+def make_fifo(tmp_path: Path, name: str = "out.json") -> Path:
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    return fifo
+
+
+@pytest.fixture()
+def fifo(tmp_path) -> Path:
+    path = tmp_path / "pipe.json"
+    os.mkfifo(path)
+    return path
+
+
+def copy_data_dir(source: Path, target: Path, artefacts: bool = False) -> Path:
+    """A copy of a data folder, free to edit; with `artefacts` its indexes and recommender too (never its cache)."""
+    skipped = ("cache",) if artefacts else ("indexes", "recommender", "cache")
+    return Path(shutil.copytree(source, target, ignore=shutil.ignore_patterns(*skipped)))
+
+
+def edit_in_place(path: Path, old: bytes, new: bytes, after: int = 0) -> None:
+    """Replace the first `old` after byte `after` by `new` of the same length, keeping the
+    file's size and modification time (what a size+mtime cache key cannot see)."""
+    assert len(old) == len(new)
+    stat = path.stat()
+    raw = path.read_bytes()
+    at = raw.index(old, after)
+    path.write_bytes(raw[:at] + new + raw[at + len(old):])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+
+
+def llm_run(data_dir: Path, output: Path, api_base: str, *extra: str) -> list[str]:
+    return ["--data_dir", str(data_dir), "--out", str(output), "--agent_strategy", "function_calling",
+            "--model", "scripted", "--api_base", api_base, "--agent_memory", "none", *extra]
+
+
 @pytest.fixture(scope="session")
 def tiny_data(tiny_data_dir: Path):
     from PersonalWAB.data.loader import load_benchmark_data
@@ -218,6 +254,18 @@ def result_file(tiny_data_dir: Path, tiny_engines, tmp_path_factory: pytest.Temp
     config = RunConfig(data_dir=str(tiny_data_dir), out=str(out), agent_memory="none", search_backend="bm25s",
                        end_index=3)
     return run(config, log=lambda _: None)[1]
+
+
+@pytest.fixture(scope="module")
+def format_error_run(tiny_data_dir, tiny_engines, tmp_path_factory):
+    """A run whose model always sends tool arguments that are not a JSON object (3 tasks)."""
+    from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
+    from PersonalWAB.runner.cli import main
+
+    output = tmp_path_factory.mktemp("format") / "r.json"
+    with ScriptedLLMServer([ScriptedReply(tool_calls=[("search_product_by_query", "[1, 2]")])]) as server:
+        code = main(llm_run(tiny_data_dir, output, server.url, "--end_index", "3"))
+    return code, output
 
 
 @pytest.fixture(scope="session")

@@ -99,3 +99,11 @@ def test_a_stop_signal_ends_any_command_in_one_line_even_when_sigint_was_ignored
         signal.signal(signal.SIGINT, ignored)
     assert not reached_after_signal
     assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_a_write_failure_escaping_a_command_is_one_line(capsys):
+    def main(argv):
+        raise PermissionError(13, "Permission denied", "/results/board.md")
+
+    assert run_command(main, []) == 2
+    assert capsys.readouterr().err == "error: /results/board.md: Permission denied\n"

@@ -1,14 +1,18 @@
-"""LLMClient through real litellm against the scripted OpenAI-compatible server on 127.0.0.1."""
+"""LLMClient through real litellm against the scripted OpenAI-compatible server on 127.0.0.1; a
+model endpoint that refuses connections, does not resolve, vanishes or answers unreadably is named,
+and a run against it stops at once."""
 
 from __future__ import annotations
 
 import json
 import logging
+import socket
 import subprocess
 import sys
 import threading
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -23,8 +27,11 @@ from PersonalWAB.llm import (
     provider_key,
     route_model,
 )
+from PersonalWAB.results import read_run_file
+from PersonalWAB.runner.cli import main
+from devtools.doubles.responders import tool_caller
 from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply, prompt_token_count
-from tests.conftest import HANG_GUARD_S, REPO_ROOT
+from tests.conftest import HANG_GUARD_S, REPO_ROOT, llm_run
 
 SENTINEL = "sk-SENTINEL-DO-NOT-LEAK-123"
 SEARCH_TOOL = {
@@ -293,3 +300,109 @@ def test_a_null_message_is_one_line_without_the_server_traceback() -> None:
     message = str(caught.value)
     assert 'message cannot be read, e.g. `"message": null`' in message
     assert "\n" not in message and "Traceback" not in message
+
+
+# -- unreachable endpoints, transport failures, unreadable answers -------------------------------
+
+def free_port() -> int:
+    """A loopback port where nothing listens (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class RawAnswer(BaseHTTPRequestHandler):
+    """Answers every POST with HTTP 200 and the server's `body` bytes, whatever they are."""
+
+    def log_message(self, *_: object) -> None:
+        """Silent."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = self.server.body  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def raw_server():
+    """Start a loopback server answering a fixed body; stopped after the test."""
+    servers = []
+
+    def start(body: bytes) -> str:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), RawAnswer)
+        server.daemon_threads = True
+        server.body = body  # type: ignore[attr-defined]
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_endpoint_refusing_connections_stops_the_run_before_any_task(tiny_data_dir, tiny_engines, tmp_path,
+                                                                      capsys):
+    base = f"http://127.0.0.1:{free_port()}/v1"
+    output = tmp_path / "r.json"
+    code = main(llm_run(tiny_data_dir, output, base, "--end_index", "6"))
+    error = capsys.readouterr().err
+    assert code == 1
+    assert f"model endpoint {base} refuses connections" in error and "Nothing was retried" in error
+    assert read_run_file(output).records == []  # no task recorded as tried
+
+
+def test_endpoint_that_does_not_resolve_is_fatal_at_once():
+    client = LLMClient("scripted", api_base="http://no-such-host.invalid/v1", max_retries=5, timeout_s=10)
+    with pytest.raises(FatalError) as caught:
+        client.complete(HELLO)
+    assert "model endpoint http://no-such-host.invalid/v1 does not resolve" in str(caught.value)
+
+
+def test_transport_failures_in_a_row_stop_the_run_resumably(tiny_data_dir, tiny_engines, tmp_path, capsys):
+    answered = []
+
+    def answer_twice_then_vanish(request: dict) -> ScriptedReply:
+        answered.append(request)
+        if len(answered) <= 2:
+            return tool_caller(request)
+        threading.Thread(target=server.stop, daemon=True).start()  # cut this request, refuse the next ones
+        return ScriptedReply(content="never delivered", delay_s=2.0)
+
+    output = tmp_path / "r.json"
+    with ScriptedLLMServer(answer_twice_then_vanish) as server:
+        code = main(llm_run(tiny_data_dir, output, server.url, "--end_index", "12", "--max_retries", "0"))
+    error = capsys.readouterr().err
+    assert code == 1
+    assert f"model endpoint {server.url}" in error and "5 requests in a row failed" in error
+    assert "--resume_from" in error
+    records = read_run_file(output).records
+    assert len(records) == 6  # 2 finished, then 4 errored before the 5th failure stopped the run
+    assert sum("error" not in r["info"] for r in records) == 2
+
+
+def test_server_gone_after_answering_is_retried_not_fatal():
+    with ScriptedLLMServer([ScriptedReply(content="hi")]) as server:
+        client = LLMClient("scripted", api_base=server.url, max_retries=1, backoff_s=0.001)
+        client.complete(HELLO)
+    with pytest.raises(LLMError) as caught:
+        client.complete(HELLO)
+    assert not isinstance(caught.value, FatalError) and "2 attempt(s)" in str(caught.value)
+
+
+@pytest.mark.parametrize("body, problem", [
+    (b'{"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": []}', "no choices"),
+    (b'{"id": "x", "object": "chat.completion", "choi', "not valid JSON"),
+])
+def test_unreadable_answer_is_a_transport_error_naming_the_endpoint(raw_server, body, problem):
+    base = raw_server(body)
+    with pytest.raises(LLMError) as caught:
+        LLMClient("scripted", api_base=base, max_retries=1, backoff_s=0.001).complete(HELLO)
+    text = str(caught.value)
+    assert f"model endpoint {base}" in text and problem in text and "2 attempt(s)" in text
+    assert "HTTP 500" not in text and not isinstance(caught.value, FatalError)

@@ -1,4 +1,6 @@
-"""The statistics `leaderboard compare` rests on, on hand-made score lists whose answers are known."""
+"""The statistics of `PersonalWAB.metrics`, on hand-made score lists whose answers are known: those
+`leaderboard compare` rests on, statistics that respect users, McNemar's test, the ranking metrics,
+Student's t quantiles, and pass^k (tau's estimator, over solved trials)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from PersonalWAB.metrics import bootstrap_interval, paired_bootstrap_interval, paired_test
+from PersonalWAB.metrics import (bootstrap_interval, clustered_interval, mcnemar_test, ndcg_at,
+                                 paired_bootstrap_interval, paired_test, pass_hat, per_user_means, reciprocal_rank,
+                                 t_quantile, target_rank, trial_statistics, user_distribution)
 
 
 def test_degenerate_lists_give_their_value():
@@ -97,3 +101,82 @@ def test_paired_test_rejects_at_its_level_under_the_null():
     assert 0.02 <= np.mean(np.array(null) < 0.05) <= 0.09
     shifted = [paired_test(a, a + 0.2 + rng.normal(0, 0.2, 50), resamples=2000) for a in rng.random((20, 50))]
     assert max(shifted) < 0.01
+
+
+# -- statistics that respect users, McNemar's test and the ranking metrics ---------------------------------
+
+def test_one_task_per_user_gives_the_naive_interval_and_a_design_effect_near_one():
+    values = [0.0, 1.0, 0.5, 0.25, 0.75, 1.0]
+    result = clustered_interval(values, ["a", "b", "c", "d", "e", "f"])
+    mean = sum(values) / 6
+    naive_se = math.sqrt(sum((v - mean) ** 2 for v in values) / 5) / math.sqrt(6)
+    assert result["naive_se"] == pytest.approx(naive_se)
+    assert result["clustered_se"] == pytest.approx(naive_se)  # CR1 with singletons is the naive estimator
+    assert result["design_effect"] == pytest.approx(1.0)
+    half = t_quantile(0.95, 5) * naive_se
+    assert result["naive"] == pytest.approx([mean - half, mean + half])
+
+
+def test_users_whose_tasks_agree_widen_the_interval():
+    # every user solves all or none of their 4 tasks: the tasks of a user carry one observation's worth
+    values = [1.0] * 4 + [0.0] * 4 + [1.0] * 4 + [0.0] * 4 + [1.0] * 4
+    users = [u for u in "abcde" for _ in range(4)]
+    result = clustered_interval(values, users)
+    sums = [4 * (v - 0.6) for v in (1, 0, 1, 0, 1)]
+    expected = math.sqrt(5 / 4 * sum(s * s for s in sums)) / 20
+    assert result["clustered_se"] == pytest.approx(expected)
+    assert result["clusters"] == 5 and result["design_effect"] > 3
+    low, high = result["clustered"]
+    assert high - low > result["naive"][1] - result["naive"][0]
+
+
+def test_mcnemar_is_the_exact_binomial_tail_of_the_discordant_pairs():
+    assert mcnemar_test(0, 0) == 1.0
+    assert mcnemar_test(0, 5) == pytest.approx(2 / 32)
+    assert mcnemar_test(2, 8) == pytest.approx(2 * (1 + 10 + 45) / 1024)
+    assert mcnemar_test(5, 5) == 1.0
+
+
+def test_per_user_distribution_and_worst_decile():
+    means = per_user_means([1, 0, 0.5, 0.5, 0, 1, 1], ["a", "a", "b", "b", "c", "d", "e"])
+    assert means == {"a": 0.5, "b": 0.5, "c": 0.0, "d": 1.0, "e": 1.0}
+    view = user_distribution(means)
+    assert view["quantiles"]["median"] == 0.5 and view["quantiles"]["min"] == 0.0
+    assert view["worst_decile"] == {"users": ["c"], "mean": 0.0}
+
+
+def test_ranking_metrics_of_one_relevant_item():
+    results = ["1. X (B1)", "2. Y (B2)", "3. Z (TARGET)"]
+    assert target_rank("TARGET", results) == 3
+    assert ndcg_at(3) == pytest.approx(1 / math.log2(4)) and reciprocal_rank(3) == pytest.approx(1 / 3)
+    assert ndcg_at(None) == 0.0 and reciprocal_rank(None) == 0.0 and ndcg_at(11) == 0.0
+
+
+def _records(scores: list[list[float]]) -> list[dict]:
+    """One search task per row, one trial per score (the right function each time)."""
+    return [{"task_id": task, "trial": trial, "action_acc": [1.0], "res_acc": [score],
+             "info": {"task": {"type": "search"}, "usage": {"completion_tokens": [1]}}}
+            for task, row in enumerate(scores) for trial, score in enumerate(row)]
+
+
+def test_pass_k_counts_solved_trials_not_the_right_function():
+    records = _records([[0.9, 0.8], [0.9, 0.1], [0.0, 0.0]])
+    trials = trial_statistics(records, 2, solved_threshold=0.5)
+    overall = trials["results"]["overall"]
+    assert overall["function_pass^k"]["pass^2"] == 1.0  # the right function every time: says nothing
+    assert overall["solved_pass^k"] == {"pass^1": pytest.approx(0.5), "pass^2": pytest.approx(1 / 3)}
+    assert trials["solved_threshold"] == 0.5
+    assert "solved_pass^k" not in trial_statistics(records, 2)["results"]["overall"]  # files without a threshold
+
+
+def test_t_quantiles_match_the_tables():
+    # Student t 0.975 quantiles (two-sided 95%) from standard tables
+    for df, expected in ((1, 12.7062047), (2, 4.30265273), (3, 3.18244631), (4, 2.77644511), (9, 2.26215716),
+                         (29, 2.04522964)):
+        assert math.isclose(t_quantile(0.95, df), expected, rel_tol=1e-7)
+
+
+def test_pass_hat_is_taus_estimator():
+    # a task right in 2 of 3 trials: pass^1 = 2/3, pass^2 = C(2,2)/C(3,2) = 1/3, pass^3 = 0
+    assert pass_hat([2], 3) == pytest.approx({"pass^1": 2 / 3, "pass^2": 1 / 3, "pass^3": 0.0})
+    assert pass_hat([3, 0], 3) == {"pass^1": 0.5, "pass^2": 0.5, "pass^3": 0.5}

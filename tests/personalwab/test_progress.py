@@ -1,11 +1,16 @@
 """Progress a person can follow in a log as on a terminal: bars become lines when stderr is
-not a terminal, `--quiet` silences them, and a one-time build is announced before it starts."""
+not a terminal, `--quiet` silences them, a one-time build is announced before it starts, and a
+run shows the first error of each kind and its format errors."""
 
 from __future__ import annotations
 
 import pytest
 
 from PersonalWAB.progress import RunProgress, announce_build, duration_text, progress_bar, set_quiet, stage
+from PersonalWAB.results import read_run_file
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
+from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
 
 
 @pytest.fixture(autouse=True)
@@ -73,3 +78,27 @@ def test_a_long_encoding_says_the_time_left_at_its_first_chunk_pace(capsys):
     lines = [line for line in capsys.readouterr().out.splitlines() if " left at the pace of " in line]
     assert len(lines) == 1 and lines[0].startswith("embedding things: about ")
     assert lines[0].endswith(f"left at the pace of its first {CHUNK} texts on this machine")
+
+
+# -- what a run shows: the first error of each kind, format errors -------------------------------
+
+def test_first_error_of_each_kind_is_logged_once_without_verbose(tiny_data_dir, tiny_engines, tmp_path):
+    lines: list[str] = []
+    with ScriptedLLMServer([ScriptedReply(status=500, content="overloaded")]) as server:
+        config = RunConfig(data_dir=str(tiny_data_dir), out=str(tmp_path / "r.json"), end_index=4,
+                           agent_strategy="function_calling", model="scripted", api_base=server.url,
+                           agent_memory="none", max_retries=0)
+        header, _, _ = run(config, log=lines.append)
+    first = [line for line in lines if "first of its kind" in line]
+    assert len(first) == 1 and "overloaded" in first[0] and "task 0" in first[0]
+    assert header["results"]["overall"]["total_count"] == 4
+
+
+def test_format_errors_show_in_the_live_bar(format_error_run):
+    code, output = format_error_run
+    assert code == 0
+    records = read_run_file(output).records
+    assert all("format_error" in r["info"] for r in records) and len(records) == 3
+    bar = RunProgress(3, records)
+    assert "format errors 3" in bar.postfix()
+    bar.close()

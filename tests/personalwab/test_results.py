@@ -1,16 +1,33 @@
+"""Result files (`PersonalWAB.results`): reading, checkpointing, the header and what resume
+compares; one live run per file (its lock), and a write that fails keeps the last whole checkpoint
+and says how to resume."""
+
+import errno
 import json
+import os
+import pathlib
+import re
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
+import PersonalWAB.results as results
+from PersonalWAB.agents.heuristic import HeuristicAgent
 from PersonalWAB.errors import DataError
 from PersonalWAB.metrics import compute_statistics, format_statistics_table, task_score
 from PersonalWAB.results import (
+    CheckpointWriteError,
     ResultWriter,
     load_result_file,
     read_run_file,
     resume_mismatches,
 )
+from PersonalWAB.runner.cli import main
+from PersonalWAB.runner.config import RunConfig, run_resume_keys
+from PersonalWAB.runner.execute import run
+from PersonalWAB.scratch import RunLock
 from tests.conftest import HANG_GUARD_S
 
 
@@ -29,6 +46,21 @@ def record(task_id, kind, action_acc, res_acc, calls=1, trial=0, price=0.0):
         "traj": [],
         "trial": trial,
     }
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+def cli(data_dir, output, *extra: str) -> list[str]:
+    return ["--data_dir", str(data_dir), "--out", str(output), *extra]
+
+
+def printed_command(text: str) -> list[str]:
+    """The run.py arguments of the resume command a stopped run printed."""
+    line = next(line for line in text.splitlines() if "python run.py" in line)
+    words = line.split()
+    return words[words.index("run.py") + 1:]
 
 
 def test_task_score_takes_best_valid_attempt():
@@ -105,8 +137,6 @@ def test_load_result_file_errors_name_the_problem(tmp_path):
 
 
 def test_resume_keys_are_compared_when_both_runs_record_them():
-    from PersonalWAB.runner.config import run_resume_keys
-
     keys = run_resume_keys()  # marked on the settings (and PUMA's own), plus what the runner derives
     assert {"task_split", "data_fingerprint", "agent_strategy", "model", "agent_memory", "max_steps",
             "start_index", "end_index", "protocol", "puma_param_file", "recipe", "mem_token_length"} <= set(keys)
@@ -154,3 +184,144 @@ def test_text_utf8_cannot_encode_is_checkpointed_as_a_json_escape(tmp_path):
     writer.add(broken)
     writer.finalize()
     assert load_result_file(path)[1][0]["traj"] == broken["traj"]
+
+
+def test_a_checkpoint_names_its_run(tiny_data_dir, tiny_engines, tmp_path, monkeypatch):
+    solve = HeuristicAgent.solve
+
+    def stop_at_third(self, env, task_id):
+        if task_id == 2:
+            raise KeyboardInterrupt
+        return solve(self, env, task_id)
+
+    monkeypatch.setattr(HeuristicAgent, "solve", stop_at_third)
+    output = tmp_path / "r.json"
+    with pytest.raises(KeyboardInterrupt):
+        run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=5), log=quiet)
+    parsed = read_run_file(output)
+    assert parsed.header is None and parsed.run_args["end_index"] == 5 and len(parsed.records) == 2
+    assert parsed.run_args["data_fingerprint"]
+
+
+# -- one live run per file ---------------------------------------------------------------------------
+
+def test_a_second_writer_is_refused_with_the_first_ones_pid(tmp_path):
+    path = tmp_path / "r.json"
+    first = ResultWriter(path, {"seed": 1})
+    first.start()
+    with pytest.raises(DataError, match=rf"in use by another run \(pid {os.getpid()}, lock .*r\.json\.lock\)"):
+        ResultWriter(path, {"seed": 2}).start(replace=True)
+    assert read_run_file(path).run_args == {"seed": 1}
+    first.release()
+    assert not (tmp_path / "r.json.lock").exists()
+    second = ResultWriter(path, {"seed": 2})
+    second.start(replace=True)
+    assert read_run_file(path).run_args == {"seed": 2}
+    second.release()
+
+
+def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    path = tmp_path / "r.json"
+    (tmp_path / "r.json.lock").write_text(f"{gone.pid}\n")  # its holder died without removing it
+    writer = ResultWriter(path, {"seed": 1})
+    writer.start()
+    assert (tmp_path / "r.json.lock").read_text() == f"{os.getpid()}\n"
+    writer.release()
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_run_sharing_a_file_with_a_live_run_is_refused(in_place, tiny_data_dir, tiny_engines, tmp_path, capsys):
+    checkpoint = tmp_path / "r.json"
+    assert main(cli(tiny_data_dir, checkpoint, "--end_index", "3")) == 0
+    before = checkpoint.read_bytes()
+    other = tmp_path / "other.json"
+    live = RunLock(checkpoint)  # as the live run holds it
+    live.acquire()
+    try:
+        extra = [] if in_place else ["--out", str(other)]
+        code = main(["--data_dir", str(tiny_data_dir), "--end_index", "3", "--resume_from", str(checkpoint), *extra])
+    finally:
+        live.release()
+    assert code == 2 and f"in use by another run (pid {os.getpid()}" in capsys.readouterr().err
+    assert checkpoint.read_bytes() == before and not other.exists()
+    assert not (tmp_path / "other.json.lock").exists()
+
+
+# -- a write that fails --------------------------------------------------------------------------------
+
+def test_a_full_disk_keeps_the_last_whole_checkpoint_and_no_scratch(tmp_path, monkeypatch):
+    path = tmp_path / "r.json"
+    writer = ResultWriter(path, {"seed": 1}, flush_interval_s=0.0)
+    writer.start()
+    writer.add(record(0, "search", [1], [0.5]))
+    writer.add(record(1, "search", [0], [0.0]))
+    write_bytes = pathlib.Path.write_bytes
+
+    def disk_full(self, data):
+        write_bytes(self, data[: len(data) // 2])  # part of it reached the disk
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(pathlib.Path, "write_bytes", disk_full)
+    with pytest.raises(CheckpointWriteError, match=r"No space left on device.*last whole checkpoint \(2 finished"):
+        writer.add(record(2, "search", [1], [1.0]))
+    with pytest.raises(CheckpointWriteError):
+        writer.finalize()
+    monkeypatch.undo()
+    assert [r["task_id"] for r in read_run_file(path).records] == [0, 1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.json.lock"]
+    writer.release()
+
+
+def test_a_run_whose_writes_fail_prints_the_resume_command(tiny_data_dir, tiny_engines, tmp_path, monkeypatch,
+                                                            capsys):
+    write = results._atomic_write_json
+    calls = []
+
+    def full_after_the_claim(path, content, exclusive=False):
+        calls.append(path)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        write(path, content, exclusive)
+
+    monkeypatch.setattr(results, "_atomic_write_json", full_after_the_claim)
+    output = tmp_path / "r.json"
+    assert main(cli(tiny_data_dir, output, "--end_index", "4")) == 1
+    error = capsys.readouterr().err
+    assert f"cannot write {output} (No space left on device); it keeps its last whole checkpoint" in error
+    assert re.search(r"stopped: \d of 4 task\(s\) finished, 0 of them kept", error) and "Traceback" not in error
+    assert error.count("No space left on device") == 1
+    assert read_run_file(output).checkpoint is not None and not (tmp_path / "r.json.lock").exists()
+    monkeypatch.undo()
+    assert main(printed_command(error)) == 0
+    assert [r["task_id"] for r in load_result_file(output)[1]] == [0, 1, 2, 3]
+
+
+@pytest.fixture(scope="module")
+def finished(tiny_data_dir, tmp_path_factory) -> Path:
+    """A finished run of four tasks with the project's texts."""
+    output = tmp_path_factory.mktemp("labels") / "r.json"
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=4), log=quiet)
+    return output
+
+
+# -- resume with other texts ---------------------------------------------------------------------
+
+def test_resume_with_other_texts_is_refused_naming_both(finished, fake_pack, tiny_data_dir, tmp_path, capsys):
+    before = finished.read_bytes()
+    output = tmp_path / "other.json"
+    code = main(["--data_dir", str(tiny_data_dir), "--end_index", "4", "--resume_from", str(finished),
+                 "--out", str(output), "--protocol_file", str(fake_pack)])
+    error = capsys.readouterr().err
+    assert code == 2 and "protocol: 'project' (texts digest" in error and "'release@unpinned' (texts digest" in error
+    assert finished.read_bytes() == before and not output.exists()
+
+
+def test_texts_of_the_same_name_but_another_digest_differ():
+    previous = {"protocol": {"texts": "release@unpinned"}, "protocol_texts_digest": "aaaa"}
+    current = {"protocol": {"texts": "release@unpinned"}, "protocol_texts_digest": "bbbb"}
+    assert resume_mismatches(previous, current, run_resume_keys()) == [
+        "protocol: 'release@unpinned' (texts digest aaaa) in the file, 'release@unpinned' (texts digest bbbb) now"]
+    older = {"protocol": {"texts": "release@unpinned"}}  # written before the digest was recorded
+    assert resume_mismatches(older, current, run_resume_keys()) == []

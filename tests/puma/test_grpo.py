@@ -1,5 +1,6 @@
 """GRPO on the benchmark's reward: the reward is step 4's scoring with a cache, the settings are
-checked up front, and a short run on the tiny random Llama logs its mean reward every step."""
+checked up front, the decoding fields TRL leaves to the model are set, and a short run on the tiny
+random Llama logs its mean reward every step."""
 
 from __future__ import annotations
 
@@ -125,3 +126,12 @@ def test_short_grpo_run_logs_the_mean_reward_each_step(tiny_data, tiny_engines, 
     assert [line.split(" (")[0] for line in loss_lines] == ["grpo step 1/2", "grpo step 2/2"]
     assert all(re.search(r": loss -?\d+\.\d{4}, lr \d\.\d\de[-+]\d\d", line) for line in loss_lines)
     assert reward.requests == 2 * 4  # two steps of 4 completions (2 prompts x 2 samples), all scored by the reward
+
+
+def test_grpo_sets_the_decoding_fields_trl_leaves_to_the_model():
+    from PUMA.grpo import TRL_DECODING_FIELDS, decoding_left_to_the_model
+
+    fields = decoding_left_to_the_model()
+    assert not set(fields) & set(TRL_DECODING_FIELDS)
+    assert (fields["typical_p"], fields["no_repeat_ngram_size"], fields["length_penalty"]) == (1.0, 0, 1.0)
+    assert None not in fields.values()

@@ -1,7 +1,8 @@
 """A PUMA step's inputs checked against each other before any work: candidates scored on another
 split or data folder, scores paired with another split's parameter data, and the puma agent's
 files of another split are each refused in one line (exit 2) instead of scoring nothing or
-erroring every task."""
+erroring every task; an empty or unknown split, a missing model and an input that is not JSON are
+refused before the step's long work."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from PersonalWAB.cli import run_command
 from PUMA.cli import STEP_BAD_INPUT
 from PUMA.recipe import get_recipe, write_record
+from tests.conftest import rewrite
 
 
 def step(main, *argv: object, capsys) -> str:
@@ -113,3 +115,79 @@ def test_puma_agent_with_train_files_on_the_test_split_is_refused_before_any_tas
     error = capsys.readouterr().err
     assert f"--puma_function_file {functions}: no function output for 3 of the 3 test task(s)" in error
     assert "it holds the 'train' split's instructions" in error and not out.exists()
+
+
+# ---------------------------------------------------------------- PUMA steps: checked before the long work
+
+
+@pytest.fixture()
+def no_long_work(monkeypatch):
+    """Fail a test whose step got as far as its long work (the memory embedding, building engines)."""
+    import PersonalWAB.build
+    import PersonalWAB.memory.embeddings
+
+    def long_work(*args, **kwargs):
+        raise AssertionError("the step started its long work before finding the bad input")
+
+    monkeypatch.setattr(PersonalWAB.memory.embeddings, "build_behaviour_embeddings", long_work)
+    monkeypatch.setattr(PersonalWAB.build, "build_artifacts", long_work)
+
+
+def _step(step_main, argv, capsys):
+    code = run_command(step_main, argv, STEP_BAD_INPUT)
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture()
+def empty_test_split(data_copy):
+    rewrite(data_copy / "user_instructions.json", lambda content: content.update(test=[]))
+    return data_copy
+
+
+def test_puma_data_refuses_an_empty_split_before_embedding(empty_test_split, tiny_model_dir, tmp_path,
+                                                           no_long_work, capsys):
+    from PUMA.data import main
+
+    code, err = _step(main, ["param", "--data_dir", str(empty_test_split), "--model_path", str(tiny_model_dir),
+                             "--out", str(tmp_path / "out")], capsys)
+    assert code == 2
+    assert f"error: --splits test: the 'test' split of {empty_test_split} has no tasks" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_puma_data_refuses_an_unknown_split(tiny_data_dir, tmp_path, no_long_work, capsys):
+    from PUMA.data import main
+
+    code, err = _step(main, ["function", "--data_dir", str(tiny_data_dir), "--splits", "train,dev",
+                             "--out", str(tmp_path / "out")], capsys)
+    assert code == 2 and "error: --splits 'dev': no such split; expected one of test, train" in err
+
+
+@pytest.mark.parametrize("model", ["{tmp}/no_model", "{tmp}"])
+def test_puma_data_refuses_a_missing_or_invalid_model_before_embedding(model, tiny_data_dir, tmp_path,
+                                                                        no_long_work, capsys):
+    from PUMA.data import main
+
+    model_path = model.replace("{tmp}", str(tmp_path))
+    code, err = _step(main, ["param", "--data_dir", str(tiny_data_dir), "--model_path", model_path,
+                             "--out", str(tmp_path / "out")], capsys)
+    assert code == 2 and f"error: --model_path {model_path}: " in err and "Traceback" not in err
+
+
+def test_puma_scoring_refuses_an_empty_split_before_building(empty_test_split, tmp_path, no_long_work, capsys):
+    from PUMA.score import main
+
+    candidates = tmp_path / "candidates.json"
+    candidates.write_text("{}")
+    code, err = _step(main, ["--data_dir", str(empty_test_split), "--task_split", "test", "--candidates_file",
+                             str(candidates), "--out", str(tmp_path / "scores.json")], capsys)
+    assert code == 2 and "error: --task_split test: the 'test' split" in err
+
+
+def test_a_puma_input_that_is_not_json_is_named(tmp_path, capsys):
+    from PUMA.dpo_data import main
+
+    scores = tmp_path / "scores.json"
+    scores.write_text("{not json")
+    code, err = _step(main, ["--scores_file", str(scores), "--out", str(tmp_path / "pairs.json")], capsys)
+    assert code == 2 and err.startswith(f"error: {scores}: not valid JSON (")

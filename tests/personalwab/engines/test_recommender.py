@@ -1,25 +1,33 @@
-"""SASRec recommender: official checkpoint layout, recommendation rules, training, errors."""
+"""SASRec recommender: official checkpoint layout, recommendation rules, training (a model that does
+not beat popularity is warned about), errors, and a checkpoint keyed to the data it was trained on
+(one of another data folder or of changed files is refused or retrained, never used)."""
 
 from __future__ import annotations
 
 import json
 import random
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
 
+from PersonalWAB.build import _recommender_is_stale
 from PersonalWAB.data.loader import load_benchmark_data
-from PersonalWAB.engines.recommender.engine import SASRecRecommender
+from PersonalWAB.engines.recommender import train
+from PersonalWAB.engines.recommender.engine import SASRecRecommender, checkpoint_record_path
 from PersonalWAB.engines.recommender.sasrec import SASRec, SASRecConfig
 from PersonalWAB.engines.recommender.train import (
     SASRecTrainConfig,
+    popularity_warning,
     split_sequences,
     train_sasrec,
     user_sequences,
 )
+from PersonalWAB.engines.shared import Engines
 from PersonalWAB.errors import DataError
+from tests.conftest import rewrite
 
 OFFICIAL_USER_NUM = 19005
 OFFICIAL_ITEM_NUM = 104284
@@ -303,3 +311,125 @@ def test_equal_models_give_equal_checkpoint_files(tmp_path, monkeypatch):
         save_checkpoint(model, tmp_path / "pwab.pth", {"run": pid})
         written.append((tmp_path / "pwab.pth").read_bytes())
     assert written[0] == written[1]
+
+
+# -- a trained recommender that does not beat popularity is warned about ----------------------------
+
+def test_warning_only_when_popularity_is_not_beaten() -> None:
+    assert popularity_warning({"hr@10": 0.05}, {"hr@10": 0.01}) is None
+    for sasrec in (0.01, 0.0):
+        message = popularity_warning({"hr@10": sasrec}, {"hr@10": 0.01})
+        assert message is not None and "does not beat popularity" in message and "0.0100" in message
+
+
+def test_training_that_loses_to_popularity_warns_and_records_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    data = load_benchmark_data(write_cyclic_data(tmp_path / "data", users=8))
+    # a model that never ranks the held-out item, whatever the training did
+    monkeypatch.setattr(train, "model_metrics", lambda *_: {"hr@10": 0.0, "ndcg@10": 0.0})
+    report = train_sasrec(data, tmp_path / "out" / "a.pth", tmp_path / "out" / "ids.json",
+                          SASRecTrainConfig(epochs=1, hidden_units=8, num_blocks=1))
+    assert report["popularity"]["hr@10"] > 0, "the cyclic data gives popularity some hits"
+    assert report["warning"] == popularity_warning(report["sasrec"], report["popularity"])
+    assert json.loads((tmp_path / "out" / "a.pth.json").read_text())["warning"] == report["warning"]
+    assert f"warning: {tmp_path / 'out' / 'a.pth'}: {report['warning']}" in capsys.readouterr().err
+
+
+# -- a checkpoint is keyed to the data it was trained on: refused or retrained, never used -------------
+
+@pytest.fixture()
+def other_data(tmp_path: Path) -> Path:
+    """Tiny data of another seed: none of its ASINs is in the seed-0 data."""
+    from PersonalWAB.data.synthetic import generate_synthetic
+
+    generate_synthetic(tmp_path / "other", scale="tiny", seed=1)
+    return tmp_path / "other"
+
+
+@pytest.fixture()
+def built(tiny_engines, tiny_data_dir: Path) -> Path:
+    """The recommender folder of the tiny data, trained by this project (with its record)."""
+    return tiny_data_dir / "recommender"
+
+
+def _refusal(data_dir: Path) -> str:
+    data = load_benchmark_data(data_dir, reload=True)
+    with pytest.raises(DataError) as refused:
+        Engines(data, "bm25s").check(search=False, recommender=True)
+    return str(refused.value)
+
+
+def test_training_records_what_the_checkpoint_was_trained_on(built: Path, tiny_data) -> None:
+    record = json.loads(checkpoint_record_path(built / "pwab.pth").read_text())
+    assert record["behaviours_fingerprint"] == tiny_data.behaviours_fingerprint
+    assert len(record["checkpoint_sha256"]) == len(record["item_map_sha256"]) == 64
+
+
+def test_a_recommender_copied_from_another_data_folder_is_refused(built: Path, other_data: Path) -> None:
+    shutil.copytree(built, other_data / "recommender", dirs_exist_ok=True)
+    message = _refusal(other_data)
+    assert str(other_data / "recommender" / "1000_ids.json") in message
+    assert "none of its" in message and "another data folder" in message
+
+
+def test_a_checkpoint_copied_beside_another_item_map_is_refused(built: Path, other_data: Path) -> None:
+    for name in ("pwab.pth", "pwab.pth.json"):  # the item map stays the other folder's own
+        shutil.copy(built / name, other_data / "recommender" / name)
+    message = _refusal(other_data)
+    assert "item_map_sha256 differs" in message
+
+
+def test_a_checkpoint_replaced_under_its_record_is_refused(built: Path, data_copy: Path) -> None:
+    shutil.copytree(built, data_copy / "recommender", dirs_exist_ok=True)
+    checkpoint = data_copy / "recommender" / "pwab.pth"
+    content = bytearray(checkpoint.read_bytes())
+    content[len(content) // 2] ^= 0xFF  # same size, one byte flipped
+    checkpoint.write_bytes(bytes(content))
+    assert "checkpoint_sha256 differs" in _refusal(data_copy)
+
+
+def test_a_checkpoint_without_its_item_map_is_refused(built: Path, data_copy: Path) -> None:
+    (data_copy / "recommender").mkdir(exist_ok=True)
+    shutil.copy(built / "pwab.pth", data_copy / "recommender" / "pwab.pth")
+    (data_copy / "recommender" / "1000_ids.json").unlink(missing_ok=True)
+    assert "its item map" in _refusal(data_copy) and "is missing" in _refusal(data_copy)
+
+
+def test_a_checkpoint_of_edited_data_is_refused_by_engines_and_retrained_by_build(built: Path,
+                                                                                  data_copy: Path) -> None:
+    shutil.copytree(built, data_copy / "recommender", dirs_exist_ok=True)
+    record_path = checkpoint_record_path(data_copy / "recommender" / "pwab.pth")
+    record = json.loads(record_path.read_text())
+    record_path.write_text(json.dumps({**record, "behaviours_fingerprint": "0" * 64}))
+    assert "trained on other products or histories" in _refusal(data_copy)
+    logged: list[str] = []
+    assert _recommender_is_stale(load_benchmark_data(data_copy), logged.append)
+    assert logged and logged[0].startswith("warning:") and "training it again" in logged[0]
+
+
+def test_edited_tasks_or_profiles_keep_the_recommender(built: Path, data_copy: Path) -> None:
+    """SASRec learns from the products and histories alone: a task file cut to a few tasks (what
+    a check on a subset does) neither refuses nor retrains it."""
+    shutil.copytree(built, data_copy / "recommender", dirs_exist_ok=True)
+    rewrite(data_copy / "user_instructions.json", lambda tasks: tasks.update(test=tasks["test"][:3]))
+    data = load_benchmark_data(data_copy, reload=True)
+    Engines(data, "bm25s").check(search=False, recommender=True)
+    assert not _recommender_is_stale(data, lambda _: None)
+
+
+def test_a_record_that_names_every_data_file_is_still_checked(built: Path, data_copy: Path) -> None:
+    """A checkpoint recorded with the fingerprint of all four files (before the record named the
+    products and histories alone) is refused when those files changed, kept when they did not."""
+    shutil.copytree(built, data_copy / "recommender", dirs_exist_ok=True)
+    record_path = checkpoint_record_path(data_copy / "recommender" / "pwab.pth")
+    record = {k: v for k, v in json.loads(record_path.read_text()).items() if k != "behaviours_fingerprint"}
+    data = load_benchmark_data(data_copy, reload=True)
+    record_path.write_text(json.dumps({**record, "data_fingerprint": data.fingerprint}))
+    Engines(data, "bm25s").check(search=False, recommender=True)
+    record_path.write_text(json.dumps({**record, "data_fingerprint": "0" * 64}))
+    assert "trained on other products or histories" in _refusal(data_copy)
+
+
+def test_a_foreign_recommender_is_not_retrained_over(built: Path, other_data: Path) -> None:
+    shutil.copytree(built, other_data / "recommender", dirs_exist_ok=True)
+    assert not _recommender_is_stale(load_benchmark_data(other_data), lambda _: None)

@@ -1,25 +1,32 @@
-"""Search engines: both backends built for real over a small catalogue this module writes."""
+"""Search engines: both backends built for real over a small catalogue this module writes; and the
+tiny data's indexes, each kept to the products and texts it was built from, never disturbing a
+reader while others are built, and stopped cleanly by Ctrl-C or SIGTERM during a Lucene build."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from PersonalWAB.build import build_artifacts
 from PersonalWAB.data.loader import load_benchmark_data
-from PersonalWAB.engines.search import BACKENDS, SearchEngine, build, open_search_engine, search_index_dir
+from PersonalWAB.engines.search import BACKENDS, SearchEngine, build, build_index, open_search_engine, search_index_dir
 from PersonalWAB.engines.search.analyzer import analyze, lucene_stored_length
 from PersonalWAB.engines.search.bm25s import BM25sSearchEngine
 from PersonalWAB.engines.search.common import MAX_QUERY_TERMS, index_record
 from PersonalWAB.engines.search.jvm import on_jvm
-from PersonalWAB.errors import DataError, ToolArgumentError
+from PersonalWAB.engines.shared import Engines
+from PersonalWAB.errors import DataError, EngineError, ToolArgumentError
 from PersonalWAB.paths import ArtifactPaths
-from PersonalWAB.protocol import project_protocol
-from tests.conftest import REPO_ROOT
+from PersonalWAB.protocol import load_protocol, project_protocol
+from PersonalWAB.scratch import SCRATCH_NAME, pid_alive
+from tests.conftest import HANG_GUARD_S, REPO_ROOT, as_background_job, copy_data_dir, edit_in_place, wait_until
 
 PROTOCOL = project_protocol()
 
@@ -222,3 +229,115 @@ def test_index_and_recommender_commands_keep_old_spellings_and_read_config_files
         build.IndexSettings, ["--backend", "bm25s", "--out", str(tmp_path / "ix"), "--threads", "3"])
     assert build.main(["--backend", "all", "--out", str(tmp_path / "ix")]) == 2
     assert "--out needs --backend lucene or --backend bm25s" in capsys.readouterr().err
+
+
+QUERIES = ["wireless headphones", "kitchen knife set", "running shoes for women", "camera"]
+
+
+def _edit_first_product_title(data_dir: Path) -> str:
+    path = data_dir / "all_products_part_1.json"
+    title = next(iter(json.loads(path.read_text()).values()))["title"]
+    at = next(i for i, c in enumerate(title) if c.isascii() and c.isalpha())
+    edited = title[:at] + ("q" if title[at] != "q" else "z") + title[at + 1:]
+    edit_in_place(path, json.dumps(title)[1:-1].encode(), json.dumps(edited)[1:-1].encode())
+    return edited
+
+
+# ----------------------------------------------------------------------------- search indexes
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.slow
+def test_a_reader_keeps_its_results_while_other_builds_happen(backend, tiny_engines, tiny_data_dir, tmp_path):
+    data_dir = copy_data_dir(tiny_data_dir, tmp_path / "data", artefacts=True)  # the fixture's indexes come along
+    protocol = load_protocol()
+    data = load_benchmark_data(data_dir, reload=True)
+    reader = Engines(data, backend, protocol).search
+    results = reader.batch_search(QUERIES)
+    contents = reader.contents([asin for hits in results for asin in hits])
+    opened = reader.index_dir
+
+    title = _edit_first_product_title(data_dir)  # new products: a new folder, the open one untouched
+    edited = load_benchmark_data(data_dir, reload=True)
+    assert build_artifacts(edited, (backend,), recommender=False, protocol=protocol, log=lambda _: None)
+    rebuilt = search_index_dir(edited, backend, protocol)
+    assert rebuilt != opened and opened.is_dir()
+    asin = next(iter(json.loads((data_dir / "all_products_part_1.json").read_text())))
+    assert title in Engines(edited, backend, protocol).search.contents([asin])[0]
+
+    # the open folder itself rebuilt (--force): the reader still reads what it opened
+    build_index(backend, data.products, opened, protocol.product_block, protocol.contents_fingerprint,
+                products_fingerprint=data.products_fingerprint)
+    assert reader.batch_search(QUERIES) == results
+    assert reader.contents([asin for hits in results for asin in hits]) == contents
+    assert not [p for p in opened.parent.iterdir() if SCRATCH_NAME.match(p.name)]
+
+
+def test_an_index_of_other_products_is_refused_naming_the_build_command(tiny_data_dir, tmp_path):
+    data_dir = copy_data_dir(tiny_data_dir, tmp_path / "data")
+    protocol = load_protocol()
+    data = load_benchmark_data(data_dir, reload=True)
+    build_artifacts(data, ("bm25s",), recommender=False, protocol=protocol, log=lambda _: None)
+    old_index = search_index_dir(data, "bm25s", protocol)
+    _edit_first_product_title(data_dir)
+    edited = load_benchmark_data(data_dir, reload=True)
+    assert index_record(old_index)["products"] == data.products_fingerprint != edited.products_fingerprint
+    with pytest.raises(EngineError, match="built from other products") as refused:
+        Engines(edited, "bm25s", protocol, search_index=old_index).search
+    assert str(old_index) in str(refused.value) and "python -m PersonalWAB.build" in str(refused.value)
+    with pytest.raises(EngineError, match="no bm25s index here"):  # its own is not built yet
+        Engines(edited, "bm25s", protocol).search
+
+
+def test_runs_with_and_without_the_release_pack_keep_their_own_index(tiny_data_dir, tmp_path, fake_protocol):
+    data = load_benchmark_data(copy_data_dir(tiny_data_dir, tmp_path / "data"), reload=True)
+    project = load_protocol()
+    for protocol in (project, fake_protocol):
+        assert "bm25s_index" in build_artifacts(data, ("bm25s",), recommender=False, protocol=protocol,
+                                                log=lambda _: None)
+    for protocol in (project, fake_protocol):  # neither rebuilt the other's
+        assert build_artifacts(data, ("bm25s",), recommender=False, protocol=protocol, log=lambda _: None) == {}
+    folders = {search_index_dir(data, "bm25s", p) for p in (project, fake_protocol)}
+    assert len(folders) == 2 and all(folder.is_dir() for folder in folders)
+    asin = next(iter(data.products))
+    for protocol in (project, fake_protocol):
+        shown = Engines(data, "bm25s", protocol).search.contents([asin])[0]
+        assert shown == protocol.product_block(data.products[asin])
+
+
+# ----------------------------------------------------------------------------- Ctrl-C during a Lucene build
+
+INTERRUPTED_BUILD = textwrap.dedent("""
+    import sys
+    from PersonalWAB.cli import run_command
+    from PersonalWAB.engines.search import build, lucene
+
+    pid_file = sys.argv[2]
+    # an indexer that would run for ten minutes, writing its pid once started
+    lucene._indexer_command = lambda collection, index, threads, counts: [
+        sys.executable, "-c", "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)",
+        pid_file]
+    sys.exit(run_command(build.main, ["--data_dir", sys.argv[1], "--backend", "lucene"]))  # as `python -m` runs it
+""")
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_a_lucene_build_stops_it_and_leaves_nothing(tiny_data_dir, tmp_path, stop):
+    """Started as a script's background job (SIGINT ignored, which Python would honour), the build
+    still stops on Ctrl-C or SIGTERM, kills the indexer it started and leaves no scratch. The
+    signal is sent once the indexer runs: the build installed its handler before starting it."""
+    data_dir = copy_data_dir(tiny_data_dir, tmp_path / "data")
+    pid_file = tmp_path / "indexer.pid"
+    build = subprocess.Popen(as_background_job([sys.executable, "-c", INTERRUPTED_BUILD, str(data_dir), str(pid_file)]),
+                             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: pid_file.exists() and bool(pid_file.read_text()), build, "the indexer started")
+        indexer = int(pid_file.read_text())
+        build.send_signal(stop)
+        out, err = build.communicate(timeout=HANG_GUARD_S)
+    finally:
+        build.kill()
+    assert build.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert not pid_alive(indexer), "the indexer was left running"
+    assert not list((data_dir / "indexes" / "lucene").iterdir())  # no scratch, no half-built index

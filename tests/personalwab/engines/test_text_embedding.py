@@ -1,14 +1,17 @@
-"""The MiniLM backends: ONNX Runtime (the CPU default) computes what PyTorch computes."""
+"""The MiniLM backends: ONNX Runtime (the CPU default) computes what PyTorch computes; a damaged
+review cache or ONNX export is named and made again."""
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from PersonalWAB.engines import text_embedding
 from PersonalWAB.engines.text_embedding import BACKEND_ENV, TextEmbedder, default_backend, export_onnx
+from tests.conftest import HashEncoder
 
 TEXTS = [
     "",
@@ -113,3 +116,92 @@ def test_the_arithmetic_of_an_encoding_counts_tokens_and_token_pairs():
     sentence = "The battery lasts two days and charges quickly."
     assert text_embedding.token_counts([sentence] * 3) == [11] * 3  # 9 words and a full stop, with [CLS] and [SEP]
     assert text_embedding.token_counts(["word " * 700]) == [text_embedding.MAX_TOKENS]  # truncated as encoded
+
+
+def test_a_garbage_review_cache_is_named_and_rewritten(tmp_path, capsys):
+    cache_file = tmp_path / "review_targets.npz"
+    cache_file.write_bytes(b"garbage")
+    embedder = TextEmbedder()
+    embedder.encode = lambda texts, progress=False: HashEncoder().encode(texts)  # no model needed
+    assert embedder.remember(["a review", "another"], cache_file=cache_file) == 2
+    assert f"warning: {cache_file}:" in capsys.readouterr().err
+    again = TextEmbedder()
+    again.encode = lambda texts, progress=False: np.zeros((0, 384), dtype=np.float32) if not texts else \
+        pytest.fail("the rewritten cache should hold them")
+    assert again.remember(["a review", "another"], cache_file=cache_file) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_truncated_onnx_export_is_removed_and_exported_again(tmp_path, monkeypatch, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    from PersonalWAB.digests import record_digest
+
+    graph = tmp_path / "onnx" / "minilm.onnx"
+    graph.parent.mkdir()
+    graph.write_bytes(b"\x08\x07\x12\x0bpartial")  # the first bytes of a graph, cut off
+    record_digest(graph)  # cut off as it was written: only loading it shows the damage
+    exports = []
+
+    def export(model_path: Path, target: Path) -> None:  # a stand-in graph: the real export takes ~15 s
+        exports.append(target)
+        value = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+        model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [value],
+                                                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]),
+                                  opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        onnx.save(model, str(target))
+
+    monkeypatch.setattr(text_embedding, "onnx_model_file", lambda model_path, model_id: graph)
+    monkeypatch.setattr(text_embedding, "export_onnx", export)
+    encoder = text_embedding.OnnxMiniLM(text_embedding.default_model_path(), "test", 1)
+    assert exports == [graph] and encoder.session.get_inputs()[0].name == "x"
+    err = capsys.readouterr().err
+    assert f"warning: {graph}: not a usable ONNX graph" in err and "exporting it again" in err
+
+
+class _Exported(Exception):
+    """Raised by the stand-in exporter: the damaged graph was sent to be exported again."""
+def _scramble_npz(path: Path) -> None:
+    """Rewrite an .npz cache with random vectors of the same shape (it still loads)."""
+
+    with np.load(path) as stored:
+        keys, vectors = stored["keys"], stored["vectors"]
+    np.savez(path, keys=keys, vectors=np.random.default_rng(0).standard_normal(vectors.shape).astype(np.float32))
+
+
+def test_a_review_cache_rewritten_with_other_vectors_is_rebuilt(tmp_path: Path, capsys, monkeypatch) -> None:
+    def encode(self: TextEmbedder, texts: list[str], progress: bool = False) -> np.ndarray:
+        return HashEncoder().encode(texts) if texts else np.zeros((0, 384), dtype=np.float32)
+
+    monkeypatch.setattr(TextEmbedder, "encode", encode)
+    cache = tmp_path / "cache" / "review_targets.npz"
+    texts = ["great battery", "broke after a week", "fits well"]
+    assert TextEmbedder().remember(texts, cache) == 3
+    assert TextEmbedder().remember(texts, cache) == 0, "a whole cache is used as it is"
+    _scramble_npz(cache)
+    again = TextEmbedder()
+    assert again.remember(texts, cache) == 3, "every review is encoded again"
+    assert "differs from the digest recorded" in capsys.readouterr().err
+    assert float(again.embedding(texts[0]) @ HashEncoder().encode(texts[:1])[0]) > 0.999
+    assert TextEmbedder().remember(texts, cache) == 0, "the rebuilt cache carries its digest"
+
+
+def test_an_onnx_graph_damaged_at_the_same_size_is_exported_again(tmp_path: Path, capsys, monkeypatch) -> None:
+    from PersonalWAB.digests import record_digest
+
+    graph = tmp_path / "minilm.onnx"
+    graph.write_bytes(bytes(range(256)) * 400)
+    record_digest(graph)
+    graph.write_bytes(bytes(reversed(range(256))) * 400)  # same size, other bytes
+    monkeypatch.setattr(text_embedding, "onnx_model_file", lambda *_: graph)
+
+    def export(model_path: Path, target: Path) -> None:
+        assert not target.exists(), "the damaged graph is removed before exporting"
+        raise _Exported
+
+    monkeypatch.setattr(text_embedding, "export_onnx", export)
+    with pytest.raises(_Exported):
+        text_embedding.OnnxMiniLM(tmp_path, "model", threads=1)
+    assert f"warning: {graph}: its content" in capsys.readouterr().err

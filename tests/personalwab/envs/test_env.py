@@ -1,4 +1,5 @@
-"""The environment's rules and observations, as the release has them."""
+"""The environment's rules and observations, as the release has them: the agent's bad calls answer
+`Error: ...` and score (0, 0), while an engine that fails raises (no observation)."""
 
 import ast
 
@@ -8,6 +9,7 @@ from PersonalWAB.engines.shared import Engines
 from PersonalWAB.envs.pwab.env import PWABEnv
 from PersonalWAB.envs.pwab.scoring import rank_score
 from PersonalWAB.envs.users.base import UserSimulator
+from PersonalWAB.errors import EngineError
 from PersonalWAB.types import Action
 
 
@@ -202,3 +204,27 @@ def test_leak_guard_is_an_option(tiny_engines, tiny_data):
 def test_multi_turn_needs_a_user(tiny_engines):
     with pytest.raises(ValueError, match="needs a user simulator"):
         PWABEnv(tiny_engines, "test", max_steps=3)
+
+
+# -- the agent's bad calls score as in the release; an engine's failure is no observation --------------
+
+def test_agents_bad_calls_are_still_scored_as_in_the_release(env):
+    env.reset(1)  # a recommendation task
+    observation, reward, done, _ = env.step({"name": "get_recommendations_by_history",
+                                              "arguments": {"product_sequence": None}})
+    assert observation.startswith("Error:") and reward == [0.0, 0.0] and done
+    env.reset(0)  # a search task
+    observation, reward, done, _ = env.step({"name": "search_product_by_query", "arguments": {"query": 5}})
+    assert observation.startswith("Error:") and reward == [0.0, 0.0] and done
+
+
+def test_a_jvm_failure_in_search_reaches_the_runner(tiny_engines, monkeypatch):
+    env = PWABEnv(tiny_engines, "test")
+    env.reset(0)
+
+    def jvm_fails(query, k=10):
+        raise RuntimeError("java.io.IOException: read past EOF")
+
+    monkeypatch.setattr(tiny_engines.search.engine, "search", jvm_fails)
+    with pytest.raises(EngineError, match="read past EOF"):
+        env.step({"name": "search_product_by_query", "arguments": {"query": "wireless headphones"}})

@@ -5,6 +5,7 @@ import json
 import os
 import pty
 import select
+import subprocess
 import sys
 import time
 
@@ -12,7 +13,7 @@ import pytest
 
 from PersonalWAB.envs.users.human_user import PROMPT, HumanUser, InputEnded
 from PersonalWAB.protocol import project_protocol
-from tests.conftest import REPO_ROOT
+from tests.conftest import HANG_GUARD_S, REPO_ROOT
 
 
 def test_human_user_reads_lines_and_stops_the_run_on_eof(tiny_data):
@@ -84,3 +85,17 @@ def test_human_session_through_a_pseudo_terminal(tiny_data_dir, tiny_engines, tm
     assert store.split()[0].lower() in refined.lower()
     assert first["traj"][5]["content"] == f"I want it from {store}"
     assert len(second["action_acc"]) == 1 and second["info"]["actions"][-1]["name"] == "stop"
+
+@pytest.mark.slow
+def test_human_mode_stops_at_end_of_input_and_keeps_what_finished(tiny_data_dir, tiny_engines, tmp_path):
+    output = tmp_path / "human.json"
+    argv = [sys.executable, str(REPO_ROOT / "run.py"), "--user_mode", "human", "--max_steps", "3",
+            "--agent_strategy", "heuristic", "--agent_memory", "none", "--data_dir", str(tiny_data_dir),
+            "--search_backend", "bm25s", "--end_index", "2", "--out", str(output)]
+    done = subprocess.run(argv, input="", capture_output=True, text=True, cwd=REPO_ROOT, timeout=HANG_GUARD_S)
+    assert done.returncode == 1, done.stderr
+    assert "error: end of input on the user's turn (--user_mode human): the run stops" in done.stderr
+    assert f"--resume_from {output}" in done.stderr
+    records = json.loads(output.read_text())[1:]
+    assert all(not any(turn.get("role") == "user" and turn.get("content") == "" for turn in record["traj"])
+               for record in records)  # no empty user reply was recorded

@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 
 from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
+from PersonalWAB.errors import DataError
 from PersonalWAB.leaderboard.__main__ import main
 from PersonalWAB.leaderboard.analysis import action_sequence, attempt_profile, transition_matrices
 from PersonalWAB.leaderboard.pack import pack_file
 from PersonalWAB.leaderboard.report import render_report
-from PersonalWAB.leaderboard.summarize import render_csv, render_html, render_markdown, summarize_files
+from PersonalWAB.leaderboard.summarize import (Row, comparisons, id_ranges, render_csv, render_html, render_markdown,
+                                               summarize_files, tables)
 from PersonalWAB.leaderboard.validate import validate_file
 from PersonalWAB.results import build_header
 from PersonalWAB.runner.config import RunConfig
@@ -384,3 +386,189 @@ def test_leaderboard_config_file_gives_the_flags_settings(files, tmp_path):
     config.write_text("force: 1\ncompare: base.json\n")
     report = parse(ReportSettings, ["x.json", "--config", str(config)])
     assert report.force is True and report.compare == "base.json" and report.out == "."
+
+
+def test_csv_text_cells_are_escaped_and_numbers_kept(result_file):
+    rows, _ = summarize_files([result_file], ["=HYPERLINK(\"http://x\")"])
+    [row] = list(csv.DictReader(io.StringIO(render_csv(rows))))
+    assert row["method"] == "'=HYPERLINK(\"http://x\")"
+    assert float(row["overall_f_acc"]) >= 0 and not row["overall_f_acc"].startswith("'")
+
+
+@pytest.mark.parametrize("cell, shown", [("-0.5 gain", "'-0.5 gain"), ("+1", "'+1"), ("@SUM(A1)", "'@SUM(A1)"),
+                                         ("plain", "plain"), ("a=b", "a=b")])
+def test_csv_text(cell, shown):
+    from PersonalWAB.leaderboard.summarize import csv_text
+
+    assert csv_text(cell) == shown
+
+
+def test_report_refuses_an_invalid_file_and_says_why(result_file, tmp_path, capsys):
+    assert main(["report", str(result_file), "--out", str(tmp_path)]) == 0
+    broken = tmp_path / "broken.json"
+    content = json.loads(result_file.read_text())
+    content[1]["res_acc"] = [7.0]
+    broken.write_text(json.dumps(content))
+    capsys.readouterr()
+    assert main(["report", str(broken), "--out", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert not (tmp_path / "broken.report.html").exists() and captured.out == ""
+    assert captured.err == f"error: {broken}: invalid result file: record 1 (task_id 0, trial 0): res_acc[0] = 7.0 " \
+                           "is not a number in [0, 1]\n"
+
+
+def test_deeply_nested_result_files_are_reported_not_raised(tmp_path):
+    from PersonalWAB.results import read_run_file
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    report = validate_file(deep)
+    assert not report.valid and "nested deeper than the parser allows" in report.lines()[0]
+    with pytest.raises(DataError, match="not valid JSON.*depth"):
+        read_run_file(deep)
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+@pytest.fixture(scope="module")
+def finished(tiny_data_dir, tmp_path_factory) -> Path:
+    """A finished run of four tasks with the project's texts."""
+    output = tmp_path_factory.mktemp("labels") / "r.json"
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=4), log=quiet)
+    return output
+
+
+# -- leaderboard validate -------------------------------------------------------------------------
+
+def _empty_run_args(header: dict) -> None:
+    header["run_args"] = {}
+
+
+def _drop_run_args(header: dict) -> None:
+    del header["run_args"]
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (_empty_run_args, "run_args is empty: the run's settings are unknown"),
+    (_drop_run_args, "element 0 is a header without run_args"),
+], ids=["emptied", "missing"])
+def test_validate_refuses_a_header_whose_run_args_are_gone(finished, tiny_data, tmp_path, change, reason):
+    content = json.loads(finished.read_text())
+    change(content[0])
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(content))
+    report = validate_file(edited, tiny_data)
+    assert not report.valid and report.summary()["protocol"] == "custom"
+    assert any(reason in line for line in report.lines())
+
+
+def _relabelled(finished: Path, folder: Path, digest: str, standard: bool) -> Path:
+    """The run's file as a hand would relabel it: the release's texts, no departures, `digest`."""
+    content = json.loads(finished.read_text())
+    run_args = content[0]["run_args"]
+    run_args.update(agent_strategy="function_calling", model="gpt-4o-mini", memory_length=10,
+                    protocol={"texts": "release@23ff65c", "departures": [], "standard": standard},
+                    protocol_texts_digest=digest)
+    path = folder / f"relabelled-{digest}-{standard}.json"
+    path.write_text(json.dumps(content))
+    return path
+
+
+def test_a_label_of_the_release_texts_with_an_unknown_digest_is_custom_never_standard(finished, tmp_path):
+    from PersonalWAB.leaderboard.summarize import summarize_files, tables
+    from PersonalWAB.leaderboard.validate import protocol_label
+    from PersonalWAB.protocol.spec import RELEASE_PROTOCOL_DIGEST
+
+    forged = _relabelled(finished, tmp_path, "0123456789abcdef", standard=True)
+    report = validate_file(forged)
+    assert not report.valid and report.summary()["protocol"] == "custom"
+    assert any("unknown texts (named release@23ff65c, but protocol_texts_digest '0123456789abcdef' is not the pinned "
+               f"release's {RELEASE_PROTOCOL_DIGEST})" in line for line in report.lines())
+    with pytest.raises(DataError):
+        summarize_files([forged])  # an invalid file is refused, never ranked
+    quiet_forgery = _relabelled(finished, tmp_path, "0123456789abcdef", standard=False)
+    rows, _ = summarize_files([quiet_forgery])
+    assert ["custom protocol" in title for title, _ in tables(rows)] == [True]
+    genuine = json.loads(_relabelled(finished, tmp_path, RELEASE_PROTOCOL_DIGEST, standard=True).read_text())
+    assert protocol_label(genuine[0]["run_args"]) == ("standard", [])
+    older = {**genuine[0]["run_args"]}
+    del older["protocol_texts_digest"]  # a label with no digest names no texts the project knows
+    assert protocol_label(older)[0] == "custom"
+
+
+def test_validate_refuses_a_checkpoint_with_emptied_run_args(finished, tiny_data, tmp_path):
+    content = json.loads(finished.read_text())
+    checkpoint = tmp_path / "checkpoint.json"
+    checkpoint.write_text(json.dumps([{"run_args": {}, "unfinished": True}, *content[1:]]))
+    report = validate_file(checkpoint, tiny_data)
+    assert not report.valid and "custom" in report.flags
+
+
+def test_validate_and_summarize_count_format_errors(format_error_run, capsys):
+    _, output = format_error_run
+    capsys.readouterr()
+    main(["validate", str(output)])
+    assert "3 format errors" in capsys.readouterr().out
+    main(["summarize", str(output)])
+    table = capsys.readouterr().out
+    head = next(line for line in table.splitlines() if line.startswith("| #"))
+    row = next(line for line in table.splitlines() if line.startswith("| 1 "))
+    cells, names = [c.strip() for c in row.split("|")], [c.strip() for c in head.split("|")]
+    assert cells[names.index("Format errors")] == "3"
+
+
+def test_old_records_without_format_errors_still_validate(tiny_data_dir, tiny_engines, tmp_path, capsys):
+    output = tmp_path / "old.json"
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=2), log=quiet)
+    capsys.readouterr()
+    assert main(["validate", str(output)]) == 0
+    assert "VALID (0 errors" in capsys.readouterr().out
+
+
+# -- the leaderboard: partial runs apart, tracks apart --------------------------------------------
+
+def test_summarize_never_ranks_a_partial_run_with_whole_split_runs(tiny_data_dir, tiny_engines, tmp_path):
+    whole, part = tmp_path / "whole.json", tmp_path / "part.json"
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(whole), agent_memory="none"), log=quiet)
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(part), end_index=5), log=quiet)
+    rows, _ = summarize_files([whole, part])
+    grouped = tables(rows)
+    assert len(grouped) == 2
+    (whole_title, whole_rows), (part_title, part_rows) = grouped
+    assert [r.path for r in whole_rows] == [whole] and [r.path for r in part_rows] == [part]
+    assert "partial" not in whole_title and "tasks 0-4 only" in part_title
+    assert "ranked only against runs of the same tasks" in render_markdown(rows)
+    from PersonalWAB.leaderboard.validate import validate_file
+
+    assert any("partial split: tasks 0-4 of the test split" in line for line in validate_file(part).lines())
+    content = json.loads(part.read_text())
+    content[0]["run_args"]["end_index"] = True  # read as 1 it would pass for a run of the whole split
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(content))
+    report = validate_file(edited)
+    assert not report.valid and any("run_args.end_index True is not a task index" in p.message
+                                    for p in report.problems)
+
+
+def test_task_id_ranges_are_exact():
+    assert id_ranges([3, 0, 1, 2, 7, 9, 8, 12]) == "0-3,7-9,12"
+    assert id_ranges([5, 5]) == "5"
+
+
+def _row(name: str, score: float, bounds: tuple[float, float] | None) -> Row:
+    trials = None if bounds is None else {"num_trials": 2, "results": {"overall": {
+        key: {"ci95": list(bounds)} for key in ("avg_action_acc", "avg_res_acc")}}}
+    stats = {"overall": {"avg_action_acc": score, "avg_res_acc": score}}
+    return Row(name, Path(f"{name}.json"), "single-turn", "official", stats, 0.0, [], True, trials)
+
+
+def test_summarize_claims_a_difference_only_between_intervals_with_width():
+    flat = comparisons([_row("a", 0.8, (0.8, 0.8)), _row("b", 0.6, (0.6, 0.6))])
+    assert all(note.endswith("not judged: the interval of a and b has no width (one trial, or trials that all "
+                             "scored the same)") for note in flat)
+    wide = comparisons([_row("a", 0.8, (0.75, 0.85)), _row("b", 0.6, (0.55, 0.65))])
+    assert all(note.endswith("outside their 95% intervals") for note in wide)
+    single = comparisons([_row("a", 0.8, (0.75, 0.85)), _row("b", 0.6, None)])
+    assert all("the interval of b has no width" in note for note in single)

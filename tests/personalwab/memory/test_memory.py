@@ -1,6 +1,8 @@
 """Memory as the release builds it: no leakage past the task's timestamp, each mode's order and
-text, the release's random draws, the on-disk embedding cache of the full behaviour texts, PUMA's
-function files, and the InteRecAgent store and its initialisation (offline and by a model)."""
+text, the release's random draws, the on-disk embedding cache of the full behaviour texts (a damaged
+one named and rebuilt), PUMA's function files, the InteRecAgent store and its initialisation
+(offline and by a model), and the ablation's arms (another user's history, the oracle) cut to a
+token budget."""
 
 from __future__ import annotations
 
@@ -15,15 +17,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from PersonalWAB.data.loader import load_benchmark_data
 from PersonalWAB.errors import DataError
 from PersonalWAB.memory.interec import InterecMemoryStore, initial_memory, parse_profile, write_memory_file
 from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH
-from PersonalWAB.memory import (MEMORY_MODES, ReleaseRandomMemory, load_function_file, memory_text, newest_first,
-                                retrieve_memory, task_function)
+from PersonalWAB.memory import (MEMORY_MODES, ReleaseRandomMemory, load_function_file, memory_text, memory_tokens,
+                                newest_first, retrieve_memory, task_function)
+from PersonalWAB.memory.base import MemoryRequest
 from PersonalWAB.memory.embeddings import BehaviourEmbeddings, behaviour_texts, shared_behaviour_embeddings
-from PersonalWAB.protocol import project_protocol
+from PersonalWAB.memory.modes.oracle import target_vector
+from PersonalWAB.protocol import load_protocol, project_protocol
 from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, HashEncoder, copy_data_dir
 
 PROTOCOL = project_protocol()
 
@@ -366,7 +371,6 @@ def test_initial_memory_written_by_a_model_resumes(tiny_data, tiny_data_dir, tmp
 
 class StoredCountingEncoder(CountingEncoder):
     """The real MiniLM under its model id, so its vectors go to the shared text store."""
-
     @property
     def model_id(self):
         return self.inner.model_id
@@ -448,3 +452,98 @@ def test_cached_relevant_memory_equals_pytorch_encoding_each_text_alone(two_user
     report = reference_agreement(tiny_data, PROTOCOL, tasks, 10, TextEmbedder(backend="torch"))
     assert report["equal_top_lists"] == report["tasks"] == len(tasks)
     assert report["max_score_diff"] <= 1e-5
+
+
+# ----------------------------------------------------------------------------- damaged caches
+
+
+def test_garbage_behaviour_embedding_caches_are_named_and_rebuilt(tiny_data_dir, tmp_path, capsys):
+    data = load_benchmark_data(copy_data_dir(tiny_data_dir, tmp_path / "data"), reload=True)
+    protocol = load_protocol()
+    BehaviourEmbeddings(data, protocol, HashEncoder()).ensure(log=None)
+    cache_dir = data.artifacts.cache_dir
+    matrix_file = next(cache_dir.glob("behaviour_embeddings_*.npy"))
+    index_file = cache_dir / "instruction_embeddings.json"
+    expected = np.load(matrix_file)
+    matrix_file.write_bytes(matrix_file.read_bytes()[:1000])  # truncated
+    index_file.write_text("{not json")
+    capsys.readouterr()
+    rebuilt = BehaviourEmbeddings(data, protocol, HashEncoder())
+    rebuilt.ensure(log=None)
+    err = capsys.readouterr().err
+    assert f"warning: {matrix_file}:" in err and f"warning: {index_file}:" in err
+    user = sorted(data.histories)[0]
+    assert np.array_equal(rebuilt.behaviours(user), expected[:len(data.histories[user])])
+    BehaviourEmbeddings(data, protocol, HashEncoder()).ensure(log=None)
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_garbage_text_store_is_named_and_written_whole_again(tmp_path, capsys):
+    from PersonalWAB.memory.embeddings import TextStore, text_digests
+
+    store = TextStore(tmp_path, "model")
+    store.path.parent.mkdir(parents=True)
+    store.path.write_bytes(b"PK\x03\x04 not a zip")
+    digests = text_digests(["one", "two"])
+    found, _ = store.lookup(digests)
+    assert not found.any() and f"warning: {store.path}:" in capsys.readouterr().err
+    vectors = HashEncoder().encode(["one", "two"])
+    store.add(digests, vectors)
+    capsys.readouterr()
+    found, stored = store.lookup(digests)
+    assert found.all() and np.array_equal(stored, vectors)
+    assert "warning" not in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- the ablation's arms and token budget
+
+def test_other_user_holds_as_many_of_another_users_earlier_behaviours(tiny_data):
+    protocol = load_protocol()
+    for task in tiny_data.split("test"):
+        own = retrieve_memory(tiny_data, task, "last", 5, protocol=protocol)
+        other = retrieve_memory(tiny_data, task, "other_user", 5, protocol=protocol, seed=1)
+        assert len(other) == len(own)
+        assert all(b["review"]["timestamp"] < task["timestamp"] for b in other)
+        mine = {id(b) for b in tiny_data.histories[task["user_id"]]}
+        assert not any(id(b) in mine for b in other)
+        assert other == retrieve_memory(tiny_data, task, "other_user", 5, protocol=protocol, seed=1)
+
+
+def test_oracle_ranks_the_users_past_by_closeness_to_the_target(tiny_puma_data):
+    protocol = load_protocol()
+    embeddings = shared_behaviour_embeddings(tiny_puma_data, protocol)
+    task = next(t for t in tiny_puma_data.split("test")
+                if len(tiny_puma_data.behaviours_before(t["user_id"], t["timestamp"])) >= 3)
+    past = tiny_puma_data.behaviours_before(task["user_id"], task["timestamp"])
+    query = target_vector(MemoryRequest(tiny_puma_data, task, 3, protocol), embeddings)
+    history = tiny_puma_data.histories[task["user_id"]]
+    own = next(i for i, b in enumerate(history) if b["review"]["timestamp"] == task["timestamp"]
+               and b["product_info"]["parent_asin"] == task["target"]["product_info"]["parent_asin"])
+    assert np.array_equal(query, embeddings.behaviours(task["user_id"])[own])
+    scores = embeddings.behaviours(task["user_id"], len(past)) @ query
+    expected = [past[i] for i in np.argsort(-scores, kind="stable")[:3]]
+    assert retrieve_memory(tiny_puma_data, task, "oracle", 3, protocol=protocol) == expected
+
+
+def test_every_arm_is_cut_to_the_token_budget(tiny_data):
+    protocol = load_protocol()
+    task = max(tiny_data.split("test"),
+               key=lambda t: len(tiny_data.behaviours_before(t["user_id"], t["timestamp"])))
+    full = retrieve_memory(tiny_data, task, "last", 50, protocol=protocol)
+    assert len(full) >= 2
+    budget = memory_tokens(protocol, full[:2])
+    for arm in ("last", "random", "other_user"):
+        cut = retrieve_memory(tiny_data, task, arm, 50, protocol=protocol, tokens=budget)
+        assert memory_tokens(protocol, cut) <= budget
+        assert cut == retrieve_memory(tiny_data, task, arm, 50, protocol=protocol)[:len(cut)]
+    assert retrieve_memory(tiny_data, task, "last", 50, protocol=protocol, tokens=budget) == full[:2]
+
+
+def test_a_memory_matrix_rewritten_with_other_vectors_is_rebuilt(data_copy: Path, capsys) -> None:
+    data = load_benchmark_data(data_copy)
+    assert BehaviourEmbeddings(data, load_protocol(), HashEncoder()).ensure(log=None)
+    matrix = next((data_copy / "cache").glob("behaviour_embeddings_*.npy"))
+    np.save(matrix, np.random.default_rng(0).standard_normal(np.load(matrix).shape).astype(np.float32))
+    rebuilt = BehaviourEmbeddings(data, load_protocol(), HashEncoder()).ensure(log=None)
+    assert rebuilt and "differs from the digest recorded" in capsys.readouterr().err
+    assert not BehaviourEmbeddings(data, load_protocol(), HashEncoder()).ensure(log=None)

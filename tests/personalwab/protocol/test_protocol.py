@@ -1,18 +1,23 @@
-"""The protocol module: the release pack read from a (stand-in) release checkout, the project's
-own texts, and golden tests of every renderer."""
+"""The protocol module: the release pack read from a (stand-in) release checkout, an edited pack
+or one that claims texts it does not hold refused (never run under the release's name), the
+project's own texts, and golden tests of every renderer."""
 
+import hashlib
 import json
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
+import PersonalWAB.protocol.pack as pack_module
 from PersonalWAB.errors import DataError
 from PersonalWAB.memory import system_prompt
 from PersonalWAB.protocol import check_shapes, load_protocol, project_protocol, protocol_from_pack
 from PersonalWAB.protocol.pack import build_pack, read_pack, release_file_paths, write_pack
 from PersonalWAB.protocol.spec import RELEASE_COMMIT, TEXTS
+from PersonalWAB.runner.cli import main
 from release_fixture import FAKE_TEXTS, write_release_tree
 
 PRODUCT = {"main_category": "Grocery", "title": "Green Tea", "average_rating": 4.5, "rating_number": 10,
@@ -203,3 +208,82 @@ def test_puma_prompts(fake_protocol):
         "R:PARAM Review it\nR:t=Green Tea p=9.99 s=TeaCo c=Grocery\n mem=M tool=add_product_review\n" \
         "### Tool Parameter:\n"
     assert p.puma_search_label_prompt("Find tea", "m1|m2") == "R:QUERY for Find tea from m1|m2"
+
+
+USER_FILE = "PersonalWAB/envs/user.py"
+
+
+def edited_copy(pack_path: Path, out: Path, change) -> Path:
+    """A copy of a pack with `change` applied to its parsed JSON."""
+    content = json.loads(pack_path.read_text(encoding="utf-8"))
+    change(content)
+    out.write_text(json.dumps(content), encoding="utf-8")
+    return out
+
+
+def append_to_first_text(content: dict) -> None:
+    texts = content["files"][USER_FILE]["texts"]
+    key = next(iter(texts))
+    texts[key] = texts[key] + " (edited)"
+
+
+# -- protocol packs -----------------------------------------------------------------------------
+
+def test_a_pack_with_one_text_edited_is_refused_naming_the_text(fake_pack, tmp_path):
+    edited = edited_copy(fake_pack, tmp_path / "edited.json", append_to_first_text)
+    with pytest.raises(DataError, match=rf"{USER_FILE} text '.+' differs from the digest .*1 text\(s\) edited"):
+        read_pack(edited)
+
+
+def test_run_with_an_edited_pack_stops_before_writing(fake_pack, tiny_data_dir, tmp_path, capsys):
+    edited = edited_copy(fake_pack, tmp_path / "edited.json", append_to_first_text)
+    output = tmp_path / "r.json"
+    code = main(["--data_dir", str(tiny_data_dir), "--out", str(output), "--protocol_file", str(edited),
+                 "--end_index", "2"])
+    assert code == 2 and "an edited pack is refused" in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_a_pack_without_text_digests_says_it_is_of_an_older_format(fake_pack, tmp_path):
+    def drop_digests(content: dict) -> None:
+        for entry in content["files"].values():
+            entry.pop("text_sha256")
+
+    older = edited_copy(fake_pack, tmp_path / "older.json", drop_digests)
+    with pytest.raises(DataError, match="records no digests of its texts .*older version.*rebuild it"):
+        read_pack(older)
+
+
+def test_a_pack_marked_pinned_must_hold_the_pinned_commits_texts(fake_release_dir, tmp_path, monkeypatch):
+    """Even with its digests recomputed, a pack whose texts are not the release's never runs as
+    `release@<commit>`: the stand-in tree is made to pass as the pinned checkout."""
+    digests = {relative: hashlib.sha256((fake_release_dir / relative).read_bytes()).hexdigest()
+               for relative in pack_module.RELEASE_FILES}
+    monkeypatch.setattr(pack_module, "RELEASE_FILES", digests)
+    pack = build_pack(fake_release_dir)
+    assert pack["release"]["pinned"] is True
+    path = write_pack(pack, tmp_path / "pinned.json")
+    with pytest.raises(DataError, match="marked as the pinned commit 23ff65c, but its texts are not"):
+        protocol_from_pack(path)
+
+
+def test_an_unedited_pack_still_loads(fake_pack):
+    assert protocol_from_pack(fake_pack).name == "release@unpinned"
+
+
+def test_the_pinned_digest_is_checked_against_a_pinned_pack(fake_release_dir, tmp_path, monkeypatch):
+    """A pack of the pinned commit's texts whose digest is not the pinned one (renderers changed
+    without the pin) is refused, so a run with it is never labelled custom by mistake."""
+    import PersonalWAB.protocol as protocol_module
+
+    digests = {relative: hashlib.sha256((fake_release_dir / relative).read_bytes()).hexdigest()
+               for relative in pack_module.RELEASE_FILES}
+    monkeypatch.setattr(pack_module, "RELEASE_FILES", digests)
+    pack = build_pack(fake_release_dir)
+    monkeypatch.setattr(pack_module, "RELEASE_TEXTS_SHA256", pack_module.pack_texts_digest(pack))
+    path = write_pack(pack, tmp_path / "pinned.json")
+    with pytest.raises(DataError, match="update RELEASE_PROTOCOL_DIGEST"):
+        protocol_from_pack(path)
+    monkeypatch.setattr(protocol_module, "RELEASE_PROTOCOL_DIGEST", protocol_module.Protocol(
+        protocol_module.texts_from_pack(pack), "release@23ff65c").texts_digest)
+    assert protocol_from_pack(path).is_pinned_release

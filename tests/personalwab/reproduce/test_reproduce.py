@@ -164,6 +164,19 @@ def test_a_dry_run_needs_no_key(tiny_engines, tiny_data_dir, tmp_path, capsys):
     assert "dry run: no request was sent" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_a_dry_run_names_what_it_priced_and_scales_to_the_official_split(tiny_engines, tiny_data_dir, tmp_path,
+                                                                         capsys):
+    from PersonalWAB.reproduce.cli import main as reproduce_main
+
+    assert reproduce_main(["--model", "openai/gpt-4o-mini", "--data_dir", str(tiny_data_dir), "--rows", "none",
+                           "--out", str(tmp_path), "--end_index", "4", "--dry_run", "--quiet", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"priced: the test split of synthetic(scale=tiny, seed=0) data ({tiny_data_dir};" in out
+    assert "tasks 0 to 3 run), single track, project texts (custom run)" in out
+    assert "scaled to the official test split (2,174 tasks per row)" in out
+
+
 def test_max_usd_below_the_estimate_refuses_to_start(tiny_engines, tiny_data_dir, tmp_path, capsys):
     with ScriptedLLMServer(scripted_model) as server:
         assert reproduce(server, tiny_data_dir, tmp_path, "--max_usd", "0.000001") == 2

@@ -1,6 +1,6 @@
-"""What a run says about money: the agent's and the user's cost under the results table, a
-warning when a server of one's own is billed at a hosted model's price, the run's own rate,
-an unpriced model named as such, and what a reproduction's dry run priced."""
+"""What a run says about money (`PersonalWAB.pricing`): the agent's and the user's cost under the
+results table, a warning when a server of one's own is billed at a hosted model's price, the run's
+own rate, and an unpriced model named as such."""
 
 from __future__ import annotations
 
@@ -94,16 +94,3 @@ def test_a_multi_turn_run_prints_agent_and_user_cost_and_the_hosted_price_warnin
     assert "agent $0.0" in line and "gpt-4o-mini, litellm's price table" in line
     assert "user $0.0" in line and "scripted-user at --user_price_per_mtok 1,2" in line
     assert "user $0.0000 " not in line  # the user simulator was called and priced
-
-
-@pytest.mark.slow
-def test_a_dry_run_names_what_it_priced_and_scales_to_the_official_split(tiny_engines, tiny_data_dir, tmp_path,
-                                                                         capsys):
-    from PersonalWAB.reproduce.cli import main as reproduce_main
-
-    assert reproduce_main(["--model", "openai/gpt-4o-mini", "--data_dir", str(tiny_data_dir), "--rows", "none",
-                           "--out", str(tmp_path), "--end_index", "4", "--dry_run", "--quiet", "1"]) == 0
-    out = capsys.readouterr().out
-    assert f"priced: the test split of synthetic(scale=tiny, seed=0) data ({tiny_data_dir};" in out
-    assert "tasks 0 to 3 run), single track, project texts (custom run)" in out
-    assert "scaled to the official test split (2,174 tasks per row)" in out

@@ -1,7 +1,8 @@
-"""Generation depends on the recipe alone: a model folder whose `generation_config.json`
-carries sampling defaults (Llama-2-chat's `do_sample`, temperature 0.6, top-p 0.9; Qwen2.5's
-repetition penalty and top-k) generates exactly what the same weights without them do, under
-both recipes, greedy and sampled, in `puma generate` and in the live agent."""
+"""PUMA's generation (`PUMA.generate`, and the live agent's generator) depends on the recipe alone:
+a model folder whose `generation_config.json` carries sampling defaults (Llama-2-chat's
+`do_sample`, temperature 0.6, top-p 0.9; Qwen2.5's repetition penalty and top-k) generates exactly
+what the same weights without them do, under both recipes, greedy and sampled, in `puma generate`
+and in the live agent; and `--recipe release` decodes with the SentencePiece model itself."""
 
 from __future__ import annotations
 
@@ -107,15 +108,6 @@ def test_live_generation_ignores_the_folders_defaults(two_folders):
         texts = [LiveGenerator(str(folder), dtype="float32", max_new_tokens=12, release=release).generate(
             prompt, cue="Parameter: " if release else None) for folder in two_folders]
         assert texts[0] == texts[1]
-
-
-def test_grpo_sets_the_decoding_fields_trl_leaves_to_the_model():
-    from PUMA.grpo import TRL_DECODING_FIELDS, decoding_left_to_the_model
-
-    fields = decoding_left_to_the_model()
-    assert not set(fields) & set(TRL_DECODING_FIELDS)
-    assert (fields["typical_p"], fields["no_repeat_ngram_size"], fields["length_penalty"]) == (1.0, 0, 1.0)
-    assert None not in fields.values()
 
 
 def test_release_decoding_is_the_sentencepiece_model_itself(tiny_data_dir: Path, tmp_path: Path):

@@ -21,9 +21,8 @@ from hypothesis import strategies as st
 
 import PersonalWAB.settings as settings_module
 from PersonalWAB.cli import EXIT_BAD_INPUT, run_command
-from PersonalWAB.errors import DataError
 from PersonalWAB.settings import default_of, flag_name, is_boolean, parse_many, settings_fields, spec_of
-from tests.personalwab.test_command_help import COMMAND_LIST
+from tests.test_command_help import COMMAND_LIST
 
 REFUSED = object()
 
@@ -183,74 +182,3 @@ def test_the_property_covers_every_command():
     assert {"pwab run", "pwab reproduce", "pwab leaderboard export", "pwab data synthetic", "puma score",
             "puma run", "puma sft", "puma merge_shards"} <= names
     assert len(SETTINGS) > 300
-
-
-@pytest.mark.parametrize("text, fault", [
-    ("end_index: true\n", "end_index: expected a whole number, got the YAML boolean true"),
-    ("end_index: 2.7\n", "end_index: expected a whole number, got the YAML number 2.7"),
-    ("end_index: [1, 2]\n", "end_index: expected one value (a whole number), got a YAML list"),
-    ("max_usd: .nan\n", "max_usd: the YAML number .nan: expected a finite amount of USD above 0"),
-    ("max_usd: .inf\n", "max_usd: the YAML number inf: expected a finite amount of USD above 0"),
-    ("max_usd: -5\n", "max_usd: the YAML number -5: expected a finite amount of USD above 0"),
-    ("seed: 1.5\n", "seed: expected a whole number, got the YAML number 1.5"),
-    ("shard: 0.5\n", "shard: the YAML number 0.5: '0.5': expected I/N"),
-    ("agent_memory: [last]\n", "agent_memory: expected one value (text), got a YAML list"),
-    ("temperature: [0.5]\n", "temperature: expected one value (a number), got a YAML list"),
-    ("tag: [[a]]\n", "tag: expected text, got a YAML list"),
-    ("run_name: {a: 1}\n", "run_name: expected text, got a YAML mapping"),
-    ("end_index: null\n", "end_index: expected a whole number, got null"),
-    ("seed: 1\nseed: 2\n", "'seed' is given twice (lines 1 and 2); keep one"),
-    ("out: a.json\noutput: b.json\n", "out and output both set --out; keep one"),
-    ("a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-     "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
-     "run_name: *f\n", "its YAML aliases (*name) expand to more than 1024 KiB"),
-])
-def test_each_config_fault_of_a_run_is_one_line_naming_the_file_and_the_key(text, fault, tmp_path, capsys):
-    from PersonalWAB.runner.config import parse_config
-
-    path = tmp_path / "run.yaml"
-    path.write_text(text)
-    assert run_command(parse_config, ["--config", str(path)]) == EXIT_BAD_INPUT
-    err = capsys.readouterr().err
-    assert err == f"error: --config {path}: {fault}" + err.split(fault, 1)[1] and err.count("\n") == 1, err
-
-
-def test_an_int_for_a_text_setting_is_its_text_and_a_null_leaves_the_default(tmp_path):
-    from PersonalWAB.runner.config import parse_config
-
-    path = tmp_path / "run.yaml"
-    path.write_text("run_name: 42\nmodel: null\ntag: lr=1\n")
-    config = parse_config(["--config", str(path)])
-    assert (config.run_name, config.model, config.tag) == ("42", None, ["lr=1"])
-
-
-@pytest.mark.parametrize("kind", ["device", "fifo", "folder", "large", "not utf-8"])
-def test_only_a_regular_settings_file_of_bounded_size_is_read(kind, tmp_path):
-    import os
-
-    from PersonalWAB.runner.config import parse_config
-
-    path = {"device": Path("/dev/zero"), "fifo": tmp_path / "pipe.yaml", "folder": tmp_path,
-            "large": tmp_path / "large.yaml", "not utf-8": tmp_path / "latin.yaml"}[kind]
-    if kind == "fifo":
-        os.mkfifo(path)  # opened, it would wait for a writer for ever
-    if kind == "large":
-        path.write_text("# " + "x" * (1 << 20) + "\n")
-    if kind == "not utf-8":
-        path.write_bytes(b"run_name: caf\xe9\n")
-    fault = {"device": "is a device", "fifo": "is a FIFO", "folder": "is a folder", "large": "larger than 1024 KiB",
-             "not utf-8": "not UTF-8 text"}[kind]
-    with pytest.raises(DataError, match=f"--config {path}: {fault}"):
-        parse_config(["--config", str(path)])
-
-
-def test_a_null_operand_in_a_config_file_is_refused(tmp_path):
-    """A command's operand (the file `pack` packs) has no default: null in the file is no file,
-    where it would pass the parser as given."""
-    from PersonalWAB.leaderboard.commands import pack
-
-    path = tmp_path / "pack.yaml"
-    path.write_text("file: null\n")
-    with pytest.raises(DataError, match=f"--config {path}: file: expected text, got null"):
-        pack(["--config", str(path)])

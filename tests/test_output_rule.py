@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from PersonalWAB.errors import DataError
-from PersonalWAB.outputs import LEDGER, command_scope, hold_inputs, written_by
-from PersonalWAB.scratch import atomic_write_text
+from PersonalWAB.outputs import LEDGER, written_by
 
 FOREIGN = "precious, made by hand\n"
 
@@ -181,7 +179,7 @@ def test_no_command_writes_over_its_own_input_even_with_overwrite(name, places, 
 
 
 def test_every_writing_command_is_covered():
-    from tests.personalwab.test_command_help import COMMAND_LIST
+    from tests.test_command_help import COMMAND_LIST
 
     covered = {name.split(" -- ")[0] for name in WRITERS}
     writers = {name for name, _ in COMMAND_LIST if name.split()[0] in ("pwab", "puma")}
@@ -215,19 +213,6 @@ def test_pages_are_written_again_but_not_over_a_file_of_someone_elses(result_fil
     page.write_text(FOREIGN)
     assert _command(line, monkeypatch) == 2
     assert page.read_text() == FOREIGN and f"{page} already exists" in capsys.readouterr().err
-
-
-def test_the_writer_never_replaces_an_input_of_the_running_command(tmp_path):
-    source = tmp_path / "input.json"
-    source.write_text("kept")
-    with command_scope():
-        hold_inputs([("--candidates_file", source)])
-        with pytest.raises(DataError, match=f"{source}: is this command's input \\(--candidates_file"):
-            atomic_write_text(source, "replaced")
-        atomic_write_text(tmp_path / "other.json", "written")
-    assert source.read_text() == "kept"
-    atomic_write_text(source, "outside a command nothing is held")
-    assert source.read_text() == "outside a command nothing is held"
 
 
 def test_a_synthetic_folder_is_this_commands_when_it_holds_the_same_world(tmp_path, monkeypatch, capsys):

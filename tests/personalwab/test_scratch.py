@@ -1,11 +1,14 @@
-"""The one writer every command's outputs go through: never replaces a FIFO, refuses a name
-too long for its scratch file before writing anything, names the target on a full disk, and
-its lock says what is wrong with a lock path that is no file."""
+"""Scratch files and the one writer every command's outputs go through (`PersonalWAB.scratch`):
+never replaces a FIFO or a device, refuses a name too long for its scratch file before writing
+anything, names the target on a full disk, its lock says what is wrong with a lock path that is no
+file, and the scratch a killed run left behind is removed."""
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,15 +18,12 @@ from PersonalWAB.data.layout import write_atomic
 from PersonalWAB.errors import DataError
 from PersonalWAB.memory.interec import write_memory_file
 from PersonalWAB.protocol.pack import write_pack
+from PersonalWAB.runner.config import RunConfig
+from PersonalWAB.runner.execute import run
 from PersonalWAB.scratch import SCRATCH_NAME_OVERHEAD, RunLock, atomic_write_bytes, atomic_write_text
 from PUMA.modeling import write_json
 from PUMA.recipe import write_record
-
-
-def _fifo(tmp_path: Path, name: str = "out.json") -> Path:
-    fifo = tmp_path / name
-    os.mkfifo(fifo)
-    return fifo
+from tests.conftest import make_fifo
 
 
 WRITERS = {
@@ -36,7 +36,7 @@ WRITERS = {
 
 @pytest.mark.parametrize("writer", list(WRITERS))
 def test_every_writer_refuses_a_fifo_and_leaves_it(tmp_path: Path, writer: str) -> None:
-    fifo = _fifo(tmp_path)
+    fifo = make_fifo(tmp_path)
     with pytest.raises(DataError, match="is a FIFO"):
         WRITERS[writer](fifo)
     assert fifo.is_fifo()
@@ -51,11 +51,6 @@ def test_puma_step_record_beside_a_fifo_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="is a FIFO"):
         write_record(output, "score", get_recipe("release"), {})
     assert record_path(output).is_fifo()
-
-
-def test_output_check_names_a_fifo_up_front(tmp_path: Path) -> None:
-    fifo = _fifo(tmp_path)
-    assert output_problem(fifo, "--out") == f"--out {fifo}: is a FIFO (named pipe)"
 
 
 def test_a_name_too_long_for_its_scratch_file_is_refused_before_writing(tmp_path: Path) -> None:
@@ -96,7 +91,7 @@ def test_exclusive_write_leaves_nothing_when_the_scratch_write_fails(tmp_path: P
 
 def test_a_lock_that_is_a_fifo_is_named(tmp_path: Path) -> None:
     target = tmp_path / "result.json"
-    _fifo(tmp_path, "result.json.lock")
+    make_fifo(tmp_path, "result.json.lock")
     with pytest.raises(DataError, match=r"result\.json\.lock: is a FIFO \(named pipe\), not the lock file of"):
         RunLock(target).acquire()
 
@@ -113,3 +108,30 @@ def test_a_lock_that_cannot_be_written_is_removed_and_named(tmp_path: Path, monk
     monkeypatch.undo()
     assert raised.value.filename == str(target) + ".lock" and "cannot write the lock" in str(raised.value)
     assert not (tmp_path / "result.json.lock").exists()
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+def test_stale_scratch_of_killed_runs_is_removed(tiny_data_dir, tiny_engines, tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale_file = tmp_path / f".r.json.{gone.pid}.tmp"
+    stale_file.write_text("[")
+    live_file = tmp_path / f".other.json.{os.getpid()}.tmp"
+    live_file.write_text("[")
+    stale_index = tiny_data_dir / "indexes" / "lucene" / f".0123abcd-4567ef.{gone.pid}.build-x1y2"
+    (stale_index / "collection").mkdir(parents=True)
+    run(RunConfig(data_dir=str(tiny_data_dir), out=str(tmp_path / "r.json"), end_index=3), log=quiet)
+    assert not stale_file.exists() and not stale_index.exists()
+    assert live_file.exists()
+
+
+def test_an_atomic_write_never_replaces_a_fifo_or_device(fifo):
+    with pytest.raises(DataError, match="is a FIFO"):
+        atomic_write_text(fifo, "[]")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    with pytest.raises(DataError, match="is a device"):
+        atomic_write_text(Path("/dev/null"), "[]")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

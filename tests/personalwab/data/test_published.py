@@ -1,4 +1,5 @@
-"""Where data comes from is decided from the files, never from a name or a missing manifest:
+"""Where data comes from is decided from the files (against the published sizes,
+`PersonalWAB.data.published`), never from a name or a missing manifest:
 official only when they match the published statistics and carry no synthetic marker, a
 synthetic folder is checked against its manifest's counts, and a part gone is named."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,8 @@ from PersonalWAB.data.loader import SYNTHETIC_MARKER, load_benchmark_data
 from PersonalWAB.data.validate import main as validate
 from PersonalWAB.errors import DataError
 from PersonalWAB.paths import SYNTHETIC_MANIFEST
+from PersonalWAB.results import read_run_file
+from PersonalWAB.runner.cli import main
 
 from conftest import rewrite
 
@@ -109,3 +113,36 @@ def test_an_empty_instruction_is_refused_with_its_place(data_copy: Path) -> None
     rewrite(data_copy / "user_instructions.json", lambda content: content["test"][3].update(task="  "))
     with pytest.raises(DataError, match=r"user_instructions.json: \['test'\]\[3\].task: is empty"):
         load_benchmark_data(data_copy, reload=True)
+
+
+# -- official data --------------------------------------------------------------------------------
+
+@pytest.fixture()
+def unmarked_copy(tiny_data_dir, tmp_path) -> Path:
+    """The tiny data without its synthetic manifest: files that say nothing of where they come from."""
+    copy = tmp_path / "unmarked"
+    shutil.copytree(tiny_data_dir, copy, ignore=shutil.ignore_patterns("cache", "indexes", "checkpoint*"))
+    (copy / SYNTHETIC_MANIFEST).unlink()
+    profiles = copy / "user_profiles.json"  # and the generator's marker
+    profiles.write_text(json.dumps({user_id: {"user_profile": entry["user_profile"]}
+                                    for user_id, entry in json.loads(profiles.read_text()).items()}))
+    return copy
+
+
+def test_data_without_a_manifest_is_custom_unless_it_has_the_published_counts(unmarked_copy, monkeypatch):
+    data = load_benchmark_data(unmarked_copy)
+    assert data.synthetic_manifest is None
+    assert data.source == "custom" and not data.is_official
+    counts = published.count_summary(data)
+    fitting = published.OfficialCounts(users=counts["users"], train=counts["train"], test=counts["test"],
+                                      test_types=counts["test_types"])
+    monkeypatch.setattr(published, "PUBLISHED_COUNTS", fitting)
+    assert data.source == "official" and data.is_official
+
+
+def test_a_run_on_custom_data_is_labelled_custom(unmarked_copy, tmp_path, capsys):
+    output = tmp_path / "r.json"
+    assert main(["--data_dir", str(unmarked_copy), "--out", str(output), "--end_index", "2",
+                 "--search_backend", "bm25s"]) == 0
+    assert read_run_file(output).run_args["data_source"] == "custom"
+    assert "custom data, not the official benchmark" in capsys.readouterr().out
