@@ -46,11 +46,8 @@ class Outcome:
 
 
 class Check(Protocol):
-    """One comparison between the release and this project."""
-
-    name: str
-    runs_by_default: bool  # run when no check is named
-    about: str  # one line for the command's help
+    """One comparison between the release and this project (its name, whether it runs by
+    default and its help line are its row in devtools/parity/checks.py)."""
 
     def prepare(self, session: Session) -> Any:
         """The inputs both sides read (task files, scripted models, a stand-in model)."""

@@ -13,9 +13,7 @@ from devtools.parity.requests import (VARIANTS, RunSetup, all_identical, first_r
 
 
 class FirstRequestCheck:
-    name = "first_request"
-    runs_by_default = True
-    about = "each agent configuration's first model request of every task, by both run.py's"
+    """Each agent configuration's first model request of every task, from both run.py's."""
 
     def prepare(self, session: Session) -> RunSetup:
         return run_setup(session)

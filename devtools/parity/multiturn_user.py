@@ -12,9 +12,7 @@ from devtools.parity.requests import (MULTITURN_VARIANT, RunSetup, all_identical
 
 
 class MultiturnUserCheck:
-    name = "multiturn_user"
-    runs_by_default = True
-    about = "the multi-turn track: the LLM user's requests and the agent's"
+    """The multi-turn track: the LLM user's requests and the agent's, from both run.py's."""
 
     def prepare(self, session: Session) -> RunSetup:
         return run_setup(session)

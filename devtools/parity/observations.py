@@ -194,10 +194,6 @@ class ObservationsCheck:
     """The same actions replayed through both environments (the release in a worker process,
     in parallel with this project's): observations, scores and done, per task and action kind."""
 
-    name = "observations"
-    runs_by_default = True
-    about = "the same actions replayed through both environments: observations, scores, done"
-
     def prepare(self, session: Session) -> list[int]:
         return list(range(len(session.tasks)))
 

@@ -862,11 +862,6 @@ class PumaCheck:
     """The `puma` check (module docstring). Its items pair the two sides step by step, each step's
     release command running beside the project's, so `run` holds them all."""
 
-    name = "puma"
-    runs_by_default = False
-    about = ("a user's `puma run --recipe release` beside the release's PUMA scripts, step by step (trains, "
-             "generates, re-embeds: run when named)")
-
     def prepare(self, session: Session) -> tuple[PumaSetup, ReleaseRunner]:
         settings = session.settings
         setup = PumaSetup(data_dir=Path(settings.data_dir), work=session.work / "puma", repo_root=session.repo_root,

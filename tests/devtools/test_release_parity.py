@@ -405,5 +405,4 @@ def test_every_check_is_one_row_of_the_table_and_loads_as_a_check() -> None:
     assert DEFAULT_CHECKS == ("observations", "first_request", "multiturn_user")
     for entry in CHECKS:
         check: Check = entry.load()
-        assert (check.name, check.runs_by_default) == (entry.name, entry.runs_by_default)
         assert all(callable(getattr(check, step)) for step in ("prepare", "run", "compare"))
