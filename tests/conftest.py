@@ -222,6 +222,20 @@ def edit_in_place(path: Path, old: bytes, new: bytes, after: int = 0) -> None:
     assert (path.stat().st_size, path.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
 
 
+def interrupt_heuristic_agent_at(monkeypatch: pytest.MonkeyPatch, task_id: int) -> None:
+    """The offline agent raises KeyboardInterrupt (a Ctrl-C) when it starts task `task_id`."""
+    from PersonalWAB.agents.heuristic import HeuristicAgent
+
+    solve = HeuristicAgent.solve
+
+    def interrupted(self, env, index):
+        if index == task_id:
+            raise KeyboardInterrupt
+        return solve(self, env, index)
+
+    monkeypatch.setattr(HeuristicAgent, "solve", interrupted)
+
+
 def llm_run(data_dir: Path, output: Path, api_base: str, *extra: str) -> list[str]:
     return ["--data_dir", str(data_dir), "--out", str(output), "--agent_strategy", "function_calling",
             "--model", "scripted", "--api_base", api_base, "--agent_memory", "none", *extra]

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 import PersonalWAB.results as results
-from PersonalWAB.agents.heuristic import HeuristicAgent
 from PersonalWAB.errors import DataError
 from PersonalWAB.metrics import compute_statistics, format_statistics_table, task_score
 from PersonalWAB.results import (
@@ -28,7 +27,7 @@ from PersonalWAB.runner.cli import main
 from PersonalWAB.runner.config import RunConfig, run_resume_keys
 from PersonalWAB.runner.execute import run
 from PersonalWAB.scratch import RunLock
-from tests.conftest import HANG_GUARD_S
+from tests.conftest import HANG_GUARD_S, interrupt_heuristic_agent_at
 
 
 def record(task_id, kind, action_acc, res_acc, calls=1, trial=0, price=0.0):
@@ -187,14 +186,7 @@ def test_text_utf8_cannot_encode_is_checkpointed_as_a_json_escape(tmp_path):
 
 
 def test_a_checkpoint_names_its_run(tiny_data_dir, tiny_engines, tmp_path, monkeypatch):
-    solve = HeuristicAgent.solve
-
-    def stop_at_third(self, env, task_id):
-        if task_id == 2:
-            raise KeyboardInterrupt
-        return solve(self, env, task_id)
-
-    monkeypatch.setattr(HeuristicAgent, "solve", stop_at_third)
+    interrupt_heuristic_agent_at(monkeypatch, 2)
     output = tmp_path / "r.json"
     with pytest.raises(KeyboardInterrupt):
         run(RunConfig(data_dir=str(tiny_data_dir), out=str(output), end_index=5), log=quiet)

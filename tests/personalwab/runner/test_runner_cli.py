@@ -20,7 +20,7 @@ from PersonalWAB.results import load_result_file, read_run_file
 from PersonalWAB.runner.cli import main
 from devtools.doubles.responders import tool_caller
 from devtools.doubles.scripted_server import HoldingResponder, ScriptedLLMServer, ScriptedReply
-from tests.conftest import HANG_GUARD_S, REPO_ROOT, as_background_job, llm_run, wait_until
+from tests.conftest import HANG_GUARD_S, REPO_ROOT, as_background_job, interrupt_heuristic_agent_at, llm_run, wait_until
 
 
 def cli(data_dir, output, *extra: str) -> list[str]:
@@ -65,21 +65,14 @@ def test_errored_tasks_exit_3_mark_their_rows_and_print_the_resume_command(tiny_
 
 def test_interrupt_keeps_finished_tasks_and_prints_the_resume_command(tiny_data_dir, tiny_engines, tmp_path,
                                                                       monkeypatch, capsys):
-    solve = HeuristicAgent.solve
-
-    def interrupt_at_task_3(self, env, task_id):
-        if task_id == 3:
-            raise KeyboardInterrupt
-        return solve(self, env, task_id)
-
-    monkeypatch.setattr(HeuristicAgent, "solve", interrupt_at_task_3)
+    interrupt_heuristic_agent_at(monkeypatch, 3)
     output = tmp_path / "r.json"
     assert main(cli(tiny_data_dir, output, "--end_index", "6", "--seed", "4")) == 130
     error = capsys.readouterr().err
     assert "interrupted: 3 of 6 task(s) finished and kept" in error and "Traceback" not in error
     command = printed_command(error)
     assert "--seed 4" in command and f"--resume_from {output}" in command
-    monkeypatch.setattr(HeuristicAgent, "solve", solve)
+    monkeypatch.undo()  # the agent no longer interrupts
     assert main(command_args(command)) == 0
     assert [r["task_id"] for r in load_result_file(output)[1]] == list(range(6))
 
