@@ -99,13 +99,18 @@ def package_version(model: PackagedModel) -> str | None:
         return None
 
 
-def is_prepared_model(path: Path) -> bool:
-    """A folder this command made: its record names the GGUF file it came from."""
+def prepared_record(path: Path) -> dict[str, Any] | None:
+    """The record of a folder this command made (it names the GGUF file the model came from);
+    None for any other folder."""
     try:
         record = json.loads((path / RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(record, dict) and "gguf_sha256" in record
+        return None
+    return record if isinstance(record, dict) and "gguf_sha256" in record else None
+
+
+def is_prepared_model(path: Path) -> bool:
+    return prepared_record(path) is not None
 
 
 def existing_record(out: Path, overwrite: bool = False) -> dict[str, Any] | None:
@@ -115,11 +120,9 @@ def existing_record(out: Path, overwrite: bool = False) -> dict[str, Any] | None
         raise DataError(f"--out {out}: a file is in the way (the model is a folder)")
     if not out.exists() or not any(out.iterdir()):
         return None
-    if is_prepared_model(out):
-        record: dict[str, Any] = json.loads((out / RECORD).read_text(encoding="utf-8"))
+    record = prepared_record(out)
+    if record is not None or overwrite:
         return record
-    if overwrite:
-        return None
     raise DataError(f"--out {out}: holds files this command did not write (no {RECORD}); pass --overwrite to "
                     "replace it, or give a new or empty folder")
 
