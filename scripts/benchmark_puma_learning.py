@@ -61,11 +61,11 @@ if str(REPO) not in sys.path:
 
 from PersonalWAB.cli import run_command  # noqa: E402
 from PersonalWAB.settings import given, parse, resolved, setting  # noqa: E402
+from scripts.doc_block import write_block  # noqa: E402
 
 STAGES = ("base", "sft", "dpo", "grpo", "control")
 TYPES = ("search", "recommend", "review")
-DOC_BEGIN = "<!-- puma-learning: begin (written by scripts/benchmark_puma_learning.py) -->"
-DOC_END = "<!-- puma-learning: end -->"
+DOC_BLOCK = ("puma-learning", "scripts/benchmark_puma_learning.py")  # its markers in --doc (doc_block.py)
 
 
 @dataclass
@@ -90,9 +90,9 @@ class LearningSettings:
     train_tasks: int = setting(72, "train tasks sampled for steps 1-6 and GRPO (seed 0); -1: the whole split")
     mem_token_length: int = setting(128, "tokens the memory of a parameter prompt is cut to (the paper: 256, 512, "
                                     "768)")
-    sft_epochs: float = setting(2.0, "SFT epochs")
+    sft_epochs: float = setting(3.0, "SFT epochs")
     sft_learning_rate: float = setting(3e-4, "SFT peak learning rate (both recipes' value)")
-    sft_global_batch: int = setting(16, "SFT examples per optimizer step, both recipes; 0: each recipe's own "
+    sft_global_batch: int = setting(4, "SFT examples per optimizer step, both recipes; 0: each recipe's own "
                                     "(release 64, improved 16 per GPU)")
     sft_max_length: int = setting(352, "SFT example length (release: also the length every example is padded to)")
     candidates: int = setting(4, "step 3: beams (= candidates) per train instruction, sampled at temperature 1.5")
@@ -611,16 +611,6 @@ def tables(report: dict[str, Any], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_doc(doc: Path, block: str) -> None:
-    """Replace the text between the doc's markers with `block` (the markers must be there)."""
-    text = doc.read_text(encoding="utf-8")
-    if DOC_BEGIN not in text or DOC_END not in text:
-        raise ValueError(f"--doc {doc}: no block between {DOC_BEGIN!r} and {DOC_END!r} to write the tables into")
-    head, rest = text.split(DOC_BEGIN, 1)
-    _, tail = rest.split(DOC_END, 1)
-    doc.write_text(f"{head}{DOC_BEGIN}\n{block}{DOC_END}{tail}", encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     s = with_full_preset(parse(LearningSettings, args, prog="scripts/benchmark_puma_learning.py",
@@ -661,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     text = tables(report, report["command"])
     out.with_suffix(".md").write_text(text)
     if s.doc:
-        write_doc(Path(s.doc), text)
+        write_block(Path(s.doc), *DOC_BLOCK, text)
     print(text)
     print(f"figures: {out}; tables: {out.with_suffix('.md')}" + (f"; written into {s.doc}" if s.doc else ""))
     return 0 if report["complete"] else 1

@@ -21,6 +21,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,9 @@ if str(REPO) not in sys.path:
 
 from PersonalWAB.cli import run_command  # noqa: E402
 from PersonalWAB.settings import parse, resolved, setting  # noqa: E402
+from scripts.doc_block import write_block  # noqa: E402
+
+DOC_BLOCK = ("served-agents", "scripts/benchmark_served_agents.py")  # its markers in --doc (doc_block.py)
 
 # run name -> its run.py flags (besides the model, endpoint, tasks and output)
 RUNS: dict[str, list[str]] = {
@@ -54,6 +58,7 @@ class ServedSettings:
     port: int = setting(8738, "the port of the server this script starts")
     max_tokens: int = setting(256, "most tokens of an agent's reply (run.py --max_tokens)")
     request_timeout: float = setting(600.0, "seconds a model call may take (run.py --request_timeout)")
+    doc: str = setting("docs/running.md", "markdown file whose served-agents block gets the table; empty: none")
     out: str = setting("data/served_agents/served_agents.json", "JSON file of the figures (a markdown table "
                        "beside it); the result files go to its folder")
 
@@ -89,13 +94,15 @@ def figures(path: Path, seconds: float) -> dict[str, Any]:
     parsed = read_run_file(path)
     records = parsed.records
     usage = [r["info"].get("usage", {}) for r in records]
-    calls = sum(len(u.get("prompt_tokens", [])) for u in usage)
+    steps = sum(len(u.get("prompt_tokens", [])) for u in usage)
+    retries = sum(u.get("extra_calls", 0) for u in usage)
     header = parsed.header or {}
     overall = (header.get("results") or {}).get("overall", {})
     return {"tasks": len(records), "function_acc": overall.get("avg_action_acc"),
             "result_acc": overall.get("avg_res_acc"), "avg_steps": overall.get("avg_interaction_times"),
             "format_errors": count_format_errors(records), "errored": count_errors(records)["overall"],
-            "model_calls": calls, "prompt_tokens": sum(sum(u.get("prompt_tokens", [])) for u in usage),
+            "model_calls": steps + retries, "calls_not_steps": retries,
+            "prompt_tokens": sum(sum(u.get("prompt_tokens", [])) for u in usage),
             "completion_tokens": sum(sum(u.get("completion_tokens", [])) for u in usage),
             "seconds": round(seconds, 1), "seconds_per_task": round(seconds / max(len(records), 1), 1),
             "by_type": {t: {k: v for k, v in (header.get("results") or {}).get(t, {}).items()}
@@ -103,16 +110,18 @@ def figures(path: Path, seconds: float) -> dict[str, Any]:
 
 
 def table(report: dict[str, Any]) -> str:
-    lines = [f"{report['tasks']} tasks of the test split of {report['data_dir']}, model {report['model']} served by "
-             f"llama-cpp-python on {report['machine']} (mean load {report['load_mean']:.2f}):", "",
-             "| run | tasks | Function Acc | Result Acc | format errors | errored | model calls | prompt tokens | "
-             "s / task |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"Measured {report['date']}: {report['tasks']} tasks of the test split of {report['data_dir']}, model "
+             f"{report['model']} served by llama-cpp-python on {report['machine']} (mean load "
+             f"{report['load_mean']:.2f}), `{report['command']}`:", "",
+             "| run | tasks | Function Acc | Result Acc | format errors | errored | model calls (asked again) | "
+             "prompt tokens of steps | s / task |", "|---|---|---|---|---|---|---|---|---|"]
     for name, f in report["runs"].items():
         if "error" in f:
             lines.append(f"| {name} | failed: {f['error']} |  |  |  |  |  |  |  |")
             continue
         lines.append(f"| {name} | {f['tasks']} | {f['function_acc']:.3f} | {f['result_acc']:.3f} | "
-                     f"{f['format_errors']} | {f['errored']} | {f['model_calls']} | {f['prompt_tokens']} | "
+                     f"{f['format_errors']} | {f['errored']} | {f['model_calls']} ({f['calls_not_steps']}) | "
+                     f"{f['prompt_tokens']} | "
                      f"{f['seconds_per_task']:.1f} |")
     return "\n".join(lines) + "\n"
 
@@ -133,8 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         server = subprocess.Popen(["bash", str(REPO / "scripts" / "serve_local_model.sh"), str(s.port)], cwd=REPO,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     loads: list[float] = []
+    if s.doc and not Path(s.doc).is_file():
+        raise ValueError(f"--doc {s.doc}: no such file")
+    args = sys.argv[1:] if argv is None else argv
     report: dict[str, Any] = {"settings": resolved(s), "tasks": s.tasks, "data_dir": s.data_dir, "model": s.model,
-                              "machine": f"{os.cpu_count()} cores", "runs": {}}
+                              "machine": f"{os.cpu_count()} cores", "date": date.today().isoformat(),
+                              "command": " ".join(["python scripts/benchmark_served_agents.py", *args]), "runs": {}}
     try:
         wait_for(api_base, server)
         for name in names:
@@ -162,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(report, indent=1) + "\n")
     text = table(report)
     out.with_suffix(".md").write_text(text)
+    if s.doc:
+        write_block(Path(s.doc), *DOC_BLOCK, text)
     print(text)
     return 0 if all(r.get("valid") for r in report["runs"].values()) else 1
 

@@ -1,5 +1,5 @@
 """PUMA's learning benchmark (scripts/benchmark_puma_learning.py): the control's shuffled labels,
-the --full preset, the doc block it writes, a work folder of other settings refused, and (slow) a
+the --full preset, a work folder of other settings refused, and (slow) a
 whole run of both recipes and every stage on tiny data with the tiny model."""
 
 from __future__ import annotations
@@ -52,22 +52,12 @@ def test_full_takes_the_papers_values_where_no_flag_is_given(bench, tmp_path: Pa
     assert (settings.train_tasks, settings.mem_token_length, settings.candidate_tokens) == (-1, 768, 256)
     assert settings.candidates == 6
     config = tmp_path / "c.yaml"
-    config.write_text("full: true\nsft_epochs: 3\n")
+    config.write_text("full: true\nsft_epochs: 5\n")
     argv = ["--config", str(config)]
     settings = bench.with_full_preset(parse(bench.LearningSettings, argv), argv)
-    assert settings.sft_epochs == 3 and settings.sft_max_length == 1280
+    assert settings.sft_epochs == 5 and settings.sft_max_length == 1280
     plain = parse(bench.LearningSettings, [])
     assert bench.with_full_preset(plain, []) == plain
-
-
-def test_the_doc_block_is_replaced_between_its_markers(bench, tmp_path: Path):
-    doc = tmp_path / "doc.md"
-    doc.write_text(f"# Title\n\n{bench.DOC_BEGIN}\nold table\n{bench.DOC_END}\n\nafter\n")
-    bench.write_doc(doc, "new table\n")
-    assert doc.read_text() == f"# Title\n\n{bench.DOC_BEGIN}\nnew table\n{bench.DOC_END}\n\nafter\n"
-    (tmp_path / "bare.md").write_text("no markers\n")
-    with pytest.raises(ValueError, match="no block between"):
-        bench.write_doc(tmp_path / "bare.md", "x")
 
 
 def test_a_work_folder_of_other_settings_is_refused(bench, tmp_path: Path):
