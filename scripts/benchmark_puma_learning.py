@@ -566,6 +566,55 @@ def _p(value: float | None) -> str:
     return "" if value is None else "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
+# comparison (other vs baseline) -> the claim it tests, in words
+CLAIMS = {"sft vs base": "SFT beats the base model", "dpo vs sft": "DPO beats SFT", "grpo vs sft": "GRPO beats SFT",
+          "control vs sft": "SFT on shuffled labels (the control) scores below SFT"}
+
+
+def verdicts(comparisons: list[dict[str, Any]]) -> list[str]:
+    """Each comparison's claim and whether the overall Result Acc supports it."""
+    lines = []
+    for item in comparisons:
+        row = item["groups"].get("overall", {}).get("Result Acc")
+        if row is None:
+            continue
+        recipe, _, pair = item["name"].partition(": ")
+        if pair in CLAIMS:
+            claim, better = f"{recipe}: {CLAIMS[pair]}", pair != "control vs sft"
+        else:  # "<stage>: improved vs release"
+            claim, better = f"{recipe}: {pair.split(' vs ')[0]} beats {pair.split(' vs ')[1]}", True
+        differs = row["verdict"] == "differs"
+        holds = differs and (row["difference"] > 0) == better
+        answer = "yes" if holds else ("no: the other way" if differs else "not shown")
+        lines.append(f"{claim}? **{answer}** (Result Acc {row['baseline']:.3f} -> {row['other']:.3f}, "
+                     f"{row['difference']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}], p {_p(row['p'])})")
+    return lines
+
+
+def diagnostic_lines(found: dict[str, Any]) -> list[str]:
+    """One row a recipe: SFT's loss, the candidates' scores, the pairs, DPO's and GRPO's curves."""
+    def curve(c: dict[str, Any] | None, digits: int = 3) -> str:
+        return "" if not c else f"{c['mean_first_tenth']:.{digits}f} -> {c['mean_last_tenth']:.{digits}f}"
+
+    lines = ["| recipe | SFT steps, loss (first -> last tenth) | candidates: instructions, all scored alike "
+             "(all 0), mean best, mean spread | DPO pairs (ties), mean score gap | DPO steps, loss, reward margin, "
+             "reward accuracy | GRPO reward (first -> last tenth), steps without spread |",
+             "|---|---|---|---|---|---|"]
+    for recipe, d in found.items():
+        sft, cand, pairs = d.get("sft") or {}, d.get("candidates"), d.get("pairs")
+        dpo, grpo = d.get("dpo") or {}, d.get("grpo") or {}
+        lines.append(
+            f"| {recipe} | {sft.get('optimizer_steps', '')}, {curve(sft.get('loss'))} | "
+            + (f"{cand['instructions']}, {cand['all_scores_equal']} ({cand['all_scores_zero']}), "
+               f"{cand['mean_best']:.3f}, {cand['mean_spread']:.3f}" if cand else "")
+            + " | " + (f"{pairs['pairs']} ({pairs['ties']}), {pairs['mean_score_gap']:.3f}" if pairs else "")
+            + f" | {dpo.get('optimizer_steps', '')}" + (f", {curve(dpo.get('loss'))}, "
+                                                         f"{curve(dpo.get('reward_margin'))}, "
+                                                         f"{curve(dpo.get('reward_accuracy'), 2)}" if dpo else "")
+            + f" | {curve(grpo.get('reward'))}" + (f", {grpo['steps_without_spread']}" if grpo else "") + " |")
+    return lines
+
+
 def tables(report: dict[str, Any], command: str) -> str:
     """The markdown the doc shows: scores, comparisons, times, diagnostics."""
     s = report["settings"]
@@ -601,6 +650,10 @@ def tables(report: dict[str, Any], command: str) -> str:
             lines.append(f"| {name if group == 'overall' else ''} | {group} | {f['difference']:+.3f} "
                          f"[{f['low']:+.3f}, {f['high']:+.3f}] | {_p(f['p'])} | {r['difference']:+.3f} "
                          f"[{r['low']:+.3f}, {r['high']:+.3f}] | {_p(r['p'])} | {r['verdict']} |")
+    lines += ["", "What the comparisons say (overall Result Acc, the test's verdict at p < 0.05):", "",
+              *(f"- {line}" for line in verdicts(report["comparisons"]))]
+    lines += ["", "Why the stages moved or not (`diagnostics` in the JSON):", "",
+              *diagnostic_lines(report.get("diagnostics", {}))]
     lines += ["", "Each stage's wall time, the CPU time of its processes, and the machine's 1-minute load average "
               "while it ran:", "", "| stage | seconds | CPU seconds | mean load | max load |", "|---|---|---|---|---|"]
     for name, stage in report["stages"].items():

@@ -78,6 +78,22 @@ def test_a_partial_report_says_so(bench):
     assert "PARTIAL run (missing: improved:grpo; failed: improved:grpo)" in text
 
 
+def test_each_claim_is_answered_by_its_comparisons_test_and_direction(bench):
+    def compared(name: str, difference: float, verdict: str) -> dict:
+        row = {"baseline": 0.2, "other": 0.2 + difference, "difference": difference, "low": difference - 0.01,
+               "high": difference + 0.01, "p": 0.001 if verdict == "differs" else 0.4, "verdict": verdict}
+        return {"name": name, "groups": {"overall": {"Result Acc": row}}}
+
+    lines = bench.verdicts([compared("improved: dpo vs sft", 0.05, "differs"),
+                            compared("improved: grpo vs sft", 0.01, "no difference shown"),
+                            compared("improved: control vs sft", -0.1, "differs"),
+                            compared("release: control vs sft", 0.1, "differs"),
+                            compared("sft: improved vs release", -0.05, "differs")])
+    assert [line.split("**")[1] for line in lines] == ["yes", "not shown", "yes", "no: the other way",
+                                                       "no: the other way"]
+    assert lines[0].startswith("improved: DPO beats SFT?") and lines[4].startswith("sft: improved beats release?")
+
+
 @pytest.mark.slow
 def test_every_stage_of_both_recipes_runs_on_tiny_data(bench, tiny_data_dir: Path, tiny_model_dir: Path,
                                                       tmp_path: Path):
@@ -99,4 +115,6 @@ def test_every_stage_of_both_recipes_runs_on_tiny_data(bench, tiny_data_dir: Pat
     names = [c["name"] for c in report["comparisons"]]
     assert "release: sft vs base" in names and "dpo: improved vs release" in names
     assert "improved: control vs sft" in names
-    assert out.with_suffix(".yaml").is_file() and "| recipe | stage |" in out.with_suffix(".md").read_text()
+    table = out.with_suffix(".md").read_text()
+    assert out.with_suffix(".yaml").is_file() and "| recipe | stage |" in table
+    assert "improved: DPO beats SFT? **" in table and "| improved | " in table.split("Why the stages")[1]
