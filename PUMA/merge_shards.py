@@ -35,9 +35,9 @@ SHARDABLE = ("generate_function", "generate_param", "score")
 class MergeShardsConfig:
     """Joining the parts of a sharded generate or score."""
 
-    parts: list[str] = setting(None, "the parts of one `puma generate --shard I/N` or `puma score --shard I/N` "
+    parts: list[str] = setting(list, "the parts of one `puma generate --shard I/N` or `puma score --shard I/N` "
                                "(all N of them)", positional=True, nargs="+", metavar="PART")
-    output_file: str = setting(None, "the joined file, as the step writes it unsharded (its record beside it)",
+    output_file: str = setting(str, "the joined file, as the step writes it unsharded (its record beside it)",
                                flag="out", metavar="FILE", required=True)
 
 

@@ -56,8 +56,8 @@ PACKAGED: dict[str, PackagedModel] = {
 class PrepareConfig:
     """`puma model prepare`'s settings."""
 
-    name: str = setting(None, "the packaged model to prepare", positional=True, choices=tuple(PACKAGED))
-    out: str = setting(None, "folder for the model (made; refused when it holds anything this command did not "
+    name: str = setting(str, "the packaged model to prepare", positional=True, choices=tuple(PACKAGED))
+    out: str = setting(str, "folder for the model (made; refused when it holds anything this command did not "
                        "make)", required=True, metavar="DIR")
 
 

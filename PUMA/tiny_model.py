@@ -52,8 +52,8 @@ LLAMA_TOKENIZER_CONFIG = {
 class TinyModelConfig:
     """The tiny model's settings (`python -m PUMA.tiny_model`)."""
 
-    data_dir: str = setting(None, "data folder whose texts train the tokenizer", required=True)
-    out: str = setting(None, "folder for the model and tokenizer", required=True)
+    data_dir: str = setting(str, "data folder whose texts train the tokenizer", required=True)
+    out: str = setting(str, "folder for the model and tokenizer", required=True)
     vocab_size: int = setting(1000, "tokenizer vocabulary size")
     hidden_size: int = setting(64, "hidden size (the MLP's is twice it)")
     layers: int = setting(2, "decoder layers")

@@ -44,12 +44,12 @@ class AblateConfig(RunConfig):
     arms: str = setting(",".join(ARMS), "comma-separated memory arms (any --agent_memory modes)")
     baseline: str = setting("none", "the arm every other arm is compared with, task by task")
     memory_tokens: int | None = setting(DEFAULT_TOKENS, "the token budget every arm's memory is cut to (cl100k_base)",
-                                        kind=int, metavar="N")
+                                        metavar="N")
     memory_length: int = setting(DEFAULT_LENGTH, "the most behaviours an arm may hold before the token budget cuts "
                                                  "it (high, so that the budget decides)")
     out: str | None = setting(None, "folder of the arms' result files, the table and the plot",
                               default_text="results/ablate/<strategy>-<model>")
-    agent_memory: str = setting(None, "set by each arm (--arms)", hidden=True)
+    agent_memory: str = setting("", "set by each arm (--arms)", hidden=True)
     resume_from: str | None = setting(None, "each arm resumes its own file under --out", hidden=True)
 
     @property

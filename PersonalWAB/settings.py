@@ -1,6 +1,6 @@
 """The one settings system behind every command: a command's settings are a dataclass whose
-fields are made by `setting()` (help, choices and default written once), and `parse()` turns
-a command line into that dataclass.
+fields are made by `setting()` (help, choices and default written once; the annotation is the
+type), and `parse()` turns a command line into that dataclass.
 
 The same rules hold for every command:
 - every flag has help text, and `--help` ends it with its default, once;
@@ -31,7 +31,9 @@ import sys
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, TypeVar
+import types
+import typing
+from typing import Any, Literal, TypeVar, Union, cast, get_args, get_origin, overload
 
 from PersonalWAB.errors import DataError
 
@@ -79,16 +81,52 @@ class Spec:
 SPEC_KEY = "pwab_setting"
 
 
+@overload
+def setting(default: type[T], help: str, *, choices: Collection[Any] | None = None, metavar: str | None = None,
+            default_text: str | None = None, kind: Callable[[str], Any] | None = None,
+            aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
+            positional: bool = False, nargs: str | int | None = None, required: Literal[True],
+            flag: str | None = None, hidden: bool = False, factory: None = None, section: bool = False) -> T: ...
+
+
+@overload
+def setting(default: type[T], help: str, *, choices: Collection[Any] | None = None, metavar: str | None = None,
+            default_text: str | None = None, kind: Callable[[str], Any] | None = None,
+            aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
+            positional: Literal[True], nargs: str | int | None = None, required: bool = False,
+            flag: str | None = None, hidden: bool = False, factory: None = None, section: bool = False) -> T: ...
+
+
+@overload
+def setting(default: T, help: str, *, choices: Collection[Any] | None = None, metavar: str | None = None,
+            default_text: str | None = None, kind: Callable[[str], Any] | None = None,
+            aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
+            positional: bool = False, nargs: str | int | None = None, required: Literal[False] = False,
+            flag: str | None = None, hidden: bool = False, factory: None = None, section: bool = False) -> T: ...
+
+
+@overload
+def setting(default: None, help: str, *, choices: Collection[Any] | None = None, metavar: str | None = None,
+            default_text: str | None = None, kind: Callable[[str], Any] | None = None,
+            aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
+            positional: bool = False, nargs: str | int | None = None, required: Literal[False] = False,
+            flag: str | None = None, hidden: bool = False, factory: Callable[[], T], section: bool = False) -> T: ...
+
+
 def setting(default: Any, help: str, *, choices: Collection[Any] | None = None, metavar: str | None = None,
             default_text: str | None = None, kind: Callable[[str], Any] | None = None,
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: bool = False, nargs: str | int | None = None, required: bool = False,
             flag: str | None = None, hidden: bool = False, factory: Callable[[], Any] | None = None,
             section: bool = False) -> Any:
-    """A settings-dataclass field and its flag. `help` is written without the default (the
-    parser adds it); `kind` converts a command-line string where the default's type does not
-    say how (a None default of a number); `factory` makes a mutable default (a list);
-    `section`: a mapping of another command's flags, which only a --config file can give."""
+    """A settings-dataclass field and its flag. The field's annotation is the setting's type: the
+    parser converts a value by it (`bool`, `int`, `float`, `Path`, each also as `X | None` or
+    `list[X]`; `Literal[...]` gives the choices), and mypy checks the default against it (the
+    call is typed as its default). A required flag or an operand without a default names its type
+    in place of the default: `setting(str, "...", required=True)`. `help` is written without the
+    default (the parser adds it); `kind` converts a command-line string the annotation cannot (a
+    budget, a shard `I/N`); `factory` makes a mutable default (a list); `section`: a mapping of
+    another command's flags, which only a --config file can give."""
     if not help.strip():
         raise ValueError("every setting needs help text")
     spec = Spec(help=help, choices=tuple(choices) if choices is not None else None, metavar=metavar,
@@ -97,7 +135,7 @@ def setting(default: Any, help: str, *, choices: Collection[Any] | None = None, 
                 section=section)
     if factory is not None:
         return field(default_factory=factory, metadata={SPEC_KEY: spec})
-    if required:
+    if required or (positional and isinstance(default, type)):
         return field(default=None, metadata={SPEC_KEY: spec})
     return field(default=default, metadata={SPEC_KEY: spec})
 
@@ -127,20 +165,71 @@ def flag_name(item: Field[Any]) -> str:
     return spec_of(item).flag or item.name
 
 
-def _kind(item: Field[Any]) -> Callable[[str], Any] | None:
+def _resolve_annotations(cls: type) -> None:
+    """Give each settings field of `cls` its annotation as a type (under `from __future__ import
+    annotations` it is a string), so the parser reads what the annotation says; an annotation that
+    cannot be resolved here (a name imported for type checking only) stays a string."""
+    if cls in _RESOLVED:
+        return
+    try:
+        hints = typing.get_type_hints(cls)
+    except (NameError, TypeError):
+        hints = {}
+    for item in fields(cls):
+        if item.name in hints:
+            item.type = hints[item.name]
+    _RESOLVED.add(cls)
+
+
+_RESOLVED: set[type] = set()
+
+
+def value_type(item: Field[Any]) -> Any:
+    """The type of one value of the setting, from its annotation: `X | None` is `X`, `list[X]`
+    is `X`; None when the annotation is not resolved or says nothing a value converts to."""
+    hint = item.type
+    if isinstance(hint, str):
+        return None
+    if get_origin(hint) in (Union, types.UnionType):
+        args = [arg for arg in get_args(hint) if arg is not type(None)]
+        hint = args[0] if len(args) == 1 else None
+    if get_origin(hint) in (list, tuple):
+        args = [arg for arg in get_args(hint) if arg is not Ellipsis]
+        hint = args[0] if len(args) == 1 else None
+    return hint
+
+
+def choices_of(item: Field[Any]) -> tuple[Any, ...] | None:
+    """The values a setting takes: its `choices`, else those of a `Literal[...]` annotation."""
     spec = spec_of(item)
-    if spec.kind is not None:
-        return spec.kind
-    default = default_of(item)
-    if isinstance(default, bool):
-        return parse_bool
-    if isinstance(default, (int, float)):
-        return type(default)
-    return None
+    if spec.choices is not None:
+        return spec.choices
+    hint = value_type(item)
+    return get_args(hint) if get_origin(hint) is Literal else None
 
 
 def is_boolean(item: Field[Any]) -> bool:
-    return isinstance(default_of(item), bool) or spec_of(item).kind is parse_bool
+    return (value_type(item) is bool or isinstance(default_of(item), bool)
+            or spec_of(item).kind is parse_bool)
+
+
+def converter(item: Field[Any]) -> Callable[[str], Any] | None:
+    """How a command-line string becomes the value: the setting's `kind`, else its annotation's
+    type (a boolean, a number, a path; text needs no converting)."""
+    spec = spec_of(item)
+    if spec.kind is not None:
+        return spec.kind
+    if is_boolean(item):
+        return parse_bool
+    hint = value_type(item)
+    if get_origin(hint) is Literal:
+        kinds = {type(arg) for arg in get_args(hint)}
+        hint = kinds.pop() if len(kinds) == 1 else None
+    if hint in (int, float, Path):
+        return cast(Callable[[str], Any], hint)
+    if hint is None and isinstance(default_of(item), (int, float)):  # an annotation not resolved here
+        return type(default_of(item))
+    return None
 
 
 # ---------------------------------------------------------------- help
@@ -219,10 +308,10 @@ def _add(parser: argparse.ArgumentParser, item: Field[Any]) -> None:
     options: dict[str, Any] = {"help": argparse.SUPPRESS if spec.hidden else _help(spec)}
     if spec.positional:
         options.update(nargs=spec.nargs, default=default_of(item), metavar=spec.metavar or name.upper())
-        if _kind(item):
-            options["type"] = _kind(item)
-        if spec.choices is not None:
-            options["choices"] = spec.choices
+        if converter(item):
+            options["type"] = converter(item)
+        if choices_of(item) is not None:
+            options["choices"] = choices_of(item)
         parser.add_argument(item.name, **options)
         return
     # a required flag with old spellings is checked after parsing (argparse would not count them)
@@ -230,10 +319,12 @@ def _add(parser: argparse.ArgumentParser, item: Field[Any]) -> None:
     if is_boolean(item):
         options.update(nargs="?", const=True, type=parse_bool, metavar="0|1")
     else:
-        kind = _kind(item)
+        kind = converter(item)
         if kind is not None:
             options["type"] = kind
-        for key in ("choices", "metavar", "nargs"):
+        if choices_of(item) is not None:
+            options["choices"] = choices_of(item)
+        for key in ("metavar", "nargs"):
             if getattr(spec, key) is not None:
                 options[key] = getattr(spec, key)
         if spec.nargs in ("+", "*", 1):  # nargs=1: one value per flag, the flag repeated for more
@@ -256,6 +347,7 @@ def settings_fields(*classes: type) -> list[Field[Any]]:
     seen: dict[str, type] = {}
     items: list[Field[Any]] = []
     for cls in classes:
+        _resolve_annotations(cls)
         for item in filter(is_setting, fields(cls)):
             if item.name in seen:
                 raise TypeError(f"setting {item.name!r} is in both {seen[item.name].__name__} and {cls.__name__}")
@@ -330,7 +422,7 @@ def _one_value(item: Field[Any], value: Any) -> Any:
     """One config value (an item of a list setting's list) as its flag would take it: the text
     the command line would give goes through the flag's own converter, so a value the command
     line refuses is refused here, and a value of another YAML type is never taken as it is."""
-    kind = _kind(item)
+    kind = converter(item)
     quote = "; quote it to give the text" if kind is None else ""
     if isinstance(value, bool):
         if kind is parse_bool:
@@ -362,7 +454,8 @@ def config_value(item: Field[Any], value: Any, where: str) -> Any:
         if value is None:  # the default, where a setting has one that is no value (an operand has none)
             if default_of(item) is None and not spec.required and not spec.positional:
                 return None
-            raise ValueError(f"expected {_expected(item, _kind(item))}, got null (leave the key out for the default)")
+            raise ValueError(f"expected {_expected(item, converter(item))}, got null "
+                             "(leave the key out for the default)")
         if _is_list(item) or (spec.positional and spec.nargs is not None):
             items = value if isinstance(value, list) else [value]  # `categories: Books`: a list of one
             if not items:
@@ -370,15 +463,16 @@ def config_value(item: Field[Any], value: Any, where: str) -> Any:
             value = [_one_value(item, one) for one in items]
         else:
             if isinstance(value, list):
-                raise ValueError(f"expected one value ({_expected(item, _kind(item))}), got a YAML list")
+                raise ValueError(f"expected one value ({_expected(item, converter(item))}), got a YAML list")
             value = _one_value(item, value)
     except (ValueError, TypeError, argparse.ArgumentTypeError) as exc:
         raise DataError(f"{where}: {exc}") from None
-    if spec.choices is not None and value is not None:
+    choices = choices_of(item)
+    if choices is not None and value is not None:
         values = value if isinstance(value, list) else [value]
-        bad = [v for v in values if v not in spec.choices]
+        bad = [v for v in values if v not in choices]
         if bad:
-            raise DataError(f"{where}: {bad[0]!r} is not one of {', '.join(map(str, spec.choices))}")
+            raise DataError(f"{where}: {bad[0]!r} is not one of {', '.join(map(str, choices))}")
     return value
 
 

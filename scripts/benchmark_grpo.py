@@ -30,12 +30,12 @@ from PersonalWAB.settings import parse, setting
 class GrpoBenchmarkSettings:
     """The inputs scripts/grpo_smoke.sh prepares, and the GRPO run measured on them."""
 
-    data_dir: str = setting(None, "the data directory the prompts come from (built artefacts: step 4 scores on it)",
+    data_dir: str = setting(str, "the data directory the prompts come from (built artefacts: step 4 scores on it)",
                             required=True)
-    model_path: str = setting(None, "the (merged SFT) model GRPO starts from", required=True)
-    param_file: str = setting(None, "step 1's param_train.json: the prompts trained and measured on", required=True)
-    work_dir: str = setting(None, "the GRPO adapter and its log go here", required=True)
-    out: str = setting(None, "JSON file for the numbers", required=True)
+    model_path: str = setting(str, "the (merged SFT) model GRPO starts from", required=True)
+    param_file: str = setting(str, "step 1's param_train.json: the prompts trained and measured on", required=True)
+    work_dir: str = setting(str, "the GRPO adapter and its log go here", required=True)
+    out: str = setting(str, "JSON file for the numbers", required=True)
     steps: int = setting(30, "GRPO optimizer steps between the two measurements")
     prompts: int = setting(64, "search prompts trained and measured on")
     batch: int = setting(16, "completions per step (prompts x generations)")

@@ -113,37 +113,34 @@ class GpuCheckConfig:
     data_dir: str = setting("", "data directory for step 1 (default: synthetic --data_scale data in the scratch "
                                 "folder)")
     data_scale: str = setting("tiny", "synthetic scale of the step-1 data")
-    data_users: int | None = setting(None, "keep only this many users of generated data (0: all; GPU 0, dry run 4)",
-                                     kind=int)
+    data_users: int | None = setting(None, "keep only this many users of generated data (0: all; GPU 0, dry run 4)")
     preset: str | None = setting(None, "model: llama-2-7b (GPU default) or custom (dry run: the sizes below)",
                                  choices=("custom", *bench.PRESETS))
-    vocab_size: int | None = setting(None, "tokenizer vocabulary (GPU: 32000, dry run 1000)", kind=int)
-    hidden_size: int | None = setting(None, "custom model (dry run 64)", kind=int)
-    intermediate_size: int | None = setting(None, "custom model (dry run 128)", kind=int)
-    layers: int | None = setting(None, "custom model (dry run 2)", kind=int)
-    heads: int | None = setting(None, "custom model (dry run 4)", kind=int)
+    vocab_size: int | None = setting(None, "tokenizer vocabulary (GPU: 32000, dry run 1000)")
+    hidden_size: int | None = setting(None, "custom model (dry run 64)")
+    intermediate_size: int | None = setting(None, "custom model (dry run 128)")
+    layers: int | None = setting(None, "custom model (dry run 2)")
+    heads: int | None = setting(None, "custom model (dry run 4)")
     mem_token_length: int = setting(768, "step 1's memory cut (tokens)")
     max_length: int = setting(1280, "SFT max length (the release pads to it)")
     dpo_max_length: int = setting(1024, "DPO max length")
     dpo_max_prompt_length: int = setting(768, "DPO max prompt length (release cut)")
-    sft_steps: int | None = setting(None, "SFT optimizer steps per recipe (GPU 4, dry run 2)", kind=int)
-    dpo_steps: int | None = setting(None, "DPO optimizer steps per recipe (GPU 3, dry run 2)", kind=int)
+    sft_steps: int | None = setting(None, "SFT optimizer steps per recipe (GPU 4, dry run 2)")
+    dpo_steps: int | None = setting(None, "DPO optimizer steps per recipe (GPU 3, dry run 2)")
     sft_accumulation: int | None = setting(None, "SFT gradient accumulation (0: the recipe's per GPU on the "
-                                                 "release's 4 GPUs, release 16, improved 4; GPU 0, dry run 2)",
-                                           kind=int)
+                                                 "release's 4 GPUs, release 16, improved 4; GPU 0, dry run 2)")
     dpo_accumulation: int | None = setting(None, "DPO gradient accumulation (0: the recipe's per GPU on the "
-                                                 "release's 4 GPUs, release 16, improved 16; GPU 0, dry run 2)",
-                                           kind=int)
+                                                 "release's 4 GPUs, release 16, improved 16; GPU 0, dry run 2)")
     gradient_checkpointing: bool = setting(False, "recompute activations (not counted in MFU)",
                                            aliases=("no-gradient_checkpointing",))
-    gen_prompts: int | None = setting(None, "prompts generated for (GPU 8, dry run 2)", kind=int)
-    gen_new_tokens: int | None = setting(None, "new tokens per sequence (GPU 256, dry run 16)", kind=int)
+    gen_prompts: int | None = setting(None, "prompts generated for (GPU 8, dry run 2)")
+    gen_new_tokens: int | None = setting(None, "new tokens per sequence (GPU 256, dry run 16)")
     gen_beams: int = setting(10, "beams = returned sequences per prompt (the release's candidate setting)")
     max_prompt_tokens: int = setting(1024, "generation prompt cut (PUMA.generate's)")
     vllm_gpu_memory_utilization: float = setting(0.7, "vLLM's share of GPU memory")
     memory_scale: str | None = setting(None, "synthetic scale of the memory-cache build (GPU full, dry run tiny)")
     memory_users: int | None = setting(None, "keep only this many users for the memory cache (0: all; GPU 0, "
-                                             "dry run 4)", kind=int)
+                                             "dry run 4)")
     deepspeed_config: str = setting("", f"DeepSpeed config (default: the first of {', '.join(DEEPSPEED_CONFIGS)})")
     peak_tflops: float = setting(0.0, "peak TFLOP/s for MFU (0: the GPU table; none on a CPU)")
     time_limit_s: float = setting(570.0, "no phase starts after this many seconds")

@@ -41,13 +41,13 @@ def is_build(out: Path) -> bool:
 class FetchSettings:
     """Download Amazon Reviews 2023 raw files of some categories (needs internet)."""
 
-    out: str = setting(None, "raw folder to fill (raw/review_categories, raw/meta_categories): the --raw_dir of "
+    out: str = setting(str, "raw folder to fill (raw/review_categories, raw/meta_categories): the --raw_dir of "
                              "`construct build`", required=True, metavar="DIR", aliases=("raw_dir",))
     categories: tuple[str, ...] = setting(amazon_raw.PAPER_CATEGORIES, CATEGORIES_HELP, nargs="+",
                                           metavar="CATEGORY", default_text=CATEGORIES_DEFAULT)
     base_url: str = setting(amazon_raw.HF_BASE_URL, "where the raw files are served; change it to use a mirror")
     max_lines: int | None = setting(None, "keep only each file's first lines: a small sample to try the pipeline "
-                                          "on", kind=int, default_text="whole files")
+                                          "on", default_text="whole files")
     reviews_only: bool = setting(False, "fetch only the review files")
     meta_only: bool = setting(False, "fetch only the product metadata files")
     force: bool = setting(False, "fetch again even when a whole copy is present")
@@ -68,7 +68,7 @@ class BuildRun:
 class ConsistencySettings:
     """Profile -> behaviour matching and profile -> product ranking with an LLM judge."""
 
-    data_dir: str = setting(None, "benchmark data folder whose profiles to judge", required=True, metavar="DIR")
+    data_dir: str = setting(str, "benchmark data folder whose profiles to judge", required=True, metavar="DIR")
     model: str = setting("gpt-4o-mini", "the judge: any litellm model string")
     api_base: str | None = setting(None, "OpenAI-compatible server for --model (vLLM, Ollama, ...)", metavar="URL",
                                    default_text="the provider's own endpoint")
@@ -94,7 +94,7 @@ class ConsistencySettings:
 class StatsSettings:
     """Table 2-style statistics and a figure for one or more data directories."""
 
-    data_dir: list[str] = setting(None, "a data folder; repeat the flag to compare folders", nargs=1, required=True,
+    data_dir: list[str] = setting(list, "a data folder; repeat the flag to compare folders", nargs=1, required=True,
                                   metavar="DIR")
     label: list[str] | None = setting(None, "a name per --data_dir, in order (repeat the flag)", nargs=1,
                                       metavar="NAME", default_text="each folder's name")

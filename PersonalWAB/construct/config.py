@@ -35,10 +35,10 @@ class BuildConfig:
     recommender was trained on more users than the benchmark's (`sasrec_extra_users`).
     """
 
-    raw_dir: Path = setting(None, "folder holding raw/review_categories and raw/meta_categories (`construct fetch "
-                                  "--out`, or `data synthetic --layout raw`)", required=True, kind=Path, metavar="DIR")
-    out: Path = setting(None, "build folder: OUT/data (the benchmark), OUT/work (step outputs), OUT/cache/llm (model "
-                              "calls, so a rebuild pays nothing twice)", required=True, kind=Path, metavar="DIR")
+    raw_dir: Path = setting(Path, "folder holding raw/review_categories and raw/meta_categories (`construct fetch "
+                                  "--out`, or `data synthetic --layout raw`)", required=True, metavar="DIR")
+    out: Path = setting(Path, "build folder: OUT/data (the benchmark), OUT/work (step outputs), OUT/cache/llm (model "
+                              "calls, so a rebuild pays nothing twice)", required=True, metavar="DIR")
     categories: tuple[str, ...] = setting(amazon_raw.PAPER_CATEGORIES, "Amazon Reviews 2023 categories to build "
                                           "from, space- or comma-separated; another set makes a benchmark of other "
                                           "products", nargs="+", metavar="CATEGORY",
@@ -75,7 +75,7 @@ class BuildConfig:
     sasrec_patience: int = setting(20, "SASRec validation checks without improvement before stopping")
     sasrec_seed: int = setting(42, "SASRec's random seed")
     sasrec_threads: int | None = setting(None, "torch threads of SASRec training; fix it for identical weights across "
-                                               "machines", kind=int, default_text="torch's default")
+                                               "machines", default_text="torch's default")
     search_backend: str = setting("lucene", "search index(es) to build: lucene (the release's engine, needs Java), "
                                             "bm25s (pure Python) or all", choices=(*BACKENDS, "all"))
     protocol_file: str | None = setting(None, "release protocol pack whose product texts the search index holds (as "

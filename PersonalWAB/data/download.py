@@ -494,8 +494,7 @@ class DownloadSettings:
     """The flags of `python -m PersonalWAB.data download`."""
 
     out: Path = setting(OFFICIAL_DATA_DIR, "data folder to fill (with --verify_only: to check); another folder keeps "
-                                           "the official data elsewhere (give run.py the same --data_dir)",
-                        kind=Path, metavar="DIR", aliases=("dest",),
+                                           "the official data elsewhere (give run.py the same --data_dir)", metavar="DIR", aliases=("dest",),
                         default_text=f"the official data folder, {OFFICIAL_DATA_DIR.relative_to(REPO_ROOT)}")
     base_url: str = setting(DEFAULT_BASE_URL, "where the release's Git LFS files are served; change it to use a mirror")
     with_artifacts: bool = setting(False, "also fetch the release's SASRec checkpoint pwab.pth and its item map "

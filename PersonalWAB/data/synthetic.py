@@ -1087,7 +1087,7 @@ def _write_raw(out: Path, scale: str, seed: int, users: list[_User], catalogue: 
 class SyntheticSettings:
     """The flags of `python -m PersonalWAB.data synthetic`."""
 
-    out: str = setting(None, "data folder to write (never the official data folder)", required=True, metavar="DIR")
+    out: str = setting(str, "data folder to write (never the official data folder)", required=True, metavar="DIR")
     scale: str = setting("small", "how big a world to write: tiny (tests), small (~100 users, quick runs), medium "
                                   "(~300 users) or full (the published PersonalWAB's size)", choices=list(SCALES))
     seed: int = setting(0, "random seed: the same seed and scale give identical files; change it for another world "

@@ -11,7 +11,7 @@ from PersonalWAB.settings import parse, setting
 class ValidateSettings:
     """The flags of `python -m PersonalWAB.data validate`."""
 
-    data_dir: str = setting(None, "data folder to check (official, synthetic or constructed)", required=True,
+    data_dir: str = setting(str, "data folder to check (official, synthetic or constructed)", required=True,
                             metavar="DIR")
 
 

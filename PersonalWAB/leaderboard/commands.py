@@ -80,7 +80,7 @@ class PlotSettings:
     """`plot`: PNG figures of per-type accuracy, multi-turn transitions and attempts."""
 
     files: list[str] = _files()
-    out: str = setting(None, "folder for the PNG files", required=True, metavar="DIR")
+    out: str = setting(str, "folder for the PNG files", required=True, metavar="DIR")
     name: list[str] | None = _names()
 
 
@@ -102,7 +102,7 @@ class ReportSettings:
 class PackSettings:
     """`pack`: the submission bundle (compressed file, checksums, validation summary)."""
 
-    file: str = setting(None, "the result file to pack", positional=True, metavar="FILE")
+    file: str = setting(str, "the result file to pack", positional=True, metavar="FILE")
     out: str | None = setting(None, "folder for the bundle", metavar="DIR", default_text="beside the file")
     force: bool = setting(False, "pack even an invalid file (its summary says so)")
     data_dir: str | None = _data_dir()

@@ -42,7 +42,7 @@ EXIT_OK, EXIT_USAGE = 0, 2
 class ExportSettings:
     """`export`: one row per task run (task x trial) of result files, with every scored field."""
 
-    files: list[str] = setting(None, "result files (run.py output)", positional=True, nargs="+", metavar="FILE")
+    files: list[str] = setting(list, "result files (run.py output)", positional=True, nargs="+", metavar="FILE")
     format: str = setting("csv", "table format, or a run's standard log: inspect (an Inspect log, .eval or .json by "
                                  "--out's suffix) or eval_results (Hugging Face .eval_results YAML)", choices=FORMATS)
     out: str | None = setting(None, "write the table to this file (required for parquet, inspect and eval_results)",

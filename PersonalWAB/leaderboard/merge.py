@@ -38,9 +38,9 @@ SHOWN = 8  # task ids named in one message
 class MergeSettings:
     """`merge`: join the result files of one run's shards into the run's result file."""
 
-    files: list[str] = setting(None, "the result files of every shard of the run (pwab run --shard I/N)",
+    files: list[str] = setting(list, "the result files of every shard of the run (pwab run --shard I/N)",
                                positional=True, nargs="+", metavar="SHARD")
-    out: str = setting(None, "the merged result file", required=True, metavar="FILE")
+    out: str = setting(str, "the merged result file", required=True, metavar="FILE")
     overwrite: bool = setting(False, "replace an existing --out file")
 
 

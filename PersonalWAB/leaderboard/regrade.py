@@ -36,8 +36,8 @@ EXIT_OK, EXIT_REFUSED = 0, 2
 class RegradeSettings:
     """`regrade`: re-score stored trajectories under the current grader."""
 
-    files: list[str] = setting(None, "result files to re-grade", positional=True, nargs="+", metavar="FILE")
-    out: str = setting(None, "folder of the re-graded files (each under its own name)", required=True,
+    files: list[str] = setting(list, "result files to re-grade", positional=True, nargs="+", metavar="FILE")
+    out: str = setting(str, "folder of the re-graded files (each under its own name)", required=True,
                        metavar="DIR")
     data_dir: str | None = setting(None, "the runs' data: review tasks are scored against the user's real review, "
                                          "and the failure labels check the catalogue", metavar="DIR",

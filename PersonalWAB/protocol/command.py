@@ -18,10 +18,10 @@ from PersonalWAB.settings import setting
 class ProtocolSettings:
     """The flags of `python -m PersonalWAB.data protocol`."""
 
-    release_dir: Path = setting(None, f"a checkout of {RELEASE_REPOSITORY} at commit {RELEASE_COMMIT[:7]}: the "
-                                      "files the pack's texts are read from", required=True, kind=Path, metavar="DIR")
+    release_dir: Path = setting(Path, f"a checkout of {RELEASE_REPOSITORY} at commit {RELEASE_COMMIT[:7]}: the "
+                                      "files the pack's texts are read from", required=True, metavar="DIR")
     out: Path | None = setting(None, "pack file to write; another path keeps the default pack as it is (give run.py "
-                                     "--protocol_file with it)", kind=Path, metavar="FILE",
+                                     "--protocol_file with it)", metavar="FILE",
                                default_text=str(DEFAULT_PACK))
     unpinned: bool = setting(False, "accept release files that differ from the pinned commit (the pack is marked "
                                     "unpinned, and runs with it are not the release's)")

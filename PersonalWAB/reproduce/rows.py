@@ -69,7 +69,7 @@ class ReproduceSettings(TaskRange, DataChoice, Endpoints, Console):
     """What one `pwab reproduce` is asked for (its flags; those it shares with `run.py` are
     declared once, in `PersonalWAB.runner.config`)."""
 
-    model: str = setting(None, "the agents' model, any litellm model string", required=True)
+    model: str = setting(str, "the agents' model, any litellm model string", required=True)
     track: str = setting(SINGLE, "single: Table 3 (single-turn); multi: Table 4 (multi-turn, with the LLM user)",
                          choices=[SINGLE, MULTI])
     rows: str | None = setting(None, f"comma-separated rows to run, of {','.join(ROWS)}",

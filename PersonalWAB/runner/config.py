@@ -101,14 +101,14 @@ class RunConfig(TaskRange, DataChoice, EmbeddingPrecision, Endpoints, Console):
         metavar="STRATEGY", resume=True)
     temperature: float = setting(0.0, "sampling temperature of the agent's model", resume=True)
     task_split: str = setting("test", "task split to run", choices=["train", "test"], resume=True)
-    agent_memory: str = setting(None, "which of the user's past behaviours go into the agent's prompt",
+    agent_memory: str = setting("", "which of the user's past behaviours go into the agent's prompt",
                                 choices=MEMORY_MODES, resume=True,
                                 default_text="last; for a strategy with a memory of its own, that one (puma: taskspe)")
     memory_length: int = setting(10, "behaviours in the memory (the release always used 10, whatever its scripts "
                                      "said; another value is a departure)", resume=True)
     memory_tokens: int | None = setting(
         None, "a token budget of the memory: its behaviours, in the mode's order, while their texts fit in this many "
-              "tokens (cl100k_base; a departure: the release has no budget)", kind=int, metavar="N", resume=True,
+              "tokens (cl100k_base; a departure: the release has no budget)", metavar="N", resume=True,
         default_text="no budget")
     max_steps: int = setting(-1, "-1: single-turn track; N > 0: multi-turn track with N agent steps per task",
                              resume=True)
@@ -143,7 +143,7 @@ class RunConfig(TaskRange, DataChoice, EmbeddingPrecision, Endpoints, Console):
     num_trials: int = setting(1, "runs of every task")
     num_gpus: int | None = setting(
         None, "accepted so that the release's run.py command lines run unchanged; the release reads no GPU count "
-              "either (a live PUMA model takes the GPUs it sees)", kind=int)
+              "either (a live PUMA model takes the GPUs it sees)")
     out: str | None = setting(None, "result file path", aliases=("output",),
                               default_text="a new name under --log_dir derived from the settings")
     overwrite: bool = setting(False, "replace an existing --out file")
@@ -159,7 +159,7 @@ class RunConfig(TaskRange, DataChoice, EmbeddingPrecision, Endpoints, Console):
     agent_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.agent_memory is None:
+        if not self.agent_memory:
             entry = builtin(self.agent_strategy)
             self.agent_memory = (entry.memory if entry is not None else None) or DEFAULT_MEMORY
 

@@ -26,8 +26,8 @@ COMMANDS = {"serve": ("devtools.doubles.__main__:serve", "run the scripted model
 class ServeSettings:
     """The scripted server's answers, where its URL goes, and how long it may live."""
 
-    responder: str = setting(None, "MODULE:FUNCTION answering each request body", required=True)
-    url_file: str = setting(None, "where to write the server's api_base once it listens (a script waits for it)",
+    responder: str = setting(str, "MODULE:FUNCTION answering each request body", required=True)
+    url_file: str = setting(str, "where to write the server's api_base once it listens (a script waits for it)",
                             required=True)
     max_lifetime_s: float = setting(3600.0, "the server stops by itself after this many seconds (a script that "
                                             "dies cannot leave it running)")

@@ -114,10 +114,10 @@ PROBES: dict[str, Callable[[Path], dict[str, Any]]] = {"generation": generation,
 class ProbeSettings:
     """The probe run, its inputs and where its observation goes."""
 
-    probe: str = setting(None, f"the parity item observed, one of: {', '.join(sorted(PROBES))}", positional=True,
+    probe: str = setting(str, f"the parity item observed, one of: {', '.join(sorted(PROBES))}", positional=True,
                          choices=sorted(PROBES))
-    inputs: str = setting(None, "the folder parity_selftest.prepare_inputs wrote", required=True)
-    out: str = setting(None, "the observation (JSON)", required=True)
+    inputs: str = setting(str, "the folder parity_selftest.prepare_inputs wrote", required=True)
+    out: str = setting(str, "the observation (JSON)", required=True)
 
 
 def main(argv: list[str] | None = None) -> int:

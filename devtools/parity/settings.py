@@ -24,13 +24,13 @@ CHECK_HELP = "; ".join(f"{entry.name}: {entry.about}" for entry in CHECKS)
 class ParitySettings:
     """The two code bases, the data, the checks run and where the report goes."""
 
-    checks: list[str] = setting(None, f"which checks to run ({CHECK_HELP})", positional=True, nargs="*",
+    checks: list[str] = setting(list, f"which checks to run ({CHECK_HELP})", positional=True, nargs="*",
                                 metavar="CHECK", factory=list, default_text=", ".join(DEFAULT_CHECKS))
-    release_dir: str = setting(None, "a checkout of HongruCai/PersonalWAB at 23ff65c", required=True)
-    data_dir: str = setting(None, "this project's data directory, artefacts built", required=True)
+    release_dir: str = setting(str, "a checkout of HongruCai/PersonalWAB at 23ff65c", required=True)
+    data_dir: str = setting(str, "this project's data directory, artefacts built", required=True)
     split: str = setting("test", "task split compared", choices=["train", "test"])
     limit: int | None = setting(None, "compare only the first N tasks of the split (the puma check: N tasks of "
-                                      "each type on each split, drawn with --seed)", kind=int)
+                                      "each type on each split, drawn with --seed)")
     out: str | None = setting(None, "JSON report file (per check: tallies, the first difference, every differing "
                                     "task)", default_text="print only", aliases=("report",))
     extra_path: list[str] = setting(None, "folders with packages the release needs and this project does not "

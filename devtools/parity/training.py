@@ -439,9 +439,9 @@ def training_items(setup: PumaSetup, runner: ReleaseRunner, release_dir: Path, p
 class ObservationSettings:
     """One project-side training observation of the puma check, in a process of its own."""
 
-    command: str = setting(None, "which training is observed: sft or dpo", positional=True, choices=["sft", "dpo"])
-    spec: str = setting(None, "JSON file: the keyword arguments of the observation", required=True)
-    out: str = setting(None, "the observation (JSON)", required=True)
+    command: str = setting(str, "which training is observed: sft or dpo", positional=True, choices=["sft", "dpo"])
+    spec: str = setting(str, "JSON file: the keyword arguments of the observation", required=True)
+    out: str = setting(str, "the observation (JSON)", required=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,7 +43,7 @@ class CompareSettings:
                                    default_text="the official data when present, else synthetic")
     split: str = setting("test", "task split whose instructions are the queries")
     k: int = setting(10, "results compared per query")
-    limit: int | None = setting(None, "use only the first N instructions (a quicker look)", kind=int)
+    limit: int | None = setting(None, "use only the first N instructions (a quicker look)")
     lucene_index: str | None = setting(None, "Lucene index folder", default_text="the data's index for the protocol")
     bm25s_index: str | None = setting(None, "bm25s index folder", default_text="the data's index for the protocol")
     out: str | None = setting(None, "also write the report here (JSON)", aliases=("json",))

@@ -39,7 +39,7 @@ class InitMemorySettings:
 
     data_dir: str | None = setting(None, "data directory whose history split is read",
                                    default_text="the official data when present, else synthetic")
-    out: str = setting(None, "memory file to write (JSON); an existing one is resumed", required=True)
+    out: str = setting(str, "memory file to write (JSON); an existing one is resumed", required=True)
     model: str = setting("gpt-4o-mini", "the model that writes each user's likes and dislikes (any litellm model "
                                         "string)")
     api_base: str | None = setting(None, "base URL of an OpenAI-compatible server (a local model)")

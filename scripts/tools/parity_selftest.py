@@ -30,7 +30,7 @@ from devtools.parity.selftest import INJECTIONS, SelfTestError, cheap_selftest, 
 class SelfTestSettings:
     """Where the copies go, which injections run, and against what."""
 
-    work_dir: str = setting(None, "copies, inputs and observations go here", required=True)
+    work_dir: str = setting(str, "copies, inputs and observations go here", required=True)
     release_dir: str | None = setting(None, "a checkout of the release at 23ff65c: run each copy's harness against it "
                                             "(arguments after -- go to release_parity.py)",
                                       default_text="the cheap form, no release")

@@ -26,7 +26,7 @@ class UnderLoadSettings:
     """How busy the machine is made, and the command run meanwhile."""
 
     busy: int = setting(2, "competing CPU-bound processes (one per core keeps the machine fully loaded)")
-    command: list[str] = setting(None, "the command to run, after --", positional=True, nargs="...",
+    command: list[str] = setting(list, "the command to run, after --", positional=True, nargs="...",
                                  metavar="COMMAND", factory=list)
 
 

@@ -5,23 +5,26 @@ taking the release's own command lines as they are."""
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from PersonalWAB.cli import EXIT_BAD_INPUT, run_command
 from PersonalWAB.errors import DataError
 from PersonalWAB.runner.config import RunConfig, parse_config, run_resume_keys
-from PersonalWAB.settings import build_parser, help_problems, parse, resume_keys, setting
+from PersonalWAB.settings import (build_parser, help_problems, parse, read_config_file, resume_keys, setting,
+                                  settings_fields)
 
 
 @dataclass
 class Example:
-    files: list = setting(None, "files to read", positional=True, nargs="+")
+    files: list[str] = setting(list, "files to read", positional=True, nargs="+")
     out: str = setting("result.json", "where the output goes", aliases=("output", "output_dir"))
     count: int = setting(3, "how many", resume=True)
-    rate: float | None = setting(None, "a rate", kind=float)
+    rate: float | None = setting(None, "a rate")
     shuffle: bool = setting(False, "shuffle the order")
     packing: bool = setting(True, "pack the examples", aliases=("no-packing",))
     mode: str = setting("a", "the mode", choices=["a", "b"], resume=True)
@@ -208,3 +211,43 @@ def test_a_null_operand_in_a_config_file_is_refused(tmp_path):
     path.write_text("file: null\n")
     with pytest.raises(DataError, match=f"--config {path}: file: expected text, got null"):
         pack(["--config", str(path)])
+
+
+@dataclass
+class Typed:
+    """Settings whose defaults do not say their type: the annotation does."""
+
+    source: Path = setting(Path, "a required folder", required=True)
+    limit: int | None = setting(None, "at most this many")
+    rate: float = setting(1, "a rate written with a whole-number default")
+    sizes: list[int] = setting(None, "sizes", factory=list, nargs="+")
+    mode: Literal["fast", "exact"] = setting("exact", "how to compute")
+
+
+def test_the_annotation_is_the_type_the_parser_converts_to():
+    settings = parse(Typed, ["--source", "d", "--limit", "3", "--rate", "0.5", "--sizes", "4", "5", "--mode", "fast"])
+    assert settings == Typed(source=Path("d"), limit=3, rate=0.5, sizes=[4, 5], mode="fast")
+    assert parse(Typed, ["--source", "d"]).limit is None
+    for bad in (["--limit", "many"], ["--sizes", "x"], ["--mode", "slow"], []):  # [] lacks the required --source
+        with pytest.raises(SystemExit):
+            parse(Typed, ["--source", "d", *bad] if bad else bad)
+
+
+def test_a_config_file_is_checked_against_the_annotation_too(tmp_path: Path):
+    config = tmp_path / "c.yaml"
+    config.write_text("limit: 4\nmode: fast\nrate: 2\n")
+    assert read_config_file(config, settings_fields(Typed)) == {"limit": 4, "mode": "fast", "rate": 2.0}
+    for text, fault in (("limit: four\n", "limit"), ("mode: slow\n", "slow"), ("rate: true\n", "rate")):
+        config.write_text(text)
+        with pytest.raises(DataError, match=fault):
+            read_config_file(config, settings_fields(Typed))
+
+
+def test_setting_is_typed_as_its_default_for_mypy():
+    """No overload of `setting` returns Any: mypy checks every default against the field's annotation
+    (the package's mypy run, scripts/lint.sh, is where a mismatch fails)."""
+    from PersonalWAB import settings
+
+    overloads = typing.get_overloads(settings.setting)
+    assert len(overloads) == 4
+    assert all(typing.get_type_hints(o)["return"] is not typing.Any for o in overloads)

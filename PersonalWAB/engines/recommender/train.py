@@ -90,7 +90,7 @@ class SASRecTrainConfig:
                                    "validation score can sit at the popularity level this long before it climbs)")
     seed: int = setting(42, "random seed of initialisation and batches; the same seed and threads give identical "
                             "weights")
-    num_threads: int | None = setting(None, "torch threads; fix it for identical weights across machines", kind=int,
+    num_threads: int | None = setting(None, "torch threads; fix it for identical weights across machines",
                                       default_text="torch's default")
 
     def network(self) -> SASRecConfig:
@@ -441,7 +441,7 @@ def is_checkpoint(path: Path) -> bool:
 class TrainPaths:
     """Where `python -m PersonalWAB.engines.recommender.train` reads and writes."""
 
-    data_dir: str = setting(None, "benchmark data folder whose histories to train on", required=True, metavar="DIR")
+    data_dir: str = setting(str, "benchmark data folder whose histories to train on", required=True, metavar="DIR")
     out: str | None = setting(None, "checkpoint (state dict) to write; its report is written beside it (.json)",
                               metavar="FILE", aliases=("checkpoint",),
                               default_text="the data folder's artefact path, where runs look for it")

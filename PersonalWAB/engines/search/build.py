@@ -27,13 +27,13 @@ from PersonalWAB.settings import setting
 class IndexSettings:
     """The flags of `python -m PersonalWAB.engines.search.build`."""
 
-    data_dir: Path | None = setting(None, "data folder whose products to index", kind=Path, metavar="DIR",
+    data_dir: Path | None = setting(None, "data folder whose products to index", metavar="DIR",
                                     default_text="the official data when placed, else data/synthetic/small")
     backend: str = setting("all", "index(es) to build: lucene (the release's engine, through Anserini; needs Java), "
                                   "bm25s (pure Python) or all", choices=(*BACKENDS, "all"))
     threads: int = setting(2, "Anserini indexing threads (lucene only); more is faster on a big catalogue")
     out: Path | None = setting(None, "folder to write the index into instead of where the engines look for it "
-                                     "(only with a single --backend)", kind=Path, metavar="DIR",
+                                     "(only with a single --backend)", metavar="DIR",
                                aliases=("index_dir",))
     protocol_file: str | None = setting(None, "release protocol pack whose product text the index holds",
                                         metavar="FILE",
