@@ -15,19 +15,12 @@ import sys
 
 from PersonalWAB.cli import dispatch
 from PUMA.cli import STEP_BAD_INPUT
+from PUMA.steps import STEPS
 
-# step -> ("module:main" run with the remaining arguments, one line of help), in pipeline order
-STEPS: dict[str, tuple[str, str]] = {
-    "data": ("PUMA.data:main", "step 1: function and parameter SFT data (function | param | all)"),
-    "sft": ("PUMA.sft:main", "step 2: LoRA SFT on function / param / function_param data"),
-    "generate": ("PUMA.generate:main", "step 3: function predictions or parameter candidates from a model"),
-    "score": ("PUMA.score:main", "step 4: the benchmark's score of every parameter candidate"),
-    "merge_shards": ("PUMA.merge_shards:main", "steps 3-4 in shards: join the parts of generate/score --shard I/N"),
-    "dpo_data": ("PUMA.dpo_data:main", "step 5: chosen / rejected pairs from the scored candidates"),
-    "merge": ("PUMA.merge:main", "step 6a: merge a LoRA adapter into its base model"),
-    "dpo": ("PUMA.dpo:main", "step 6b: DPO with LoRA on the merged SFT model"),
-    "grpo": ("PUMA.grpo:main", "steps 3-6 by online RL: GRPO on the benchmark's Result Acc"),
-    "fast_test": ("PUMA.fast_test:main", "step 7 from files, as the release's test.py scores them"),
+# command -> ("module:main" run with the remaining arguments, one line of help): the steps in pipeline
+# order (PUMA/steps.py), then the tools around them
+COMMANDS: dict[str, tuple[str, str]] = {
+    **{step.name: (step.target, step.help) for step in STEPS},
     "launch": ("PUMA.launch:main", "start sft, dpo or grpo on the GPUs there are (launcher, precision, DeepSpeed)"),
     "model": ("PUMA.pretrained:main", "a real pretrained model as a model folder, offline (puma model prepare NAME "
               "--out DIR)"),
@@ -40,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     from PUMA.quiet import quiet_libraries
 
     quiet_libraries()  # as `python -m PUMA.<step>` (run_step)
-    return dispatch("puma", "PUMA: the fine-tuning pipeline of the PersonalWAB paper.", STEPS, argv, word="STEP",
+    return dispatch("puma", "PUMA: the fine-tuning pipeline of the PersonalWAB paper.", COMMANDS, argv, word="STEP",
                     bad_input=STEP_BAD_INPUT)
 
 

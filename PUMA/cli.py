@@ -31,10 +31,6 @@ T = TypeVar("T")
 STEP_BAD_INPUT = (*BAD_INPUT, ValueError)
 # The config fields that name a step's output (each the step's `--out`): a folder or a file.
 OUTPUT_FIELDS = {"output_dir": FOLDER, "out_dir": FOLDER, "output_file": FILE, "out": FOLDER}
-# The steps whose records make an output a step's own, where they are not the step's own name.
-OWN_RECORDS = {"data": ("data_function", "data_param"), "generate": ("generate_function", "generate_param"),
-               "merge_shards": ("generate_function", "generate_param", "score")}
-TRAINING_STEPS = ("sft", "dpo", "grpo")  # their --resume continues the checkpoints a stopped run left
 
 
 def made_by_step(step: str) -> Callable[[Path], bool]:
@@ -45,7 +41,9 @@ def made_by_step(step: str) -> Callable[[Path], bool]:
 
     from PUMA.recipe import RECORD_NAME, RECORD_SUFFIX, record_path
 
-    steps = OWN_RECORDS.get(step, (step,))
+    from PUMA.steps import BY_NAME, LAUNCHED
+
+    steps = BY_NAME[step].record_names if step in BY_NAME else (step,)
 
     def names_step(record: Path) -> bool:
         try:
@@ -57,7 +55,7 @@ def made_by_step(step: str) -> Callable[[Path], bool]:
     def own(path: Path) -> bool:
         if not path.is_dir():
             return names_step(record_path(path))
-        if step in TRAINING_STEPS and (any(path.glob("checkpoint-*/trainer_state.json"))
+        if step in LAUNCHED and (any(path.glob("checkpoint-*/trainer_state.json"))
                                        or (step == "grpo" and (path / "grpo_log.jsonl").is_file())):
             return True
         return any(map(names_step, [path / RECORD_NAME, *path.glob(f"*{RECORD_SUFFIX}")]))

@@ -51,10 +51,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from PersonalWAB.settings import parse, setting
 from PUMA.recipe import RECIPES, get_recipe
+from PUMA.steps import LAUNCHED, get_step
 
-STEPS = {"sft": "PUMA.sft", "dpo": "PUMA.dpo", "grpo": "PUMA.grpo"}
-STEP_SETTINGS = {"sft": "SFTConfig", "dpo": "DPOStepConfig", "grpo": "GRPOStepConfig"}  # in each step's module
-DEEPSPEED_STEPS = ("sft", "dpo")  # the steps the release trained under DeepSpeed
 PRECISION_FLAGS = {"bf16": ("--bf16",), "fp16": ("--fp16",), "fp32": ()}
 TORCH_DTYPE_PRECISION = {"float16": "fp16", "bfloat16": "bf16"}  # a recipe's gpu_train_dtype as PRECISION
 DEEPSPEED_CONFIGS = {"release": "PUMA/configs/deepspeed_zero2_release.json",
@@ -76,7 +74,7 @@ MISSING_DEEPSPEED = ("RECIPE=release trains as the release did, with DeepSpeed Z
 class LaunchSettings:
     """`python -m PUMA.launch`'s own settings (the step's come after `--`)."""
 
-    step: str = setting("sft", "the training step to start", positional=True, choices=tuple(STEPS))
+    step: str = setting("sft", "the training step to start", positional=True, choices=LAUNCHED)
 
 
 class LaunchError(Exception):
@@ -212,7 +210,7 @@ def plan_launch(step: str, env: Mapping[str, str], gpus: int | None = None,
     fsdp = env.get("FSDP") or "none"
     if fsdp not in FSDP_CHOICES:
         raise LaunchError(f"FSDP={fsdp}: expected fsdp2 or none", 2)
-    release_default = get_recipe(recipe).release_launch and n and step in DEEPSPEED_STEPS and fsdp == "none"
+    release_default = get_recipe(recipe).release_launch and n and get_step(step).release_deepspeed and fsdp == "none"
     default_deepspeed = "release" if release_default else "none"
     deepspeed = env.get("DEEPSPEED") or default_deepspeed
     if deepspeed not in DEEPSPEED_CONFIGS:
@@ -249,12 +247,10 @@ def check_step(step: str, step_args: Sequence[str], world_size: int) -> None:
     """Refuse the step's settings before any process starts (each would refuse them on its own,
     in a launcher's traceback): a bad setting or output (DataError), a global batch the run's
     processes do not divide (ValueError)."""
-    import importlib
-
     from PUMA.cli import parse_step
 
-    cls = getattr(importlib.import_module(STEPS[step]), STEP_SETTINGS[step])
-    parse_step(cls, step_args, f"python -m {STEPS[step]}", None, step).batch_layout(world_size)
+    parse_step(get_step(step).settings_class(), step_args, f"python -m {get_step(step).module}", None,
+               step).batch_layout(world_size)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.status
     check_step(step, step_args, plan.world_size)
     print(plan.summary(), file=sys.stderr, flush=True)
-    command = plan.command(STEPS[step], step_args)
+    command = plan.command(get_step(step).module, step_args)
     os.execvpe(command[0], command, {**os.environ, **plan.env})
 
 

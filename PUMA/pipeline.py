@@ -48,11 +48,10 @@ from PersonalWAB.settings import CONFIG_FLAG, config_settings, given, parse, set
 from PUMA.recipe import RECIPES, get_recipe, read_record
 
 STEP_NAMES = {1: "data", 2: "sft + merge", 3: "generate", 4: "score", 5: "dpo_data", 6: "dpo", 7: "evaluate"}
-# section -> "module:settings class" whose flags the section may set (evaluate: `pwab run`'s, checked by it)
-SECTIONS = {"data": "PUMA.data:DataConfig", "sft": "PUMA.sft:SFTConfig", "merge": "PUMA.merge:MergeConfig",
-            "generate_function": "PUMA.generate:GenerateConfig", "generate_param": "PUMA.generate:GenerateConfig",
-            "score": "PUMA.score:ScoreConfig", "dpo_data": "PUMA.dpo_data:DPODataConfig",
-            "dpo": "PUMA.dpo:DPOStepConfig", "generate_test": "PUMA.generate:GenerateConfig", "evaluate": None}
+# section -> the step (PUMA/steps.py) whose flags the section may set (evaluate: `pwab run`'s, checked by it)
+SECTIONS = {"data": "data", "sft": "sft", "merge": "merge", "generate_function": "generate",
+            "generate_param": "generate", "score": "score", "dpo_data": "dpo_data", "dpo": "dpo",
+            "generate_test": "generate", "evaluate": None}
 FINAL_PREDICTIONS = {"num_return_sequences": 1, "num_beams": 1, "do_sample": False}
 
 
@@ -162,15 +161,14 @@ def flags(values: dict[str, Any]) -> list[str]:
 
 def section_fields(name: str) -> list[Any]:
     """The settings a section may give: its step's flags (evaluate: `pwab run`'s)."""
-    import importlib
+    from PUMA.steps import get_step
 
-    target = SECTIONS[name]
-    if target is None:
+    step = SECTIONS[name]
+    if step is None:
         from PersonalWAB.runner.config import run_settings_fields
 
         return run_settings_fields()
-    module, _, cls = target.partition(":")
-    return settings_fields(getattr(importlib.import_module(module), cls))
+    return settings_fields(get_step(step).settings_class())
 
 
 def check_sections(settings: PipelineSettings, source: str = "puma run") -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from PersonalWAB.scratch import atomic_write_text
+from PUMA.steps import RECIPE_SECTIONS
 
 RECIPES = ("release", "improved")
 RECORD_NAME = "puma_run.json"
@@ -123,8 +124,6 @@ _SWITCHES = tuple(f.name for f in fields(Recipe) if f.name not in ("name", "from
 _FILE_KEYS = {"release": {"switches": dict, "steps": dict, "shared_with_release": str, "readings": list,
                           "bug_fixes": list},
               "improved": {"switches": dict, "steps": dict, "departures": list}}
-# The steps a recipe file's `steps` section may set (each is the `step` PUMA.cli.parse_step passes).
-STEP_SECTIONS = ("data", "sft", "merge", "generate", "score", "dpo_data", "dpo", "fast_test", "grpo")
 
 
 def _checked(path: Path, where: str, mapping: Any, types: Mapping[str, type]) -> dict[str, Any]:
@@ -163,9 +162,9 @@ def _read(path: Path, name: str) -> dict[str, Any]:
     hints = get_type_hints(Recipe)
     _checked(path, "switches", data["switches"], {key: hints[key] for key in _SWITCHES})
     for step, values in data["steps"].items():
-        if step not in STEP_SECTIONS or not isinstance(values, dict):
+        if step not in RECIPE_SECTIONS or not isinstance(values, dict):
             raise ValueError(f"{path}: steps.{step}: expected a mapping of one of the steps "
-                             f"{', '.join(STEP_SECTIONS)} to its settings")
+                             f"{', '.join(RECIPE_SECTIONS)} to its settings")
     entry_keys = {f.name: str for f in fields(Departure)}
     for key in ("bug_fixes", "departures"):
         if key in data:

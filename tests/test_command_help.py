@@ -14,7 +14,7 @@ import pytest
 import PersonalWAB.settings as settings_module
 from PersonalWAB.cli import COMMANDS
 from PersonalWAB.settings import help_problems
-from PUMA.__main__ import STEPS
+from PUMA.__main__ import COMMANDS as PUMA_COMMANDS
 from devtools.doubles.__main__ import COMMANDS as DEVTOOLS
 from tests.conftest import REPO_ROOT
 
@@ -33,7 +33,7 @@ def leaf_commands(table: dict[str, tuple[str, str]], prefix: str) -> list[tuple[
     return found
 
 
-COMMAND_LIST = (leaf_commands(COMMANDS, "pwab") + leaf_commands(STEPS, "puma")
+COMMAND_LIST = (leaf_commands(COMMANDS, "pwab") + leaf_commands(PUMA_COMMANDS, "puma")
                 + leaf_commands(DEVTOOLS, "python -m devtools.doubles"))
 # the scripts with flags (the release worker has none: it reads one JSON request); a package's
 # __main__ is a dispatch table, whose commands are in COMMAND_LIST

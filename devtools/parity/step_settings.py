@@ -264,14 +264,14 @@ def read_records(run_dir: Path) -> dict[str, dict[str, Any]]:
 def project_launch(step: str, processes: int) -> dict[str, Any]:
     """What `puma launch STEP` runs with on `processes` GPUs under the release recipe: the precision
     and DeepSpeed config it passes, and the batch the step's own settings make of them."""
-    import importlib
-
     from PUMA.cli import parse_step
-    from PUMA.launch import STEP_SETTINGS, STEPS, plan_launch
+    from PUMA.launch import plan_launch
+    from PUMA.steps import get_step
 
     plan = plan_launch(step, {"RECIPE": "release"}, gpus=processes, has_deepspeed=lambda _: True)
-    cls = getattr(importlib.import_module(STEPS[step]), STEP_SETTINGS[step])
-    config = parse_step(cls, ["--recipe", "release", *plan.train_args], f"python -m {STEPS[step]}", None, step)
+    row = get_step(step)
+    config = parse_step(row.settings_class(), ["--recipe", "release", *plan.train_args], f"python -m {row.module}",
+                        None, step)
     layout = config.batch_layout(processes)
     deepspeed = Path(config.deepspeed) if config.deepspeed else None
     if deepspeed is not None and not deepspeed.is_absolute():

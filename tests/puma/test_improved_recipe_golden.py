@@ -18,13 +18,9 @@ from typing import Any
 
 import pytest
 
+from PUMA.steps import RECIPE_SECTIONS
+
 GOLDEN = Path(__file__).with_name("golden") / "improved_recipe.json"
-# step -> (module, settings class) of every step a recipe file gives settings to
-STEP_CLASSES = {"data": ("PUMA.data", "DataConfig"), "sft": ("PUMA.sft", "SFTConfig"),
-                "generate": ("PUMA.generate", "GenerateConfig"), "score": ("PUMA.score", "ScoreConfig"),
-                "dpo_data": ("PUMA.dpo_data", "DPODataConfig"), "merge": ("PUMA.merge", "MergeConfig"),
-                "dpo": ("PUMA.dpo", "DPOStepConfig"), "fast_test": ("PUMA.fast_test", "FastTestConfig"),
-                "grpo": ("PUMA.grpo", "GRPOStepConfig")}
 PATH_SETTINGS = ("out", "data_dir", "model_path", "data_file", "function_data", "param_data", "output_dir",
                  "output_file", "out_dir", "adapter_path", "base_model_path", "candidates_file", "scores_file",
                  "function_file", "param_file", "protocol_file")
@@ -39,14 +35,13 @@ def step_settings(step: str) -> dict[str, Any]:
     """What `puma STEP --recipe improved` runs with on one process: its settings (files left out),
     and for the training steps the batch, the trainer's arguments and the LoRA adapter they
     build; for generation, the decoding of both modes."""
-    import importlib
-
     from PUMA.cli import parse_step
+    from PUMA.steps import get_step
 
-    module, name = STEP_CLASSES[step]
+    row = get_step(step)
     positional = ["all"] if step == "data" else []  # the data step's KIND
-    config = parse_step(getattr(importlib.import_module(module), name), [*positional, "--recipe", "improved"],
-                        f"python -m {module}", None, step)
+    config = parse_step(row.settings_class(), [*positional, "--recipe", "improved"], f"python -m {row.module}", None,
+                        step)
     values: dict[str, Any] = {"settings": {k: v for k, v in dataclasses.asdict(config).items()
                                            if k not in PATH_SETTINGS}}
     if hasattr(config, "batch_layout"):
@@ -74,7 +69,7 @@ def recipe_record() -> dict[str, Any]:
     switches = {f.name: getattr(recipe, f.name) for f in dataclasses.fields(recipe)
                 if f.name not in ("name", "from_release", "steps", "bug_fixes")}
     return plain({"switches": switches, "departures": recipe.own_departures(),
-                  "steps": {step: step_settings(step) for step in STEP_CLASSES}})
+                  "steps": {step: step_settings(step) for step in RECIPE_SECTIONS}})
 
 
 def tiny_outputs(model_dir: Path, work: Path) -> dict[str, Any]:

@@ -240,17 +240,17 @@ def test_grpo_script_passes_its_flags_after_the_launch_flags(tmp_path: Path):
 
 # --- the `puma` command -------------------------------------------------------------------------------------------
 def test_puma_command_lists_and_runs_the_steps(capsys):
-    from PUMA.__main__ import STEPS
+    from PUMA.__main__ import COMMANDS
     from PUMA.__main__ import main as puma
 
     assert puma(["--help"]) == 0
     listing = capsys.readouterr().out
-    assert all(f"  {name} " in listing for name in STEPS) and "puma STEP --help" in listing
+    assert all(f"  {name} " in listing for name in COMMANDS) and "puma STEP --help" in listing
     assert puma([]) == 2 and puma(["nope"]) == 2 and "unknown step 'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as done:
         puma(["sft", "--help"])  # the step's own help
     assert done.value.code == 0 and "--train_on" in capsys.readouterr().out
-    for name, (target, _) in STEPS.items():
+    for name, (target, _) in COMMANDS.items():
         module, _, function = target.partition(":")
         assert callable(getattr(__import__(module, fromlist=[function]), function)), name
 

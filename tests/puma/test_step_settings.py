@@ -13,34 +13,31 @@ from pathlib import Path
 import pytest
 
 from PersonalWAB.settings import build_parser, default_of, flag_name, help_problems, settings_fields
-from PUMA.__main__ import STEPS
+from PUMA.__main__ import COMMANDS
 from PUMA.cli import parse_step, recipe_defaults
 from PUMA.recipe import RECIPES, get_recipe, write_record
+from PUMA.steps import BY_NAME
 from tests.conftest import REPO_ROOT
 
-# step -> its settings class and the recipe file's section name
-STEP_SETTINGS = {"data": ("PUMA.data", "DataConfig"), "sft": ("PUMA.sft", "SFTConfig"),
-                 "generate": ("PUMA.generate", "GenerateConfig"), "score": ("PUMA.score", "ScoreConfig"),
-                 "dpo_data": ("PUMA.dpo_data", "DPODataConfig"), "merge": ("PUMA.merge", "MergeConfig"),
-                 "merge_shards": ("PUMA.merge_shards", "MergeShardsConfig"),
-                 "dpo": ("PUMA.dpo", "DPOStepConfig"), "grpo": ("PUMA.grpo", "GRPOStepConfig"),
-                 "fast_test": ("PUMA.fast_test", "FastTestConfig"),
-                 "tiny_model": ("PUMA.tiny_model", "TinyModelConfig"), "model": ("PUMA.pretrained", "PrepareConfig"),
+# the settings class of each `puma` command that is not a step (the steps' are in PUMA/steps.py)
+TOOL_SETTINGS = {"tiny_model": ("PUMA.tiny_model", "TinyModelConfig"), "model": ("PUMA.pretrained", "PrepareConfig"),
                  "launch": ("PUMA.launch", "LaunchSettings"), "run": ("PUMA.pipeline", "PipelineSettings")}
 
 
-def settings_class(step: str) -> type:
-    module, name = STEP_SETTINGS[step]
+def settings_class(command: str) -> type:
+    if command in BY_NAME:
+        return BY_NAME[command].settings_class()
+    module, name = TOOL_SETTINGS[command]
     return getattr(importlib.import_module(module), name)
 
 
 def test_every_step_has_a_settings_class_with_help_for_every_flag():
-    assert set(STEP_SETTINGS) == set(STEPS)
-    for step in STEPS:
-        parser = build_parser(settings_class(step), prog=f"puma {step}")
-        assert help_problems(parser) == [], step
-    outputs = {step: [flag_name(i) for i in settings_fields(settings_class(step)) if flag_name(i) == "out"]
-               for step in STEPS if step not in ("launch", "run")}
+    assert set(BY_NAME) | set(TOOL_SETTINGS) == set(COMMANDS)
+    for command in COMMANDS:
+        parser = build_parser(settings_class(command), prog=f"puma {command}")
+        assert help_problems(parser) == [], command
+    outputs = {command: [flag_name(i) for i in settings_fields(settings_class(command)) if flag_name(i) == "out"]
+               for command in COMMANDS if command not in ("launch", "run")}
     assert all(found == ["out"] for found in outputs.values()), outputs
 
 
