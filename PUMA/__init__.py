@@ -5,7 +5,7 @@ PersonalWAB paper. Each step is a library module with a thin CLI (`puma STEP`, o
 - `PUMA.data`: function and parameter SFT data (step 1)
 - `PUMA.sft`: LoRA SFT on function / param / function_param data (step 2)
 - `PUMA.generate`: function predictions and parameter candidates (step 3)
-- `PUMA.score`: benchmark scores of every candidate (step 4)
+- `PUMA.score`: benchmark scores of every candidate (step 4; the scoring itself: `PUMA.candidate_scores`)
 - `PUMA.dpo_data`: chosen/rejected pairs (step 5)
 - `PUMA.merge`, `PUMA.dpo`: merge the SFT LoRA, then DPO with LoRA (step 6)
 - `PUMA.agent`: the evaluated agent (step 7); `PUMA.prompting`: its prompts and output reading

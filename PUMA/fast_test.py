@@ -101,7 +101,7 @@ def evaluate(engines: Any, tasks: list[Task], function_outputs: dict[str, Any],
     """Every task's row: instruction, type, function (the output read), function_acc,
     result_acc and candidate_scores (empty for a wrong function)."""
     from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
-    from PUMA.score import score_jobs
+    from PUMA.candidate_scores import score_jobs
 
     rows: list[dict[str, Any]] = []
     jobs: list[tuple[Task, str, str]] = []
@@ -163,7 +163,7 @@ def format_table(summary: dict[str, dict[str, Any]]) -> str:
 def fast_test(config: FastTestConfig, log: Callable[[str], None] = print) -> Path:
     from PUMA.modeling import read_json, write_json
     from PUMA.recipe import check_inputs, get_recipe, write_record
-    from PUMA.score import load_engines, scoring_facts
+    from PUMA.candidate_scores import load_engines, scoring_facts
 
     recipe = get_recipe(config.recipe)
     if not (recipe.strict_release_parsing and recipe.raw_review_cosine):

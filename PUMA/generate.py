@@ -52,9 +52,9 @@ from PersonalWAB.shards import SHARD_HELP, shard_setting
 from PUMA.modeling import DTYPES
 from PUMA.prompting import FUNCTION_NEW_TOKENS
 from PUMA.recipe import RECIPES
+from PUMA.vllm_backend import BACKENDS, resolve_backend
 
 
-BACKENDS = ("auto", "hf", "vllm")
 MODES = ("function", "param")
 
 
@@ -115,22 +115,6 @@ def dtype_name(config: GenerateConfig, device: str) -> str:
         return config.dtype
     return "float32" if device == "cpu" else GPU_DTYPE
 MAX_AUTO_BATCH_SIZE = 64
-
-
-def resolve_backend(name: str) -> str:
-    """`hf` or `vllm`; `auto` means vLLM when it is installed and a GPU is visible."""
-    from PUMA.vllm_backend import vllm_installed
-
-    if name not in BACKENDS:
-        raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, got {name!r}")
-    if name == "vllm" and not vllm_installed():
-        raise ValueError("--backend vllm: the vllm package is not installed (pip install vllm on a GPU machine), "
-                         "or use --backend hf")
-    if name == "auto":
-        import torch
-
-        return "vllm" if vllm_installed() and torch.cuda.is_available() else "hf"
-    return name
 
 
 def decoding_settings(config: GenerateConfig) -> dict[str, Any]:

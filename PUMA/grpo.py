@@ -2,7 +2,7 @@
 
 An alternative to steps 3-6 (candidates -> scoring -> DPO pairs -> DPO): for each parameter
 prompt of step 1 the policy samples `num_generations` parameters, each is scored with the
-benchmark's Result Acc by the same scoring as step 4 (`PUMA.score.score_candidates`: the
+benchmark's Result Acc by the same scoring as step 4 (`PUMA.candidate_scores.score_candidates`: the
 searches in one batch, the recommendations in one batch, the reviews in one MiniLM encode),
 and GRPO moves the policy toward the parameters that beat their group's mean. Scores are
 cached per (instruction, parameter), so a parameter sampled again costs nothing.
@@ -79,7 +79,7 @@ def resolve_generation_backend(name: str) -> str:
     installed and a GPU is visible. An explicit `vllm` that cannot run is refused with a message."""
     import torch
 
-    from PUMA.generate import resolve_backend
+    from PUMA.vllm_backend import resolve_backend
 
     backend = resolve_backend(name)  # refuses an unknown name and a vllm that is not installed
     if backend == "vllm" and not torch.cuda.is_available():
@@ -125,7 +125,7 @@ class ResultAccReward:
 
     def scores(self, instructions: list[str], parameters: list[str]) -> list[float]:
         """Result Acc of each (instruction, parameter); the uncached ones are scored in one batch."""
-        from PUMA.score import score_candidates
+        from PUMA.candidate_scores import score_candidates
 
         keys = list(zip(instructions, (p.strip() for p in parameters)))
         with self._lock:

@@ -122,7 +122,7 @@ def merge_file(config: MergeShardsConfig, log: Any = print) -> Path:
     settings = {**record["settings"], "shard": None, "output_file": config.output_file}
     facts = {key: value for key, value in record.items() if key not in RECORD_KEYS}
     if record["step"] == "score":
-        from PUMA.score import score_summary
+        from PUMA.candidate_scores import score_summary
 
         facts.update(score_summary(output))
     path = write_json(config.output_file, output)

@@ -23,12 +23,27 @@ import json
 from pathlib import Path
 from typing import Any
 
+BACKENDS = ("auto", "hf", "vllm")  # generation backends: `auto` picks one (resolve_backend)
 # The adapter ranks vLLM can reserve room for (vllm.config.lora.MaxLoRARanks).
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
+
+
+def resolve_backend(name: str) -> str:
+    """`hf` or `vllm`; `auto` means vLLM when it is installed and a GPU is visible."""
+    if name not in BACKENDS:
+        raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, got {name!r}")
+    if name == "vllm" and not vllm_installed():
+        raise ValueError("--backend vllm: the vllm package is not installed (pip install vllm on a GPU machine), "
+                         "or use --backend hf")
+    if name == "auto":
+        import torch
+
+        return "vllm" if vllm_installed() and torch.cuda.is_available() else "hf"
+    return name
 
 
 def lora_rank_limit(rank: int) -> int:
@@ -70,7 +85,7 @@ def load_vllm(model_path: str | Path, *, dtype: str = "bfloat16", max_model_len:
     if is_adapter_dir(path) and saves_whole_modules(path):
         merged = Path(path) / "merged"
         if not (merged / "config.json").exists():
-            from PUMA.merge import MergeConfig, merge_adapter
+            from PUMA.merging import MergeConfig, merge_adapter
             from PUMA.recipe import read_record
 
             log(f"{path}: the adapter stores whole modules, which vLLM cannot serve; merging it into {merged}")

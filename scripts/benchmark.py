@@ -197,7 +197,7 @@ def puma_scoring_seconds(data: Any, backend: str) -> dict[str, Any]:
     from benchmark_puma_scoring import candidate_variants
     from PersonalWAB.engines.shared import Engines
     from PersonalWAB.engines.text_embedding import TextEmbedder
-    from PUMA.score import score_candidates
+    from PUMA.candidate_scores import score_candidates
 
     tasks = data.tasks["train"]
     rng = random.Random(0)

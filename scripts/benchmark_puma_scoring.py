@@ -4,7 +4,7 @@
 
 Builds 10 distinct candidates for every train instruction without a model (query,
 sequence and review variants derived from the user's history, as sampled outputs
-would vary), scores them all with `PUMA.score.score_candidates` (batched search,
+would vary), scores them all with `PUMA.candidate_scores.score_candidates` (batched search,
 batched recommendation, one batched MiniLM encode), and compares with scoring a
 sample one call at a time through the web functions, extrapolated to all candidates.
 """
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.engines.shared import Engines
     from PersonalWAB.engines.text_embedding import TextEmbedder
-    from PUMA.score import score_candidates
+    from PUMA.candidate_scores import score_candidates
 
     data = load_benchmark_data(args.data_dir)
     build_artifacts(data, ("lucene",), recommender=True)

@@ -103,6 +103,17 @@ def test_no_import_cycles():
     assert cycles(import_graph()) == []
 
 
+def test_no_step_module_imports_another():
+    """Work two PUMA steps share lives in a library module both import (PUMA/steps.py names the steps)."""
+    from PUMA.steps import STEPS
+
+    step_modules = {step.module for step in STEPS}
+    graph = import_graph()
+    wrong = sorted(f"{module} -> {target}" for module in step_modules for target in graph[module]
+                   if target in step_modules)
+    assert wrong == []
+
+
 def test_no_import_cycles_in_the_test_and_parity_tooling():
     assert cycles(import_graph(("devtools",))) == []
 

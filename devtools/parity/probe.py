@@ -47,7 +47,7 @@ def generation(inputs: Path) -> dict[str, Any]:
 
 
 def scores(inputs: Path) -> dict[str, Any]:
-    from PUMA.score import load_engines, score_candidates
+    from PUMA.candidate_scores import load_engines, score_candidates
 
     _, engines, tasks = load_engines(str(inputs / "data"), "bm25s", None, "train", log=lambda _: None)
     candidates = json.loads((inputs / "candidates.json").read_text(encoding="utf-8"))

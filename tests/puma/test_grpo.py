@@ -15,7 +15,7 @@ from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 from PersonalWAB.protocol import project_protocol
 from PUMA.grpo import GRPOStepConfig, ResultAccReward, build_grpo_trainer, check_config
 from PUMA.modeling import write_json
-from PUMA.score import score_candidates
+from PUMA.candidate_scores import score_candidates
 
 
 def pick_tasks(tasks: list[dict], per_type: int) -> list[dict]:
@@ -39,7 +39,7 @@ def param_file(tasks: list[dict], path: Path) -> Path:
 
 
 def test_reward_is_step_4_scoring_batched_and_cached(tiny_data, tiny_engines, monkeypatch):
-    import PUMA.score
+    import PUMA.candidate_scores
 
     tasks = tiny_data.split("train")
     chosen = pick_tasks(tasks, 2)
@@ -57,13 +57,13 @@ def test_reward_is_step_4_scoring_batched_and_cached(tiny_data, tiny_engines, mo
         grouped.setdefault(instruction, []).append(completion)
     expected = score_candidates(tiny_engines, tasks, grouped, functions)
     calls = []
-    real = PUMA.score.score_candidates
+    real = PUMA.candidate_scores.score_candidates
 
     def counting(*args, **kwargs):
         calls.append(sum(len(v) for v in args[2].values()))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(PUMA.score, "score_candidates", counting)
+    monkeypatch.setattr(PUMA.candidate_scores, "score_candidates", counting)
     reward = ResultAccReward(tiny_engines, tasks, functions)
     metrics = {}
     rewards = reward(prompts=instructions, completions=completions, instruction=instructions,

@@ -110,7 +110,7 @@ def test_short_sft_generate_dpo_pass(tiny_data, tiny_model_dir: Path, tmp_path: 
     from PUMA.data import function_examples
     from PUMA.dpo import DPOStepConfig, train_dpo
     from PUMA.generate import GenerateConfig, generate_file
-    from PUMA.merge import MergeConfig, merge_adapter
+    from PUMA.merging import MergeConfig, merge_adapter
     from PUMA.modeling import write_json
     from PUMA.sft import SFTConfig, train_sft
 
@@ -183,7 +183,7 @@ def test_live_generation_with_the_puma_agent(tiny_data, tiny_engines, tiny_model
 
 def test_review_candidates_are_scored_against_the_cached_real_review(tiny_data, tiny_engines):
     from PersonalWAB.build import review_cache_file
-    from PUMA.score import score_candidates
+    from PUMA.candidate_scores import score_candidates
 
     task = next(t for t in tiny_data.tasks["train"] if t["type"] == "review")
     real = task["target"]["review"]["text"]

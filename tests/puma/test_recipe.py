@@ -102,7 +102,7 @@ def test_modules_to_save_are_trained_saved_and_merged(tiny_data, tiny_model_dir:
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from PUMA.merge import MergeConfig, merge_adapter
+    from PUMA.merging import MergeConfig, merge_adapter
     from PUMA.modeling import write_json
     from PUMA.sft import SFTConfig, train_sft
 

@@ -39,7 +39,7 @@ def stub_engines(tiny_data, table: dict[tuple[str, str], float]) -> SimpleNamesp
 
 
 def test_review_scores_raw_under_release_clipped_under_improved(tiny_data):
-    from PUMA.score import score_candidates
+    from PUMA.candidate_scores import score_candidates
 
     task = review_task("Write my review", "REAL")
     placeholder = project_protocol().text("review.empty")
@@ -60,7 +60,7 @@ def test_review_scores_raw_under_release_clipped_under_improved(tiny_data):
 
 
 def test_review_with_the_wrong_function_scores_zero_under_release(tiny_data):
-    from PUMA.score import score_candidates
+    from PUMA.candidate_scores import score_candidates
 
     task = dict(review_task("Find me a kettle", "REAL"), type="search")  # a review posted for a search task
     scores = score_candidates(stub_engines(tiny_data, {}), [task], {"Find me a kettle": ["bad"]},
@@ -69,7 +69,7 @@ def test_review_with_the_wrong_function_scores_zero_under_release(tiny_data):
 
 
 def test_a_repeated_instruction_is_scored_against_its_last_task(tiny_data):
-    from PUMA.score import score_candidates, scoring_facts
+    from PUMA.candidate_scores import score_candidates, scoring_facts
 
     tasks = [review_task("X", "first real"), review_task("Y", "other"), review_task("X", "second real")]
     table = {("first real", "c"): 0.1, ("second real", "c"): 0.9, ("other", "d"): 0.3}
@@ -84,7 +84,7 @@ def test_a_repeated_instruction_is_scored_against_its_last_task(tiny_data):
 def test_search_and_recommend_scores_are_the_releases_rank_formula(tiny_data, tiny_engines):
     from PersonalWAB.envs.pwab.functions.search_product_by_query import search_product_by_query
     from PersonalWAB.envs.pwab.scoring import rank_score
-    from PUMA.score import score_jobs
+    from PUMA.candidate_scores import score_jobs
 
     task = next(t for t in tiny_data.split("train") if t["type"] == "search")
     query = task["target"]["product_info"]["title"]
@@ -133,7 +133,7 @@ def _fast_test_files(tiny_data, tmp_path: Path) -> tuple[list[dict], dict, dict]
 def test_fast_test_semantics_on_tiny_data(tiny_data, tiny_engines, tmp_path: Path):
     from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
     from PUMA.fast_test import evaluate, summarize
-    from PUMA.score import score_jobs
+    from PUMA.candidate_scores import score_jobs
 
     tasks, functions, params = _fast_test_files(tiny_data, tmp_path)
     rows = evaluate(tiny_engines, tasks, functions, params)

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from PUMA.generate import GenerateConfig, generate_file, resolve_backend
+from PUMA.generate import GenerateConfig, generate_file
+from PUMA.vllm_backend import resolve_backend
 from PUMA.modeling import load_tokenizer, write_json
 from PUMA.vllm_backend import lora_rank_limit
 
