@@ -68,7 +68,7 @@ INJECTIONS: tuple[Injection, ...] = (
               'return list(dict.fromkeys(part.strip() for part in text.split(",") if keep_empty or part.strip()))',
               'return sorted(dict.fromkeys(part.strip() for part in text.split(",") if keep_empty or part.strip()))',
               {"scores": ("step4 candidate scores",)}, ("step4 candidate scores",), "4"),
-    Injection("empty review scored as the placeholder", "PUMA/score.py",
+    Injection("empty review scored as the placeholder", "PUMA/candidate_scores.py",
               'texts = [actions[i].arguments["review"] if raw_review else actions[i].arguments["review"] or',
               'texts = [actions[i].arguments["review"] or',
               {"scores": ("step4 candidate scores",)}, ("step4 candidate scores",), "4"),
