@@ -341,11 +341,13 @@ def dispatch_table(module: ModuleType) -> dict[str, tuple[str, str]] | None:
 
 
 def step_modules(module: ModuleType) -> dict[str, str] | None:
-    """A launcher's steps (`PUMA.launch`: step -> the module it starts with the words after `--`)."""
-    steps = getattr(module, "STEPS", None)
-    if isinstance(steps, dict) and steps and all(isinstance(v, str) for v in steps.values()):
-        return steps
-    return None
+    """A launcher's steps (`PUMA.launch`: step -> the module it starts with the words after `--`,
+    the launched rows of PUMA/steps.py)."""
+    if module.__name__ != "PUMA.launch":
+        return None
+    from PUMA.steps import STEPS
+
+    return {step.name: step.module for step in STEPS if step.launched}
 
 
 def is_flag(word: str) -> bool:
