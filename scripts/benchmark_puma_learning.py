@@ -585,9 +585,11 @@ def verdicts(comparisons: list[dict[str, Any]]) -> list[str]:
             claim, better = f"{recipe}: {pair.split(' vs ')[0]} beats {pair.split(' vs ')[1]}", True
         differs = row["verdict"] == "differs"
         holds = differs and (row["difference"] > 0) == better
-        answer = "yes" if holds else ("no: the other way" if differs else "not shown")
+        answer = "yes" if holds else ("no: the other way" if differs else
+                                      "no test: neither run varies" if row["p"] is None else "not shown")
+        test = "" if row["p"] is None else f", p {_p(row['p'])}"
         lines.append(f"{claim}? **{answer}** (Result Acc {row['baseline']:.3f} -> {row['other']:.3f}, "
-                     f"{row['difference']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}], p {_p(row['p'])})")
+                     f"{row['difference']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]{test})")
     return lines
 
 

@@ -80,17 +80,19 @@ def test_a_partial_report_says_so(bench):
 
 def test_each_claim_is_answered_by_its_comparisons_test_and_direction(bench):
     def compared(name: str, difference: float, verdict: str) -> dict:
+        p = {"differs": 0.001, "no test": None}.get(verdict, 0.4)
         row = {"baseline": 0.2, "other": 0.2 + difference, "difference": difference, "low": difference - 0.01,
-               "high": difference + 0.01, "p": 0.001 if verdict == "differs" else 0.4, "verdict": verdict}
+               "high": difference + 0.01, "p": p, "verdict": verdict}
         return {"name": name, "groups": {"overall": {"Result Acc": row}}}
 
     lines = bench.verdicts([compared("improved: dpo vs sft", 0.05, "differs"),
                             compared("improved: grpo vs sft", 0.01, "no difference shown"),
                             compared("improved: control vs sft", -0.1, "differs"),
                             compared("release: control vs sft", 0.1, "differs"),
-                            compared("sft: improved vs release", -0.05, "differs")])
+                            compared("sft: improved vs release", -0.05, "differs"),
+                            compared("base: improved vs release", 0.0, "no test")])
     assert [line.split("**")[1] for line in lines] == ["yes", "not shown", "yes", "no: the other way",
-                                                       "no: the other way"]
+                                                       "no: the other way", "no test: neither run varies"]
     assert lines[0].startswith("improved: DPO beats SFT?") and lines[4].startswith("sft: improved beats release?")
 
 
