@@ -7,8 +7,10 @@
 #   bash scripts/serve_local_model.sh [PORT]          # default 8738; GGUF=FILE serves another model
 #   .venv/bin/pwab run --agent_strategy function_calling --model openai/smollm2-135m \
 #       --api_base http://127.0.0.1:8738/v1 --price_per_mtok 0,0 --agent_memory last --memory_length 10
-# Settings (environment): N_CTX (8192, SmolLM2's context), THREADS (every core), CACHE (1: a RAM cache of
-# prompt states, so the agent's and the simulated user's conversations each continue from their own prefix),
+# Settings (environment): N_CTX (8192, SmolLM2's context), THREADS (every core), CACHE (0; 1: a RAM cache of
+# earlier prompt states, so the agent's and the simulated user's conversations each continue from their own
+# prefix; a state holds a logit row per context position, 1.6 GB at 8,192 tokens, which the cache's size limit
+# does not hold back: 4 tasks grew the server to 17.7 GB until the kernel killed it, so it is off by default),
 # CHAT_FORMAT (chatml-function-calling), ALIAS (the model name clients send, smollm2-135m).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,4 +37,4 @@ echo "serving $GGUF as ${ALIAS:-smollm2-135m} at http://127.0.0.1:$PORT/v1 (Ctrl
 exec "$PY" -m llama_cpp.server --model "$GGUF" --model_alias "${ALIAS:-smollm2-135m}" \
   --chat_format "${CHAT_FORMAT:-chatml-function-calling}" --n_ctx "${N_CTX:-8192}" \
   --n_threads "${THREADS:-$(nproc)}" --n_threads_batch "${THREADS:-$(nproc)}" \
-  --cache "$([ "${CACHE:-1}" = 1 ] && echo True || echo False)" --host 127.0.0.1 --port "$PORT" --verbose False
+  --cache "$([ "${CACHE:-0}" = 1 ] && echo True || echo False)" --host 127.0.0.1 --port "$PORT" --verbose False
