@@ -25,7 +25,6 @@ How candidates are read and reviews scored follows two switches of the recipe
 `--recipe improved` reads candidates as the improved agent does (a `Say:` message or a
 `stop` scores 0) and scores reviews as the environment does (an empty review is the
 protocol's placeholder text, the cosine is clipped to [0, 1]).
-
 """
 
 from __future__ import annotations

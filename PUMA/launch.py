@@ -249,8 +249,8 @@ def check_step(step: str, step_args: Sequence[str], world_size: int) -> None:
     processes do not divide (ValueError)."""
     from PUMA.cli import parse_step
 
-    parse_step(get_step(step).settings_class(), step_args, f"python -m {get_step(step).module}", None,
-               step).batch_layout(world_size)
+    row = get_step(step)
+    parse_step(row.settings_class(), step_args, f"python -m {row.module}", None, step).batch_layout(world_size)
 
 
 def main(argv: list[str] | None = None) -> int:
