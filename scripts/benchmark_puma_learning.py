@@ -109,7 +109,8 @@ class LearningSettings:
     grpo_learning_rate: float = setting(2e-5, "GRPO peak learning rate")
     grpo_tokens: int = setting(64, "GRPO: most new tokens of a sample")
     test_tokens: int = setting(96, "step 7: most new tokens of a test parameter (greedy)")
-    batch_size: int = setting(16, "prompts per generate call; 0: as many as fit the GPU")
+    batch_size: int = setting(48, "prompts per generate call (on 2 CPU cores 48 is 23% faster than 16, with the same "
+                                  "greedy outputs); 0: as many as fit the GPU")
     seed: int = setting(0, "seed of the label shuffle of the control")
 
 
