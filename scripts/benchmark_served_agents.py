@@ -4,12 +4,15 @@ OpenAI-compatible endpoint (`scripts/serve_local_model.sh`, llama-cpp-python's s
 
     python scripts/benchmark_served_agents.py                  # 20 tasks of synthetic small, every run below
     python scripts/benchmark_served_agents.py --tasks 5 --runs react
+    python scripts/benchmark_served_agents.py --runs multiturn_llm_user   # again; the other runs' rows are kept
 
 For each run: Function Acc and Result Acc (the result file's header), format errors (tasks ended after
 replies whose tool call or ReAct arguments did not parse: counted, scored as they stand) and errored tasks,
 the model calls and prompt tokens, and the wall time per task. Every result file is validated with `pwab
 leaderboard validate`. The server is started (and stopped) by this script unless `--api_base` names one
-already running. Figures go to `--out` (JSON) and a markdown table beside it.
+already running. Figures go to `--out` (JSON) and a markdown table beside it; runs of an earlier report at
+`--out` with the same tasks, data, model and reply budget that this invocation does not redo are kept in
+both, marked with when and how they were made.
 """
 
 from __future__ import annotations
@@ -109,13 +112,37 @@ def figures(path: Path, seconds: float) -> dict[str, Any]:
                         for t in ("search", "recommend", "review")}}
 
 
+COMPARABLE = ("data_dir", "tasks", "model", "max_tokens", "request_timeout")  # settings a kept run must share
+
+
+def kept_runs(out: Path, settings: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """The runs of the earlier report at `out` that this invocation does not redo, when that report
+    was made with the same tasks, data, model and reply budget; each says when and how it was made."""
+    if not out.is_file():
+        return {}
+    try:
+        earlier = json.loads(out.read_text(encoding="utf-8"))
+        if any(earlier["settings"].get(k) != settings.get(k) for k in COMPARABLE):
+            return {}
+        origin = {"date": earlier["date"], "command": earlier["command"], "load_mean": earlier["load_mean"]}
+        return {name: {**origin, **run, "kept": True} for name, run in earlier["runs"].items()
+                if name in RUNS and name not in names}
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"--out {out}: not a report of this script ({error}); give another --out") from None
+
+
 def table(report: dict[str, Any]) -> str:
     lines = [f"Measured {report['date']}: {report['tasks']} tasks of the test split of {report['data_dir']}, model "
              f"{report['model']} served by llama-cpp-python on {report['machine']} (mean load "
-             f"{report['load_mean']:.2f}), `{report['command']}`:", "",
-             "| run | tasks | Function Acc | Result Acc | format errors | errored | model calls (asked again) | "
-             "prompt tokens of steps | s / task |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, f in report["runs"].items():
+             f"{report['load_mean']:.2f}), `{report['command']}`:"]
+    kept = {(f["date"], f["command"], f["load_mean"]) for f in report["runs"].values() if f.get("kept")}
+    for when, command, load in sorted(kept):
+        lines.append(f"rows marked * are kept from an earlier run of the same settings ({when}, mean load "
+                     f"{load:.2f}, `{command}`);")
+    lines += ["", "| run | tasks | Function Acc | Result Acc | format errors | errored | model calls (asked again) | "
+              "prompt tokens of steps | s / task |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, f in sorted(report["runs"].items(), key=lambda item: list(RUNS).index(item[0])):
+        name = f"{name} *" if f.get("kept") else name
         if "error" in f:
             lines.append(f"| {name} | failed: {f['error']} |  |  |  |  |  |  |  |")
             continue
@@ -148,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"settings": resolved(s), "tasks": s.tasks, "data_dir": s.data_dir, "model": s.model,
                               "machine": f"{os.cpu_count()} cores", "date": date.today().isoformat(),
                               "command": " ".join(["python scripts/benchmark_served_agents.py", *args]), "runs": {}}
+    kept = kept_runs(out, report["settings"], names)
     try:
         wait_for(api_base, server)
         for name in names:
@@ -172,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             os.killpg(server.pid, 15)
             server.wait()
     report["load_mean"] = sum(loads) / max(len(loads), 1)
+    report["runs"].update(kept)
     out.write_text(json.dumps(report, indent=1) + "\n")
     text = table(report)
     out.with_suffix(".md").write_text(text)
