@@ -37,7 +37,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from PersonalWAB.settings import setting
 from PUMA.recipe import RECIPES
@@ -47,6 +47,9 @@ MODULES_TO_SAVE = "embed_tokens,lm_head,input_layernorm,post_attention_layernorm
 RELEASE_GLOBAL_BATCH = 64  # the release's SFT: 4 GPUs (--include=localhost:0,1,2,3) x batch 1 x accumulation 16
 RELEASE_PRECISION = "deepspeed-zero2-fp16"  # its llama_ds_config.json with --float16 (fp16 weights)
 RELEASE_OPTIMIZER = "adamw_torch"  # transformers 4.45's default (5 defaults to the fused kernel)
+# transformers' learning-rate schedules that need no arguments of their own
+Scheduler = Literal["linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
+                    "inverse_sqrt"]
 
 
 def world_size_from_env() -> int:
@@ -112,6 +115,10 @@ class LoRATrainingConfig:
     modules_to_save: str = setting(MODULES_TO_SAVE, "comma-separated modules trained and saved whole, as the "
                                    "release; an empty value trains the LoRA matrices only")
     warmup_ratio: float = setting(0.1, "share of the optimizer steps over which the learning rate rises linearly")
+    lr_scheduler_type: Scheduler = setting("linear", "learning-rate schedule after the warmup (the release's: "
+                                           "linear decay to 0)")
+    weight_decay: float = setting(0.0, "AdamW weight decay (the release's: none)")
+    max_grad_norm: float = setting(1.0, "gradients are clipped to this global norm (the release's; 0: no clipping)")
     logging_steps: int = setting(10, "optimizer steps between two logged losses")
     save_strategy: str = setting("epoch", "when checkpoints are saved (no saves only the final adapter)",
                                  choices=("no", "epoch", "steps"))
@@ -137,6 +144,9 @@ class LoRATrainingConfig:
         get_recipe(self.recipe)
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"--warmup_ratio {self.warmup_ratio}: must be in [0, 1)")
+        if self.weight_decay < 0 or self.max_grad_norm < 0:
+            raise ValueError(f"--weight_decay {self.weight_decay} / --max_grad_norm {self.max_grad_norm}: "
+                             "must not be negative")
         if self.bf16 and self.fp16:
             raise ValueError("--bf16 and --fp16: choose one")
         self.batch_layout()
@@ -191,7 +201,7 @@ class LoRATrainingConfig:
         `warmup_steps` (ceil(ratio x steps), as the release's)."""
         layout = self.batch_layout()
         names = ("logging_steps", "save_strategy", "save_total_limit", "bf16", "fp16", "seed", "deepspeed",
-                 "report_to", "max_steps")
+                 "report_to", "max_steps", "lr_scheduler_type", "weight_decay", "max_grad_norm")
         from PUMA.recipe import get_recipe
 
         release = {"optim": RELEASE_OPTIMIZER} if get_recipe(self.recipe).release_trainer else {}

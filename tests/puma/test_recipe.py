@@ -147,6 +147,26 @@ def test_warmup_ratio_schedule(tiny_data, tiny_model_dir: Path, tmp_path: Path):
     assert rates == pytest.approx(expected)
 
 
+def test_schedule_decay_and_clipping_are_settings_the_trainer_gets(tiny_data, tiny_model_dir: Path, tmp_path: Path):
+    from PersonalWAB.settings import parse
+    from PUMA.sft import SFTConfig, build_sft_trainer
+
+    default = SFTConfig()
+    assert (default.lr_scheduler_type, default.weight_decay, default.max_grad_norm) == ("linear", 0.0, 1.0)
+    config = parse(SFTConfig, ["--lr_scheduler_type", "cosine", "--weight_decay", "0.01", "--max_grad_norm", "0.5",
+                               "--model_path", str(tiny_model_dir), "--max_steps", "4", "--max_length", "64"])
+    config.output_dir = str(tmp_path)
+    trainer, _ = build_sft_trainer(config, examples=_sft_examples(tiny_data))
+    assert (str(trainer.args.lr_scheduler_type.value), trainer.args.weight_decay, trainer.args.max_grad_norm) == (
+        "cosine", 0.01, 0.5)
+    trainer.create_optimizer_and_scheduler(num_training_steps=4)
+    assert {group["weight_decay"] for group in trainer.optimizer.param_groups} == {0.0, 0.01}  # biases, norms: none
+    with pytest.raises(SystemExit):
+        parse(SFTConfig, ["--lr_scheduler_type", "bogus"])
+    with pytest.raises(ValueError, match="--weight_decay -1.0"):
+        SFTConfig(weight_decay=-1.0).check()
+
+
 def test_improved_recipe_packs_and_masks_all_but_the_labels(tiny_model_dir: Path):
     import torch
     from transformers import AutoModelForCausalLM
