@@ -7,10 +7,14 @@ the request fails with HTTP 500) and writes nothing for a `tool` message (the mo
 a function's result). `chatml-tools` is that format over the conversation rewritten so it can:
 an assistant message without content gets an empty one, and a function's result comes as a user
 turn that names the function. Multi-turn agents and the LLM user need it; a single tool call
-renders as before. Started by scripts/serve_local_model.sh, which passes the server's flags.
+renders as before. Started by scripts/serve_local_model.sh, whose environment (GGUF, PORT, ALIAS,
+CHAT_FORMAT, N_CTX, THREADS, CACHE) makes the server's flags.
 """
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -37,10 +41,21 @@ def register() -> None:
         return llama_chat_format.chatml_function_calling(messages=renderable(messages), **kwargs)
 
 
+def server_flags(env: Mapping[str, str]) -> list[str]:
+    """llama-cpp-python's server flags from the serve script's settings."""
+    threads = env.get("THREADS") or str(os.cpu_count() or 1)
+    return ["--model", env["GGUF"], "--model_alias", env.get("ALIAS") or "smollm2-135m",
+            "--chat_format", env.get("CHAT_FORMAT") or "chatml-tools", "--n_ctx", env.get("N_CTX") or "8192",
+            "--n_threads", threads, "--n_threads_batch", threads,
+            "--cache", "True" if env.get("CACHE", "0") == "1" else "False",
+            "--host", "127.0.0.1", "--port", env["PORT"], "--verbose", "False"]
+
+
 def main() -> None:
     from llama_cpp.server.__main__ import main as serve
 
     register()
+    sys.argv = [sys.argv[0], *server_flags(os.environ)]
     serve()
 
 

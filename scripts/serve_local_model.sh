@@ -35,7 +35,5 @@ EOF
 fi
 [ -f "$GGUF" ] || { echo "error: GGUF=$GGUF: no such file" >&2; exit 2; }
 echo "serving $GGUF as ${ALIAS:-smollm2-135m} at http://127.0.0.1:$PORT/v1 (Ctrl-C stops it)" >&2
-exec "$PY" scripts/serve_local_model.py --model "$GGUF" --model_alias "${ALIAS:-smollm2-135m}" \
-  --chat_format "${CHAT_FORMAT:-chatml-tools}" --n_ctx "${N_CTX:-8192}" \
-  --n_threads "${THREADS:-$(nproc)}" --n_threads_batch "${THREADS:-$(nproc)}" \
-  --cache "$([ "${CACHE:-0}" = 1 ] && echo True || echo False)" --host 127.0.0.1 --port "$PORT" --verbose False
+export GGUF PORT
+exec "$PY" scripts/serve_local_model.py  # the server's flags from GGUF, PORT and the settings above
