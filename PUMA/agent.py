@@ -7,11 +7,12 @@ generated output, or a list whose first entry counts) or is generated live with
 the PUMA parameter prompt over the task-specific memory.
 
 The task-specific memory, the parameter prompts and the reading of generated parameters are
-`PUMA.prompting`'s, shared with training and scoring. `--recipe` (`PUMA.recipe`) decides
-what differs: the release's agent evaluates with its own prompt, formats the memory for the
-true task type and reads outputs with its prefix rules and exact function names, and repeats
-its action every step of a multi-turn episode; the improved recipe evaluates with the
-training prompt, reads a function name leniently and stops after its one action.
+`PUMA.prompting`'s, shared with training and scoring. The `--puma_*` settings (their defaults
+from `--recipe`'s `agent` section) decide what differs: the release's agent evaluates with its
+own prompt, formats the memory for the true task type, reads outputs with its prefix rules and
+exact function names, and repeats its action every step of a multi-turn episode; the improved
+recipe evaluates with the training prompt, reads a function name leniently and stops after its
+one action.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from PersonalWAB.errors import DataError
 from PersonalWAB.memory import normalise_function_name, past_behaviours
 from PersonalWAB.protocol import Protocol
 from PersonalWAB.types import RESPOND, STOP, Action, Episode
-from PUMA.agent_settings import puma_settings
+from PUMA.agent_settings import LiveDecoding, PumaAgentSettings, puma_settings
 from PUMA.prompting import (FUNCTION_NEW_TOKENS, MEMORY_TEMPLATE, PARAM_NEW_TOKENS, PUMA_TEMPLATE,
                             OutputRules, cut_to_tokens, parameter_prompt, parse_parameters, prompt_cue,
                             puma_memory_text)
@@ -53,15 +54,15 @@ def load_output_file(path: Path | str, what: str) -> dict[str, str]:
 
 class LiveGenerator:
     """Greedy generation with a (merged or LoRA) causal LM, loaded on first use onto the GPU
-    when there is one, in `dtype` (`auto`: the recipe's GPU dtype there, float32 on a CPU)."""
+    when there is one, in `dtype` (`auto`: `gpu_dtype` there, float32 on a CPU)."""
 
     def __init__(self, model_path: str, dtype: str = "auto", gpu_dtype: str = "float16",
-                 max_new_tokens: int = PARAM_NEW_TOKENS, release: bool = False):
+                 max_new_tokens: int = PARAM_NEW_TOKENS, decoding: LiveDecoding = "new_tokens"):
         self.model_path = model_path
         self.dtype = dtype
         self.gpu_dtype = gpu_dtype
         self.max_new_tokens = max_new_tokens
-        self.release = release  # the release's agent: adapter unmerged, whole sequence read after the cue
+        self.decoding = decoding  # release: as the release's agent, adapter unmerged, the whole sequence after the cue
         self._model: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
@@ -79,7 +80,7 @@ class LiveGenerator:
                 device = inference_device()
                 dtype = resolve_dtype(self.dtype, device, self.gpu_dtype)
                 model, self._tokenizer = load_causal_lm(self.model_path, for_generation=True, dtype=dtype,
-                                                        merge=not self.release)
+                                                        merge=self.decoding != "release")
                 self._model = model.to(device)
 
     def generate(self, prompt: str, max_new_tokens: int | None = None, cue: str | None = None) -> str:
@@ -91,15 +92,13 @@ class LiveGenerator:
         with self._lock:
             return generate_texts(self._model, self._tokenizer, [prompt],
                                   max_new_tokens=max_new_tokens or self.max_new_tokens,
-                                  release_after=cue if self.release else None)[0][0]
+                                  release_after=cue if self.decoding == "release" else None)[0][0]
 
 
 class PumaAgent(Agent):
     def __init__(self, data: BenchmarkData, function_file: str | None = None, param_file: str | None = None,
                  generator: LiveGenerator | None = None, memory_length: int = 10, mem_token_length: int = 768,
-                 recipe: str = "release"):
-        from PUMA.recipe import get_recipe
-
+                 settings: PumaAgentSettings | None = None):
         if generator is None and not (function_file and param_file):
             raise ValueError(NEEDS_INPUTS)
         self.data = data
@@ -108,7 +107,7 @@ class PumaAgent(Agent):
         self.generator = generator
         self.memory_length = memory_length
         self.mem_token_length = mem_token_length
-        self.recipe = get_recipe(recipe)
+        self.settings = settings or PumaAgentSettings()
 
     @property
     def live(self) -> LiveGenerator:
@@ -120,9 +119,9 @@ class PumaAgent(Agent):
     def choose_function(self, protocol: Protocol, task: Task) -> tuple[str | None, str]:
         """(the task function named, the raw output); None when the output names none.
 
-        Release recipe: the output must be a function's name exactly, as the release compares
-        the stored output (its generation strips it); improved: the one function it names
-        anywhere, in any case."""
+        `--puma_parsing strict`: the output must be a function's name exactly, as the release
+        compares the stored output (its generation strips it); lenient: the one function it
+        names anywhere, in any case."""
         instruction = task["task"]
         if instruction in self.functions:
             raw = self.functions[instruction]
@@ -132,16 +131,18 @@ class PumaAgent(Agent):
             trace.record("generation", purpose="function", instruction=instruction, prompt=prompt, output=raw)
         else:
             raise ValueError(f"the function file has no entry for instruction {instruction[:80]!r}")
-        if self.recipe.strict_release_parsing:
+        if self.settings.puma_parsing == "strict":
             return (raw if raw in TASK_FUNCTIONS else None), raw
         return normalise_function_name(raw), raw
 
     def live_prompt(self, protocol: Protocol, task: Task, function_name: str) -> str:
-        """The parameter prompt the live model reads. Release: the agent's own prompt, memory
-        formatted for the true task type (the function only names the tool), the word the
-        release writes for a user without history. Improved: the training prompt throughout."""
-        training = self.recipe.training_prompt_at_eval
-        memory_type = TASK_TYPE_OF_FUNCTION[function_name] if self.recipe.predicted_type_memory else task["type"]
+        """The parameter prompt the live model reads. `--puma_prompt release`: the agent's own
+        prompt, the word the release writes for a user without history; training: the training
+        prompt throughout. The memory is formatted for `--puma_memory_type` (the release: the
+        true task type; the function only names the tool)."""
+        training = self.settings.puma_prompt == "training"
+        memory_type = (TASK_TYPE_OF_FUNCTION[function_name] if self.settings.puma_memory_type == "predicted"
+                       else task["type"])
         if past_behaviours(self.data, task) or training:
             memory = puma_memory_text(protocol, self.data, task, memory_type, self.memory_length,
                                       self.live.tokenizer, self.mem_token_length,
@@ -158,7 +159,7 @@ class PumaAgent(Agent):
             return self.params[instruction]
         if self.generator is None:
             raise ValueError(f"the parameter file has no entry for instruction {instruction[:80]!r}")
-        template = "puma.param_prompt" if self.recipe.training_prompt_at_eval else "puma.agent.param_prompt"
+        template = "puma.param_prompt" if self.settings.puma_prompt == "training" else "puma.agent.param_prompt"
         prompt = self.live_prompt(protocol, task, function_name)
         output = self.generator.generate(prompt, cue=prompt_cue(protocol.text(template)))
         trace.record("generation", purpose="parameter", instruction=instruction, prompt=prompt, output=output)
@@ -171,35 +172,35 @@ class PumaAgent(Agent):
         """(the action, None) or, for a function output naming no task function, (a message
         carrying that output, scored (0, 0), then the task stops; a note saying why).
 
-        Release recipe: as the release's agent, the output is read as it is (not stripped) and
+        `--puma_parsing strict`: as the release's agent, the output is read as it is (not stripped) and
         the parameter output first, so a `Say:` message or a stop stands even then (the
         release's agent builds its parameter prompt for a review when the function is unknown);
         any other output leaves the release's action unset (`bug_fixes` in
         PUMA/configs/release.yaml)."""
         function_name, raw = self.choose_function(protocol, task)
-        release = self.recipe.strict_release_parsing
-        rules = OutputRules.of(protocol, release=release)
+        parsing = self.settings.puma_parsing
+        rules = OutputRules.of(protocol, parsing)
         if function_name is not None:
             output = self.parameter_output(protocol, task, function_name)
-            return parse_parameters(function_name, output, rules, release=release), None
-        if release and (task["task"] in self.params or self.generator is not None):
+            return parse_parameters(function_name, output, rules, parsing), None
+        if parsing == "strict" and (task["task"] in self.params or self.generator is not None):
             special = rules.special(self.parameter_output(protocol, task, REVIEW))
             if special is not None:
                 return special, None
         return Action(RESPOND, {"content": raw}), f"the function output names no task function: {raw[:200]!r}"
 
     def solve(self, env: PWABEnv, task_index: int) -> Episode:
-        """One decision per task. Release recipe: the decided action is sent every step, as the
-        release's agent decides again each step (greedy or from files: the same output), until
-        the episode ends (single-turn: at once; multi-turn: `stop` or `--max_steps`). Improved,
-        or a failed decision: the action once, then `stop`."""
+        """One decision per task. `--puma_repeat_action 1`: the decided action is sent every step,
+        as the release's agent decides again each step (greedy or from files: the same output),
+        until the episode ends (single-turn: at once; multi-turn: `stop` or `--max_steps`). 0, or
+        a failed decision: the action once, then `stop`."""
         observation, info = env.reset(task_index)
         episode = Episode(traj=[{"role": "system", "content": SYSTEM_PROMPT},
                                 {"role": "user", "content": observation}])
         decided, failure = self.decision(env.protocol, info["task"])
         if failure is not None:
             episode.notes["puma_function"] = failure
-        repeat = self.recipe.repeat_action and failure is None
+        repeat = self.settings.puma_repeat_action and failure is None
         done = False
         while not done:
             action = decided if repeat or not episode.actions else Action(STOP)
@@ -225,17 +226,14 @@ def build(data: BenchmarkData, config: Any) -> PumaAgent:
             raise ValueError(NEEDS_MODEL_PATH)
         from PersonalWAB.memory.embeddings import build_behaviour_embeddings
         from PersonalWAB.protocol import load_protocol
-        from PUMA.recipe import get_recipe
 
-        recipe = get_recipe(puma.recipe)
-        # the task-specific memory ranks behaviours by relevance (the improved recipe by training's text)
-        template = PUMA_TEMPLATE if recipe.training_prompt_at_eval else MEMORY_TEMPLATE
+        # the task-specific memory ranks behaviours by relevance (the training prompt's by training's text)
+        template = PUMA_TEMPLATE if puma.puma_prompt == "training" else MEMORY_TEMPLATE
         build_behaviour_embeddings(data, load_protocol(config.protocol_file), log=None, template=template)
-        generator = LiveGenerator(puma.puma_model_path, puma.puma_dtype, recipe.gpu_eval_dtype,
-                                  release=recipe.release_generation)
+        generator = LiveGenerator(puma.puma_model_path, puma.puma_dtype, puma.puma_gpu_dtype,
+                                  decoding=puma.puma_decoding)
     return PumaAgent(data, puma.puma_function_file, puma.puma_param_file, generator,
-                     memory_length=config.memory_length, mem_token_length=puma.mem_token_length,
-                     recipe=puma.recipe)
+                     memory_length=config.memory_length, mem_token_length=puma.mem_token_length, settings=puma)
 
 
 def check_settings(config: Any) -> str | None:
@@ -306,21 +304,19 @@ def recorded_settings(config: Any) -> dict[str, Any]:
     if not puma.puma_generate:
         return {"outputs": "files"}
     from PUMA.modeling import decoding_config, effective_decoding
-    from PUMA.recipe import get_recipe
 
-    release = get_recipe(puma.recipe).release_generation
     return {"outputs": "generated", "decoding": {
-        part: effective_decoding(decoding_config(None, max_new_tokens=tokens, release=release))
+        part: effective_decoding(decoding_config(None, max_new_tokens=tokens,
+                                                 decoding="release" if puma.puma_decoding == "release" else "project"))
         for part, tokens in (("function", FUNCTION_NEW_TOKENS), ("param", PARAM_NEW_TOKENS))}}
 
 
 def departures(config: Any) -> list[str]:
-    """How a run's PUMA agent departs from the release's: none under a recipe whose only departures
-    are the release's bug fixes (the release recipe), else every agent departure it lists."""
-    from PUMA.recipe import get_recipe
+    """How a run's PUMA agent departs from the release's: each of its settings whose value is not the
+    release's (the recipe's, or given), with release.yaml's reason."""
+    from PersonalWAB.settings import resolved
+    from PUMA.recipe import AGENT, get_recipe
 
     puma = puma_settings(config)
-    recipe = get_recipe(puma.recipe)
-    if not recipe.from_release[recipe.bug_fixes:]:
-        return []
-    return [f"recipe {puma.recipe}: {line}" for line in recipe.departures("agent")]
+    return [f"recipe {puma.recipe}: {line}"
+            for line in get_recipe(puma.recipe).departure_lines(AGENT, resolved(puma))]

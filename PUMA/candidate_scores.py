@@ -9,9 +9,9 @@ the table of web functions: searches in one `batch_search`, recommendations in o
 (0 for a wrong function or a failed call): `1 - i/len(results)` for the first result
 whose text contains the target ASIN, or the review's MiniLM cosine.
 
-How candidates are read and reviews scored follows two switches of the recipe
-(PUMA/configs/<recipe>.yaml). `--recipe release` (`strict_release_parsing`,
-`raw_review_cosine`) scores as the release's `test.py --evaluate_dpo True`:
+How candidates are read and reviews scored follows two settings of step 4 (`--parsing`,
+`--review_score`). The release's (`strict`, `raw_cosine`) score as the release's `test.py
+--evaluate_dpo True`:
 - every candidate is the parameter, sent as it is, not stripped (no `Say:`/`stop` reading);
 - a review scores the raw cosine (`review_similarity`: not clipped, can be negative, and
   it decides the "last minimum" of a DPO pair); an empty candidate is the review "";
@@ -22,43 +22,42 @@ How candidates are read and reviews scored follows two switches of the recipe
   release sends them; the recommender skips them). The release's
   `list(set(...))` orders them by string hash, which changes with PYTHONHASHSEED; here they
   keep their first-occurrence order (`bug_fixes` in PUMA/configs/release.yaml).
-`--recipe improved` reads candidates as the improved agent does (a `Say:` message or a
-`stop` scores 0) and scores reviews as the environment does (an empty review is the
-protocol's placeholder text, the cosine is clipped to [0, 1]).
+`--parsing lenient` reads candidates as the improved agent does (a `Say:` message or a `stop`
+scores 0); `--review_score environment` scores reviews as the environment does (an empty review
+is the protocol's placeholder text, the cosine is clipped to [0, 1]). GRPO's reward reads every
+candidate as the parameter, stripped, and scores it as the environment does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from PersonalWAB.schema_types import Task
-from PUMA.recipe import Recipe
+from PUMA.prompting import Parsing
+
+ReviewScore = Literal["raw_cosine", "environment"]
 
 
-def score_jobs(engines: Any, jobs: list[tuple[Task, str, str]],
-               recipe: Recipe | str | None = None) -> list[float]:
+def score_jobs(engines: Any, jobs: list[tuple[Task, str, str]], parsing: Parsing | None = None,
+               review_score: ReviewScore = "environment") -> list[float]:
     """The score of each (task, function, candidate), searches, recommendations and reviews
-    each in one batch; the recipe decides how a candidate is read and a review scored (module
-    docstring). `recipe=None`: every candidate sent as the parameter and scored as the
-    environment scores it, the Result Acc in [0, 1] (GRPO's reward)."""
+    each in one batch. `parsing`: strict = every candidate is the parameter, as written;
+    lenient = read as the improved agent reads it; None = every candidate the parameter,
+    stripped (GRPO's reward). `review_score`: module docstring."""
     from PUMA.prompting import OutputRules, parse_parameters
     from PersonalWAB.build import review_cache_file
     from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE, REVIEW
     from PersonalWAB.envs.pwab.functions import ToolContext, call_many
     from PersonalWAB.envs.pwab.scoring import review_similarity, score_attempt
-    from PUMA.recipe import get_recipe
 
-    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    strict = recipe is None or recipe.strict_release_parsing
-    unstripped = recipe is not None and recipe.strict_release_parsing
-    raw_review = recipe is not None and recipe.raw_review_cosine
+    raw_review = review_score == "raw_cosine"
     protocol = engines.protocol
-    rules = None if strict else OutputRules.of(protocol, release=False)
-    actions = [parse_parameters(function, candidate, rules, release=unstripped) for _, function, candidate in jobs]
+    rules = OutputRules.of(protocol, "lenient") if parsing == "lenient" else None
+    actions = [parse_parameters(function, candidate, rules, parsing or "lenient") for _, function, candidate in jobs]
     values = call_many(ToolContext(engines, protocol), actions)  # each function's batch form (its table row)
     reviews = [i for i, action in enumerate(actions) if action.name == REVIEW]
-    # raw_review_cosine: "" is the review ""; otherwise as the environment posts it (its placeholder text)
+    # raw_cosine: "" is the review ""; otherwise as the environment posts it (its placeholder text)
     texts = [actions[i].arguments["review"] if raw_review else actions[i].arguments["review"] or
              protocol.text("review.empty") for i in reviews]
     # the real reviews come from (and go to) the data dir's review-embedding cache, which runs share
@@ -91,11 +90,11 @@ def tasks_by_instruction(tasks: list[Task]) -> dict[str, Task]:
 
 
 def score_candidates(engines: Any, tasks: list[Task], candidates: dict[str, list[str]],
-                     functions: dict[str, str] | None = None, recipe: Recipe | str | None = None
-                     ) -> dict[str, dict[str, float]]:
+                     functions: dict[str, str] | None = None, parsing: Parsing | None = None,
+                     review_score: ReviewScore = "environment") -> dict[str, dict[str, float]]:
     """instruction -> {candidate: score} for the instructions of `tasks` in `candidates`, in
-    task order; a repeated instruction is scored against its last task. `recipe`: the recipe
-    step 4 (`score_file`) scores by, or its name; None: `score_jobs`'s environment scoring."""
+    task order; a repeated instruction is scored against its last task (`score_jobs` reads and
+    scores them)."""
     from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
 
     jobs = []  # (task, function, candidate)
@@ -105,22 +104,20 @@ def score_candidates(engines: Any, tasks: list[Task], candidates: dict[str, list
         function = (functions or {}).get(instruction, FUNCTION_FOR_TASK_TYPE[task["type"]])
         jobs += [(task, function, candidate) for candidate in dict.fromkeys(candidates[instruction])]
     scores: dict[str, dict[str, float]] = {}
-    for (task, _, candidate), score in zip(jobs, score_jobs(engines, jobs, recipe)):
+    for (task, _, candidate), score in zip(jobs, score_jobs(engines, jobs, parsing, review_score)):
         scores.setdefault(task["task"], {})[candidate] = score
     return scores
 
 
-def scoring_facts(recipe: Recipe | str, tasks: list[Task] | None = None) -> dict[str, Any]:
-    """How this recipe (or the recipe of this name) scored, for the step's record."""
-    from PUMA.recipe import get_recipe
-
-    recipe = get_recipe(recipe) if isinstance(recipe, str) else recipe
+def scoring_facts(parsing: Parsing, review_score: ReviewScore, tasks: list[Task] | None = None) -> dict[str, Any]:
+    """How candidates were read and scored, for the step's record."""
+    raw = review_score == "raw_cosine"
     facts: dict[str, Any] = {
-        "candidates_read": "every candidate is the parameter, sent as it is" if recipe.strict_release_parsing
+        "candidates_read": "every candidate is the parameter, sent as it is" if parsing == "strict"
         else "as the improved agent reads them (a `Say:` message or a `stop` scores 0)",
-        "review_score": "raw MiniLM cosine (not clipped; can be negative)" if recipe.raw_review_cosine
+        "review_score": "raw MiniLM cosine (not clipped; can be negative)" if raw
         else "MiniLM cosine clipped to [0, 1], as the environment",
-        "empty_review": 'scored as ""' if recipe.raw_review_cosine
+        "empty_review": 'scored as ""' if raw
         else "scored as the protocol's `review.empty` placeholder",
         "recommend_order": "ASINs each once in first-occurrence order (the release: list(set(...)), hash order)",
         "repeated_instructions": "scored against the last task with the instruction (as the release)",

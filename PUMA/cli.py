@@ -18,7 +18,7 @@ from PersonalWAB.cli import BAD_INPUT, run_command
 from PersonalWAB.errors import DataError
 from PersonalWAB.outputs import FILE, FOLDER, OutputChoice, claim_outputs
 from PersonalWAB import settings
-from PersonalWAB.settings import (CONFIG_FLAG, config_value, flag_name, given, make, parse_namespace,
+from PersonalWAB.settings import (CONFIG_FLAG, flag_name, given, make, parse_namespace,
                                  read_config_mapping, settings_fields)
 from PersonalWAB.schema_types import Task
 
@@ -72,34 +72,36 @@ def check_step_outputs(config: Any, step: str, overwrite: bool = False) -> None:
     claim_outputs(config, outputs, own=made_by_step(step), overwrite=overwrite)
 
 
-def chosen_recipe(argv: Sequence[str], default: str = "release") -> str:
-    """The `--recipe` a command line asks for: the flag, else its `--config` file's `recipe`,
-    else `default` (an unknown name is left for the parser to refuse)."""
-    recipe, config = given(argv, "--recipe"), given(argv, CONFIG_FLAG)
-    if recipe:
-        return recipe
+def chosen_recipe(argv: Sequence[str], default: str = "release", aliases: Sequence[str] = ()) -> str:
+    """The `--recipe` a command line asks for (or one of its `aliases`): the flag, else its
+    `--config` file's, else `default`."""
+    flags = ("--recipe", *aliases)
+    for flag in flags:
+        if given(argv, flag):
+            return str(given(argv, flag))
+    config = given(argv, CONFIG_FLAG)
     if config:
         loaded = read_config_mapping(config)  # a file that cannot be read is named here
-        if loaded.get("recipe"):
-            return str(loaded["recipe"])
+        for flag in flags:
+            if loaded.get(flag.removeprefix("--")):
+                return str(loaded[flag.removeprefix("--")])
     return default
 
 
 def recipe_defaults(cls: type, step: str, recipe: str) -> dict[str, Any]:
-    """The recipe file's values for the settings of `step` (by field name), each checked to be a
-    setting of `cls`; {} for an unknown recipe (the parser refuses its name)."""
-    from PUMA.recipe import RECIPES, CONFIGS, step_settings
+    """The values recipe `recipe` (a name or a file, checked when read) gives the settings of
+    `step`, by field name."""
+    from PUMA.recipe import step_settings
 
-    if recipe not in RECIPES:
-        return {}
-    names = {flag_name(item): item for item in settings_fields(cls)}
-    where = CONFIGS / f"{recipe}.yaml"
-    values = {}
-    for key, value in step_settings(recipe, step).items():
-        if key not in names:
-            raise ValueError(f"{where}: steps.{step}.{key} is not a setting of this step")
-        values[names[key].name] = config_value(names[key], value, f"{where}: steps.{step}.{key}")
-    return values
+    names = {flag_name(item): item.name for item in settings_fields(cls)}
+    return {names[key]: value for key, value in step_settings(recipe, step).items()}
+
+
+def recipe_config(cls: type[T], step: str, recipe: str = "release", **settings: Any) -> T:
+    """The settings `cls` of `step` under `recipe` (a name or a file) as `puma STEP --recipe RECIPE`
+    makes them without other flags, then `settings` over them: for code that builds a step's
+    settings in memory (benchmarks, tests)."""
+    return cls(**{**recipe_defaults(cls, step, recipe), "recipe": recipe, **settings})
 
 
 def parse_step(cls: type[T], argv: Sequence[str] | None, prog: str, doc: str | None, step: str) -> T:

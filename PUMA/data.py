@@ -14,7 +14,7 @@ tokenizer counting its BOS. Label =
   user usually buys in that product line (`PersonalWAB.agents.heuristic.search_query`);
   on the test split the target's title, as the release (test labels train nothing);
 - recommend: the ASINs of the user's earlier purchases in the target's main category,
-  oldest first, the last 30, ", "-joined (`--recipe improved`: each ASIN once); the
+  oldest first, the last 30, ", "-joined (`--recommend_labels distinct`: each ASIN once); the
   target ASIN if none;
 - review: the real review text.
 
@@ -33,7 +33,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from PersonalWAB.agents.heuristic import search_query
 from PUMA.prompting import cut_to_tokens, parameter_prompt, puma_behaviours
@@ -43,10 +43,12 @@ from PersonalWAB.protocol import Protocol, load_protocol
 from PersonalWAB.settings import setting
 from PUMA.cli import nonempty_split, parse_step
 from PUMA.modeling import write_json
-from PUMA.recipe import RECIPES, Recipe, get_recipe, write_record
+from PUMA.recipe import RECIPE_HELP, get_recipe, write_record
 from PersonalWAB.schema_types import Behaviour, Task
 
 RECOMMEND_LIMIT = 30
+RecommendLabels = Literal["repeated", "distinct"]
+SearchLabels = Literal["raw", "cleaned"]
 
 
 @dataclass
@@ -61,9 +63,13 @@ class DataConfig:
                                    "synthetic data")
     out_dir: str = setting("PUMA/data", "folder for function_{train,test}.json and param_{train,test}.json "
                            "(each with its *.puma_run.json record)", flag="out", aliases=("out_dir",), metavar="DIR")
-    recipe: str = setting("release", "PUMA recipe (PUMA/configs/<recipe>.yaml): release reproduces the "
-                          "release's data, improved keeps each recommended ASIN once and cleans LLM search labels",
-                          choices=RECIPES)
+    recipe: str = setting("release", RECIPE_HELP, metavar="NAME|FILE")
+    recommend_labels: RecommendLabels = setting("repeated", "a recommend label's ASINs: repeated = the last 30 "
+                                                "earlier purchases, repeats kept (the release's); distinct = the "
+                                                "last 30 distinct ASINs")
+    search_labels: SearchLabels = setting("raw", "an LLM's search label (--query_model): raw = its reply exactly as "
+                                          "returned (the release's); cleaned = whitespace collapsed, quotes "
+                                          "stripped, an empty reply replaced by the offline fallback query")
     model_path: str = setting("meta-llama/Llama-2-7b-chat-hf", "model folder or hub name whose tokenizer measures "
                               "the memory cut (only the tokenizer is loaded); use the base model you will train")
     mem_token_length: int = setting(768, "tokens (BOS included) the parameter prompt's memory is cut to; the "
@@ -108,9 +114,9 @@ def recommend_label(data: BenchmarkData, task: Task, distinct: bool = False,
 def llm_query(protocol: Protocol, client: Any, instruction: str, memory: str,
               fallback: Callable[[], str], raw: bool = False) -> str:
     """The release's search label: one call with the label prompt as the system message.
-    `raw` (`--recipe release`): the reply's content exactly as returned, "" included; no
+    `raw` (`--search_labels raw`): the reply's content exactly as returned, "" included; no
     content (None, which the release's file stores as null and its SFT trains as the text
-    "None") gives "None". Otherwise (`improved`) whitespace is collapsed, surrounding quotes
+    "None") gives "None". Otherwise (`cleaned`) whitespace is collapsed, surrounding quotes
     are stripped and an empty reply takes `fallback`."""
     prompt = protocol.puma_search_label_prompt(instruction, memory)
     reply = client.complete([{"role": "system", "content": prompt}])
@@ -122,24 +128,25 @@ def llm_query(protocol: Protocol, client: Any, instruction: str, memory: str,
 
 
 def param_label(protocol: Protocol, data: BenchmarkData, task: Task, behaviours: list[Behaviour],
-                memory: str, split: str, recipe: Recipe, client: Any = None) -> str:
+                memory: str, split: str, client: Any = None, recommend_labels: RecommendLabels = "repeated",
+                search_labels: SearchLabels = "raw") -> str:
     function = gold_function(task)
     if function == SEARCH:
         if split != "train":
             return task["target"]["product_info"]["title"]
         if client:
             return llm_query(protocol, client, task["task"], memory, lambda: search_query(task["task"], behaviours),
-                             raw=recipe.raw_search_labels)
+                             raw=search_labels == "raw")
         return search_query(task["task"], behaviours)  # not the release's: recorded by prepare_param_data
     if function == RECOMMEND:
-        return recommend_label(data, task, recipe.distinct_recommend_label)
+        return recommend_label(data, task, recommend_labels == "distinct")
     return task["target"]["review"]["text"]
 
 
 def param_examples(protocol: Protocol, data: BenchmarkData, tasks: list[Task], split: str,
-                   tokenizer: Any, mem_token_length: int, memory_length: int, recipe: Recipe | None = None,
-                   client: Any = None) -> list[dict[str, Any]]:
-    recipe = recipe or get_recipe("release")
+                   tokenizer: Any, mem_token_length: int, memory_length: int, client: Any = None,
+                   recommend_labels: RecommendLabels = "repeated", search_labels: SearchLabels = "raw"
+                   ) -> list[dict[str, Any]]:
     examples = []
     for task in tasks:
         function = gold_function(task)
@@ -149,7 +156,8 @@ def param_examples(protocol: Protocol, data: BenchmarkData, tasks: list[Task], s
         product = task["target"]["product_info"] if function == REVIEW else None
         examples.append({"instruction": task["task"], "type": task["type"], "split": split, "function": function,
                          "prompt": parameter_prompt(protocol, task["task"], function, memory, product),
-                         "label": param_label(protocol, data, task, behaviours, full_memory, split, recipe, client),
+                         "label": param_label(protocol, data, task, behaviours, full_memory, split, client,
+                                              recommend_labels, search_labels),
                          "memory": full_memory, "product": product})
     return examples
 
@@ -243,12 +251,12 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
         tasks = split_tasks(config, data, split)
         labels = label_requests(config, client, tasks, log) if client and split == "train" else None
         examples = param_examples(protocol, data, tasks, split, tokenizer, config.mem_token_length,
-                                  config.memory_length, recipe, labels)
+                                  config.memory_length, labels, config.recommend_labels, config.search_labels)
         if labels:
             labels.close()
         path = write_json(Path(config.out_dir) / f"param_{split}.json", examples)
         kept, of = latest_purchase_kept(data, tasks, examples)
-        departures = list(dict.fromkeys(recipe.departures("data_param") + recipe.departures("data")))
+        departures = []
         fallback = split == "train" and not config.query_model and any(e["function"] == SEARCH for e in examples)
         if fallback:
             departures.append("data: train search labels are the offline fallback query (instruction + the user's "
@@ -257,10 +265,10 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
                 f"not the release's LLM-written ones (recorded in its departures)")
         write_record(path, "data_param", recipe, config, {"--data_dir": str(data.data_dir)}, protocol=protocol.name,
                      search_labels=("LLM " + config.query_model + (", reply kept as returned" if
-                                    recipe.raw_search_labels else ", reply cleaned"))
+                                    config.search_labels == "raw" else ", reply cleaned"))
                      if config.query_model and split == "train"
                      else "offline fallback" if split == "train" else "target title (test)",
-                     departures_from_release=departures,
+                     extra_departures=departures,
                      latest_purchase_in_recommend_memory={"kept": kept, "of": of},
                      base_model=model_family_of(config.model_path, tokenizer),
                      label_requests=labels.summary() if labels else None)

@@ -2,22 +2,22 @@
 
 Defaults are the release's: beta 0.1, lr 5e-5, 5 epochs, max length 1024, max prompt
 length 768, warmup ratio 0.1, the release's LoRA with `modules_to_save`; the reference
-model is the same model with the adapter disabled. `release` takes the pairs in the release's
-order over epochs with its optimizer (`PUMA/lora.py`, "Epochs").
+model is the same model with the adapter disabled. `--epoch_order release` takes the pairs in
+the release's order over epochs (`PUMA/lora.py`, "Epochs").
 
 Each pair is tokenized here (prompt with BOS; each response continuing it, plus EOS) and
-cut by the recipe's rule before TRL sees it:
-- `release`: the rule of the TRL the release ran: only when prompt + the longer response
+cut by `--prompt_cut` before TRL sees it:
+- `start` (the release's): the rule of the TRL the release ran: only when prompt + the longer response
   exceed `--max_length` is the prompt cut to its last `--max_prompt_length` tokens (its
   start, instruction included, is lost), and if that is still too long the responses keep
   their first `max_length - max_prompt_length` tokens;
-- `improved`: the prompt is never cut (step 5 shortened its memory to fit); a response
+- `memory` (improved): the prompt is never cut (step 5 shortened its memory to fit); a response
   that still does not fit loses its end.
 TRL 1.16 has no prompt-length setting, so its own truncation is switched off.
 
-Batch (`DPOStepConfig.recipe_batch`): the release's DPO script ran batch 1 x accumulation 16
-on every GPU of its node, so its step size was 16 x that node's GPUs; `release` fixes it at
-64 (accumulation = 64 / processes), what the paper's 4-GPU node (the SFT script's
+Batch: the release's DPO script ran batch 1 x accumulation 16 on every GPU of its node, so its
+step size was 16 x that node's GPUs; `release` fixes it at 64 (`--global_batch_size`; the
+accumulation = 64 / processes), what the paper's 4-GPU node (the SFT script's
 `--include=localhost:0,1,2,3`) made. `improved` keeps batch 1 x accumulation 16 per GPU.
 `PUMA/scripts/dpo_llama.sh` starts it like the SFT step (release: DeepSpeed ZeRO-2, fp16).
 """
@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from PersonalWAB.settings import setting
-from PUMA.lora import LoRATrainingConfig
+from PUMA.lora import EPOCH_ORDER_HELP, EpochOrder, LoRATrainingConfig
+from PUMA.prompting import PromptCut
 
 
 @dataclass
@@ -44,15 +45,12 @@ class DPOStepConfig(LoRATrainingConfig):
     learning_rate: float = setting(5e-5, "peak learning rate")
     num_train_epochs: float = setting(5.0, "passes over the pairs")
     max_length: int = setting(1024, "tokens of prompt + the longer response a pair is cut to")
-    max_prompt_length: int = setting(768, "release recipe: a pair over --max_length keeps its prompt's last this "
-                                     "many tokens")
-
-    def recipe_batch(self) -> tuple[int, int, int]:
-        """The recipe's `dpo_batch`: release batch 1 per device, 64 pairs per optimizer step on any
-        number of GPUs (the release: 16 x the node's GPUs, 64 on the paper's 4); improved 1 x 16 per GPU."""
-        from PUMA.recipe import get_recipe
-
-        return get_recipe(self.recipe).dpo_batch
+    max_prompt_length: int = setting(768, "--prompt_cut start: a pair over --max_length keeps its prompt's last "
+                                     "this many tokens")
+    prompt_cut: PromptCut = setting("start", "start: a pair over --max_length loses its prompt's start (the release's "
+                                    "TRL); memory: the prompt is kept whole (step 5 fitted its memory, with "
+                                    "--prompt_cut memory) and a response that still does not fit loses its end")
+    epoch_order: EpochOrder = setting("release", EPOCH_ORDER_HELP)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -90,16 +88,14 @@ def whole_prompt_cut(prompt: list[int], chosen: list[int], rejected: list[int],
     room = max_length - len(prompt)
     if room < 1:
         raise ValueError(f"a DPO prompt of {len(prompt)} tokens leaves no room for a response within --max_length "
-                         f"{max_length}: make the pairs again with PUMA.dpo_data --recipe improved --max_length "
+                         f"{max_length}: make the pairs again with PUMA.dpo_data --prompt_cut memory --max_length "
                          f"{max_length}")
     return prompt, chosen[:room], rejected[:room]
 
 
 def encode_pairs(config: DPOStepConfig, tokenizer: Any, pairs: list[dict[str, str]]) -> list[dict[str, list[int]]]:
-    """The pairs as TRL's preference collator takes them, cut by the recipe's rule."""
-    from PUMA.recipe import get_recipe
-
-    keep_whole = get_recipe(config.recipe).keep_prompt_whole
+    """The pairs as TRL's preference collator takes them, cut by `--prompt_cut`."""
+    keep_whole = config.prompt_cut == "memory"
     rows = []
     for pair in pairs:
         ids = tokenize_pair(tokenizer, pair["prompt"], pair["chosen"], pair["rejected"])
@@ -133,7 +129,6 @@ def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any =
 
     from PUMA.lora import model_and_tokenizer, with_lora
     from PUMA.modeling import read_json
-    from PUMA.recipe import get_recipe
 
     config.check()
     if pairs is None:
@@ -147,7 +142,7 @@ def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any =
                      num_train_epochs=config.num_train_epochs, max_length=None,
                      gradient_checkpointing=config.gradient_checkpointing, **config.trainer_arguments())
     trainer = trainer_class()(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                              release_epochs=get_recipe(config.recipe).release_trainer)
+                              epoch_order=config.epoch_order)
     return trainer, tokenizer
 
 
@@ -163,7 +158,7 @@ def train_dpo(config: DPOStepConfig) -> Path:
     recipe = get_recipe(config.recipe)
     inputs = {"--data_file": config.data_file, "--model_path": config.model_path}
     check_inputs(recipe, inputs)
-    notes = check_carried("dpo", recipe, config, inputs)
+    notes = check_carried("dpo", config, inputs)
     local_files_only(config.model_path, "--model_path")  # a model it cannot load ends here, before the libraries load
     trainer, tokenizer = build_dpo_trainer(config)
     progress = TrainingProgress.attach(trainer, "dpo")

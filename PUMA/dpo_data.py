@@ -2,12 +2,12 @@
 
 One pair per parameter example (one per train task) whose instruction was scored: chosen
 = the first best-scoring candidate, rejected = the *last* worst-scoring one (the
-release's `get_chosen_reject`). `--recipe release` keeps every such pair, ties and single
-candidates included (chosen and rejected are then equal-scoring or the same text);
-`--recipe improved` drops those, as they carry no preference. The prompt is the
+release's `get_chosen_reject`). `--pairs all` (the release's) keeps every such pair, ties and
+single candidates included (chosen and rejected are then equal-scoring or the same text);
+`--pairs informative` (improved) drops those, as they carry no preference. The prompt is the
 example's parameter prompt from the SFT parameter data.
 
-`--recipe improved` also keeps every prompt whole: when prompt + the longer response
+`--prompt_cut memory` (improved) keeps every prompt whole: when prompt + the longer response
 (+ EOS) would exceed `--max_length` tokens of `--model_path`'s tokenizer, the prompt is
 rendered again with the end of its memory cut off (never its header, instruction or
 tool), where the release's trainer cuts the prompt's start instead (`PUMA/dpo.py`).
@@ -22,10 +22,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from PersonalWAB.settings import setting
-from PUMA.recipe import RECIPES, Recipe
+from PUMA.prompting import PromptCut
+from PUMA.recipe import RECIPE_HELP
+
+Pairs = Literal["all", "informative"]
 
 
 @dataclass
@@ -38,13 +41,16 @@ class DPODataConfig:
                               "take")
     output_file: str = setting("PUMA/data/dpo_train.json", "JSON list of preference pairs (its record beside it)",
                                flag="out", aliases=("output_file",), metavar="FILE")
-    recipe: str = setting("release", "PUMA recipe (PUMA/configs/<recipe>.yaml): release keeps every pair, "
-                          "improved drops pairs without a preference and shortens over-long prompts' memory",
-                          choices=RECIPES)
-    model_path: str = setting("PUMA/output/sft_merged", "improved recipe: the model whose tokenizer measures the "
+    recipe: str = setting("release", RECIPE_HELP, metavar="NAME|FILE")
+    pairs: Pairs = setting("all", "all: a pair for every scored instruction, ties and single candidates included "
+                           "(the release's); informative: only pairs whose chosen scores above the rejected")
+    prompt_cut: PromptCut = setting("start", "start: prompts as they are (the DPO step cuts an over-long one's start, "
+                                    "as the release); memory: an over-long prompt is rendered again with the end of "
+                                    "its memory cut off to fit --max_length (the DPO step must then cut by memory too)")
+    model_path: str = setting("PUMA/output/sft_merged", "--prompt_cut memory: the model whose tokenizer measures the "
                               "prompts (the model DPO trains)")
-    max_length: int = setting(1024, "improved recipe: the DPO step's --max_length the prompts are fitted to")
-    protocol_file: str | None = setting(None, "improved recipe: the protocol pack that renders the shortened "
+    max_length: int = setting(1024, "--prompt_cut memory: the DPO step's --max_length the prompts are fitted to")
+    protocol_file: str | None = setting(None, "--prompt_cut memory: the protocol pack that renders the shortened "
                                         "prompts", default_text="the release pack when placed, else the project's")
 
 
@@ -106,7 +112,7 @@ def fit_prompts(pairs: list[dict[str, Any]], examples: list[dict[str, Any]], con
     for pair in pairs:
         example = by_instruction[pair["instruction"]]
         if "memory" not in example:
-            raise ValueError(f"{config.param_data}: examples lack the `memory` field that --recipe improved needs to "
+            raise ValueError(f"{config.param_data}: examples lack the `memory` field that --prompt_cut memory needs to "
                              "shorten a prompt; make the parameter data again with PUMA.data")
         prompt = fitted_prompt(protocol, tokenizer, example, pair, config.max_length)
         changed += prompt != pair["prompt"]
@@ -119,15 +125,15 @@ def build_dpo_data(config: DPODataConfig, log: Callable[[str], None] = print) ->
     from PUMA.recipe import check_inputs, get_recipe, write_record
     from PUMA.step_inputs import check_scores_and_examples, refuse_part
 
-    recipe: Recipe = get_recipe(config.recipe)
+    recipe = get_recipe(config.recipe)
     inputs = {"--scores_file": config.scores_file, "--param_data": config.param_data}
     check_inputs(recipe, inputs)
     refuse_part("--scores_file", config.scores_file)
     scores = read_json(config.scores_file)
     examples = read_json(config.param_data)
     check_scores_and_examples(config.scores_file, scores, config.param_data, examples)
-    pairs = make_pairs(scores, examples, recipe.skip_uninformative_pairs)
-    shortened = fit_prompts(pairs, examples, config) if recipe.keep_prompt_whole else 0
+    pairs = make_pairs(scores, examples, config.pairs == "informative")
+    shortened = fit_prompts(pairs, examples, config) if config.prompt_cut == "memory" else 0
     path = write_json(config.output_file, pairs)
     scored = sum(1 for e in examples if scores.get(e["instruction"]))
     write_record(path, "dpo_data", recipe, config, inputs, pairs=len(pairs), scored_examples=scored,

@@ -7,7 +7,7 @@ For every task of the split (default `test`):
 - a function of the wrong type gives Tool Accuracy 0 and Result 0, the right one Tool
   Accuracy 1;
 - with the right function EVERY candidate of the parameter file's list is sent as the
-  parameter (no `Say:` or `stop` reading; step 4's `score_jobs` under `--recipe release`):
+  parameter (no `Say:` or `stop` reading; step 4's `score_jobs` with `--parsing strict`):
   - search / recommend: the result is `1 - i/len(results)` for the first result whose
     text contains the target ASIN, and a candidate whose results hold the target replaces
     the score so far, while one whose results do not leaves it as it is: the task scores
@@ -41,7 +41,7 @@ from typing import Any
 
 from PersonalWAB.engines.search import BACKENDS as SEARCH_BACKENDS
 from PersonalWAB.settings import setting
-from PUMA.recipe import RECIPES
+from PUMA.recipe import RECIPE_HELP
 from PersonalWAB.schema_types import Task
 
 TASK_TYPES = ("search", "recommend", "review")
@@ -62,8 +62,9 @@ class FastTestConfig:
     task_split: str = setting("test", "the split to evaluate")
     search_backend: str = setting("lucene", "search engine of the search function (bm25s needs no Java)",
                                   choices=SEARCH_BACKENDS)
-    recipe: str = setting("release", "PUMA recipe; this step computes the release's test.py, so only a recipe "
-                          "that reads and scores outputs as the release does (release) runs it", choices=RECIPES)
+    recipe: str = setting("release", f"{RECIPE_HELP}; this step computes the release's test.py, so only a recipe "
+                          "whose agent reads outputs as the release does (agent puma_parsing strict) runs it",
+                          metavar="NAME|FILE")
     protocol_file: str | None = setting(None, "protocol pack whose texts render the function results",
                                         default_text="the release pack when placed, else the project's")
 
@@ -97,9 +98,10 @@ def task_result(task_type: str, candidate_scores: list[float]) -> float:
 
 
 def evaluate(engines: Any, tasks: list[Task], function_outputs: dict[str, Any],
-             param_outputs: dict[str, Any], recipe: str = "release") -> list[dict[str, Any]]:
+             param_outputs: dict[str, Any]) -> list[dict[str, Any]]:
     """Every task's row: instruction, type, function (the output read), function_acc,
-    result_acc and candidate_scores (empty for a wrong function)."""
+    result_acc and candidate_scores (empty for a wrong function), every candidate read and
+    scored as the release's test.py does (strict, raw cosine)."""
     from PersonalWAB.data.schema import FUNCTION_FOR_TASK_TYPE
     from PUMA.candidate_scores import score_jobs
 
@@ -119,7 +121,7 @@ def evaluate(engines: Any, tasks: list[Task], function_outputs: dict[str, Any],
                 jobs.append((task, FUNCTION_FOR_TASK_TYPE[task["type"]], candidate))
         rows.append({"index": index, "instruction": task["task"], "type": task["type"], "function": listed[0],
                      "function_acc": 1.0 if right else 0.0, "candidates": candidates})
-    scores = score_jobs(engines, jobs, recipe)
+    scores = score_jobs(engines, jobs, "strict", "raw_cosine")
     for row in rows:
         candidates = row.pop("candidates")
         row["candidate_scores"] = [scores[where[(row["index"], c)]] for c in candidates]
@@ -162,15 +164,15 @@ def format_table(summary: dict[str, dict[str, Any]]) -> str:
 
 def fast_test(config: FastTestConfig, log: Callable[[str], None] = print) -> Path:
     from PUMA.modeling import read_json, write_json
-    from PUMA.recipe import check_inputs, get_recipe, write_record
+    from PUMA.recipe import AGENT, check_inputs, get_recipe, write_record
     from PUMA.candidate_scores import load_engines, scoring_facts
 
     recipe = get_recipe(config.recipe)
-    if not (recipe.strict_release_parsing and recipe.raw_review_cosine):
-        raise ValueError(f"PUMA.fast_test computes what the release's test.py computes, which reads outputs and "
-                         f"scores reviews as --recipe {recipe.name} does not (its strict_release_parsing and "
-                         f"raw_review_cosine switches); this recipe evaluates files through run.py: "
-                         f"RECIPE={recipe.name} scripts/fast_test.sh")
+    parsing = recipe.value(AGENT, "puma_parsing")
+    if parsing != "strict":
+        raise ValueError(f"PUMA.fast_test computes what the release's test.py computes, which reads outputs as the "
+                         f"release's agent does (strict); --recipe {recipe.name}'s agent reads them as puma_parsing "
+                         f"{parsing}: evaluate the files through run.py (RECIPE={recipe.name} scripts/fast_test.sh)")
     inputs = {"--function_file": config.function_file, "--param_file": config.param_file}
     check_inputs(recipe, inputs)
     function_outputs, param_outputs = read_json(config.function_file), read_json(config.param_file)
@@ -179,11 +181,11 @@ def fast_test(config: FastTestConfig, log: Callable[[str], None] = print) -> Pat
             raise ValueError(f"{file}: expected a JSON object mapping instruction text to a list of outputs")
     _, engines, tasks = load_engines(config.data_dir, config.search_backend, config.protocol_file,
                                      config.task_split, log)
-    rows = evaluate(engines, tasks, function_outputs, param_outputs, recipe.name)
+    rows = evaluate(engines, tasks, function_outputs, param_outputs)
     summary = summarize(rows)
     path = write_json(config.output_file, {"recipe": recipe.name, "split": config.task_split,
                                            "summary": summary, "tasks": rows})
-    write_record(path, "fast_test", recipe, config, inputs, summary=summary, **scoring_facts(recipe),
+    write_record(path, "fast_test", recipe, config, inputs, summary=summary, **scoring_facts("strict", "raw_cosine"),
                  task_result="search/recommend: the last candidate whose results hold the target; review: the "
                              "last candidate's cosine (as the release's test.py)")
     log(format_table(summary))

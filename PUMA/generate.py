@@ -8,19 +8,18 @@ LoRA adapter folder, which is merged into its base on load).
   sampling at temperature 1.5, 10 candidates, up to 256 new tokens, early stopping).
   For final predictions use `--num_return_sequences 1 --num_beams 1 --do_sample 0`.
 
-The recipes generate differently, and one switch of the recipe says how
-(`release_generation`, PUMA/configs/<recipe>.yaml). On (`release`), as the release's
-`test_llama.py`: a parameter prompt is built again from the example (`load_param_prompt`):
-the parameter prompt with the bare instruction (no product block), the stored memory cut to
-`--mem_token_length` tokens, and as tool the first output of `--function_file` for the
-instruction (the *predicted* function, step 3a); the release's `GenerationConfig` (as many
-sequences as beams, top-k 50 when sampling); prompts never cut; an adapter kept unmerged; each
-output read from the whole decoded sequence after the prompt's cue (`### Tool:` / `### Tool
-Parameter:`), leading whitespace kept; every output listed, repeats included. Off
-(`improved`): the example's training prompt as it is (cut to `--max_prompt_tokens`), the new
-tokens decoded and stripped, repeats dropped.
+`--prompts release` (the release recipe) generates as the release's `test_llama.py`: a
+parameter prompt is built again from the example (`load_param_prompt`): the parameter prompt
+with the bare instruction (no product block), the stored memory cut to `--mem_token_length`
+tokens, and as tool the first output of `--function_file` for the instruction (the *predicted*
+function, step 3a); the release's `GenerationConfig` (as many sequences as beams, top-k 50 when
+sampling); prompts never cut; an adapter kept unmerged; each output read from the whole decoded
+sequence after the prompt's cue (`### Tool:` / `### Tool Parameter:`), leading whitespace kept;
+every output listed, repeats included. `--prompts training` (the improved recipe): the
+example's training prompt as it is (cut to `--max_prompt_tokens`), the new tokens decoded and
+stripped, repeats dropped.
 
-Every decoding field is set by the recipe (`PUMA.modeling.decoding_config`; vLLM: every
+Every decoding field is set by the step's settings (`PUMA.modeling.decoding_config`; vLLM: every
 sampling field), so the model folder's `generation_config.json` changes nothing (transformers 5
 would fill unset fields from it: Llama-2-chat's sampling at top-p 0.9, say). The record's
 `effective_decoding` lists what the backend ran with.
@@ -45,17 +44,20 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from PersonalWAB.settings import setting
 from PersonalWAB.shards import SHARD_HELP, shard_setting
 from PUMA.modeling import DTYPES
 from PUMA.prompting import FUNCTION_NEW_TOKENS
-from PUMA.recipe import RECIPES
+from PUMA.recipe import RECIPE_HELP
 from PUMA.vllm_backend import BACKENDS, resolve_backend
 
 
 MODES = ("function", "param")
+# release: the release's rebuilt prompts, GenerationConfig and whole-sequence decoding; training: the
+# example's training prompt, the project's GenerationConfig, the new tokens decoded
+Prompts = Literal["release", "training"]
 
 
 @dataclass
@@ -69,9 +71,11 @@ class GenerateConfig:
     data_file: str = setting("PUMA/data/param_train.json", "step 1's examples whose prompts are generated from")
     output_file: str = setting("PUMA/output/param_candidates_train.json", "JSON file instruction -> outputs (its "
                                "record beside it)", flag="out", aliases=("output_file",), metavar="FILE")
-    recipe: str = setting("release", "PUMA recipe (PUMA/configs/<recipe>.yaml): release rebuilds the release's "
-                          "prompts and decodes as it did, improved generates from the training prompt",
-                          choices=RECIPES)
+    recipe: str = setting("release", RECIPE_HELP, metavar="NAME|FILE")
+    prompts: Prompts = setting("release", "release: the release's prompts rebuilt (param mode: the predicted "
+                               "function, the memory cut again), its GenerationConfig, the whole sequence decoded and "
+                               "read after the cue; training: the example's training prompt, the new tokens decoded "
+                               "and stripped, repeated outputs dropped")
     max_new_tokens: int = setting(256, "param mode: most tokens generated per candidate")
     num_return_sequences: int = setting(10, "param mode: candidates per prompt (release: equal to --num_beams)")
     num_beams: int = setting(10, "param mode: beams of the beam search (1: no beam search)")
@@ -82,11 +86,11 @@ class GenerateConfig:
     early_stopping: bool = setting(True, "param mode: beam search stops once num_beams sequences are finished "
                                    "(the release's)", aliases=("no-early_stopping",))
     batch_size: int = setting(0, "prompts per HF generate call; 0: as many as fit the free GPU memory (8 on a CPU)")
-    max_prompt_tokens: int = setting(1024, "improved recipe: a longer prompt keeps its first token and its end; "
+    max_prompt_tokens: int = setting(1024, "--prompts training: a longer prompt keeps its first token and its end; "
                                      "vllm: the context is this plus --max_new_tokens")
-    function_file: str | None = setting(None, "param mode, release recipe: step 3's function predictions for "
+    function_file: str | None = setting(None, "param mode, --prompts release: step 3's function predictions for "
                                         "these instructions, whose first output names the prompt's tool")
-    mem_token_length: int = setting(768, "param mode, release recipe: the memory cut of the rebuilt prompt; must "
+    mem_token_length: int = setting(768, "param mode, --prompts release: the memory cut of the rebuilt prompt; must "
                                     "be the value the data was made with (checked against its record)")
     max_examples: int = setting(-1, "generate for the first N examples only; -1: all")
     seed: int = setting(42, "seed of the sampling")
@@ -97,7 +101,7 @@ class GenerateConfig:
                            choices=BACKENDS)
     tensor_parallel_size: int = setting(1, "vllm: GPUs one model is split over")
     gpu_memory_utilization: float = setting(0.9, "vllm: share of GPU memory for weights and KV cache")
-    protocol_file: str | None = setting(None, "release recipe: the protocol pack whose texts rebuild the prompts",
+    protocol_file: str | None = setting(None, "--prompts release: the protocol pack whose texts rebuild the prompts",
                                         default_text="the release pack when placed, else the project's")
     shard: str | None = setting(None, f"{SHARD_HELP} with puma merge_shards (the data file's instructions in order; "
                                 "sampling draws each part apart, greedy and beam decoding give the unsharded outputs)",
@@ -123,10 +127,8 @@ def decoding_settings(config: GenerateConfig) -> dict[str, Any]:
     if config.mode == "function":
         return dict(max_new_tokens=FUNCTION_NEW_TOKENS, num_return_sequences=1, num_beams=1, do_sample=False,
                     temperature=0.0)
-    from PUMA.recipe import get_recipe
-
-    if get_recipe(config.recipe).release_generation and config.num_return_sequences != config.num_beams:
-        raise ValueError(f"--recipe release returns one sequence per beam (the release's test_llama.py): give "
+    if config.prompts == "release" and config.num_return_sequences != config.num_beams:
+        raise ValueError(f"--prompts release returns one sequence per beam (the release's test_llama.py): give "
                          f"--num_return_sequences {config.num_beams} with --num_beams {config.num_beams}")
     return dict(max_new_tokens=config.max_new_tokens, num_return_sequences=config.num_return_sequences,
                 num_beams=config.num_beams, do_sample=config.do_sample, temperature=config.temperature,
@@ -136,8 +138,6 @@ def decoding_settings(config: GenerateConfig) -> dict[str, Any]:
 def effective_settings(config: GenerateConfig, backend: str) -> dict[str, Any]:
     """Every decoding field the backend generates with, after all defaults (the record's
     `effective_decoding`): the same whatever the model folder's `generation_config.json` says."""
-    from PUMA.recipe import get_recipe
-
     settings = decoding_settings(config)
     if backend == "vllm":
         from PUMA.vllm_backend import vllm_sampling
@@ -151,9 +151,9 @@ def effective_settings(config: GenerateConfig, backend: str) -> dict[str, Any]:
                                 settings.get("top_p", 1.0))}
     from PUMA.modeling import decoding_config, effective_decoding
 
-    release = get_recipe(config.recipe).release_generation
     return {"backend": "hf", "seed": config.seed,
-            **effective_decoding(decoding_config(None, release=release, **settings))}
+            **effective_decoding(decoding_config(
+                None, decoding="release" if config.prompts == "release" else "project", **settings))}
 
 
 def auto_batch_size(model: Any, dtype: Any, prompt_tokens: int, settings: dict[str, Any], free_bytes: int | None,
@@ -246,14 +246,14 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
     if config.mode not in ("function", "param"):
         raise ValueError(f"--mode must be function or param, got {config.mode!r}")
     recipe = get_recipe(config.recipe)
-    release = recipe.release_generation
+    release = config.prompts == "release"
     if release and config.mode == "param" and not config.function_file:
-        raise ValueError("--recipe release --mode param needs --function_file: the release's prompt names the "
+        raise ValueError("--prompts release --mode param needs --function_file: the release's prompt names the "
                          "predicted function (step 3a's output for these instructions)")
     inputs = {"--data_file": config.data_file, "--model_path": config.model_path,
               "--function_file": config.function_file if release and config.mode == "param" else None}
     check_inputs(recipe, inputs)
-    notes = check_carried(f"generate_{config.mode}", recipe, config, inputs, log)
+    notes = check_carried(f"generate_{config.mode}", config, inputs, log)
     local_files_only(config.model_path, "--model_path")  # a model it cannot load ends here, before the data loads
     examples = read_json(config.data_file)
     if config.max_examples > 0:

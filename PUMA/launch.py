@@ -7,15 +7,17 @@ runs `python -m PUMA.<STEP> <precision and DeepSpeed flags> STEP_ARGS` through t
 the GPUs call for, after one line on stderr (`PUMA launch: recipe ..., N GPU(s), ...`). Run it
 from the repository root: the config paths it passes are relative to it. The environment decides:
 
-- RECIPE: release (default) or improved (PUMA/recipe.py); anything else stops with status 2.
+- RECIPE: release (default), improved or a recipe file (PUMA/recipe.py), when the step's own
+  settings do not say (`python -m PUMA.launch` reads the step's `--recipe`, `--gpu_dtype` and
+  `--gpu_launch`); anything else stops with status 2.
 - GPUs: those in GPUS (which becomes the step's CUDA_VISIBLE_DEVICES) or CUDA_VISIBLE_DEVICES when
   set, else every GPU `nvidia-smi -L` lists (none without it).
-- PRECISION=bf16|fp16|fp32: the step's --bf16 / --fp16 / neither; the default is the recipe's GPU
-  training precision (`gpu_train_dtype`: release fp16, improved bf16), fp32 without a GPU.
+- PRECISION=bf16|fp16|fp32: the step's --bf16 / --fp16 / neither; the default is the step's
+  `--gpu_dtype` (release fp16, improved bf16) on a GPU, fp32 without one.
 - DEEPSPEED=release|zero2|zero3|none: `release` is PUMA/configs/deepspeed_zero2_release.json (the
   release's ZeRO-2 fp16 settings), zero2/zero3 PUMA/configs/deepspeed_<stage>.json. The default is
-  `release` for sft and dpo on GPUs under a recipe whose `release_launch` switch is on (release),
-  else none; that default without the
+  `release` for sft and dpo on GPUs when the step's `--gpu_launch` is deepspeed_zero2 (the release
+  recipe's), else none; that default without the
   deepspeed package installed stops with status 3 (DEEPSPEED=none trains with AMP fp16 instead,
   and the step records it as a departure from the release).
 - FSDP=fsdp2|none: `fsdp2` shards the model, gradients and optimizer state over the processes with
@@ -48,13 +50,14 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from PersonalWAB.settings import parse, setting
-from PUMA.recipe import RECIPES, get_recipe
+from PUMA.recipe import get_recipe
 from PUMA.steps import LAUNCHED, get_step
 
 PRECISION_FLAGS = {"bf16": ("--bf16",), "fp16": ("--fp16",), "fp32": ()}
-TORCH_DTYPE_PRECISION = {"float16": "fp16", "bfloat16": "bf16"}  # a recipe's gpu_train_dtype as PRECISION
+TORCH_DTYPE_PRECISION = {"float16": "fp16", "bfloat16": "bf16"}  # a step's --gpu_dtype as PRECISION
 DEEPSPEED_CONFIGS = {"release": "PUMA/configs/deepspeed_zero2_release.json",
                      "zero2": "PUMA/configs/deepspeed_zero2.json", "zero3": "PUMA/configs/deepspeed_zero3.json",
                      "none": None}
@@ -190,27 +193,31 @@ class Rendezvous:
 
 
 def plan_launch(step: str, env: Mapping[str, str], gpus: int | None = None,
-                has_deepspeed: Callable[[str], bool] = deepspeed_installed) -> LaunchPlan:
+                has_deepspeed: Callable[[str], bool] = deepspeed_installed, settings: Any = None) -> LaunchPlan:
     """The launch of `step` under `env` (RECIPE, GPUS, CUDA_VISIBLE_DEVICES, PRECISION, DEEPSPEED,
     FSDP, CPU_PROCESSES, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, PUMA_PYTHON) on `gpus` GPUs
-    (default: `count_gpus(env)`); `has_deepspeed(python)` is asked only when the release's DeepSpeed
-    default applies."""
-    recipe = env.get("RECIPE") or "release"
-    if recipe not in RECIPES:
-        raise LaunchError(f"RECIPE={recipe}: expected {' or '.join(RECIPES)}", 2)
+    (default: `count_gpus(env)`), with the step's `settings` (their recipe, gpu_dtype and
+    gpu_launch; default: RECIPE's values for the step); `has_deepspeed(python)` is asked only
+    when the release's DeepSpeed default applies."""
+    try:
+        recipe = get_recipe(settings.recipe if settings is not None else env.get("RECIPE") or "release")
+    except ValueError as error:
+        raise LaunchError(f"RECIPE={env.get('RECIPE')}: {error}" if settings is None else str(error), 2) from error
+    gpu_dtype = settings.gpu_dtype if settings is not None else recipe.value(step, "gpu_dtype")
+    gpu_launch = settings.gpu_launch if settings is not None else recipe.value(step, "gpu_launch")
     cpu_processes = whole_number(env, "CPU_PROCESSES", 0, 1)
     rendezvous = Rendezvous.from_env(env)
     n = 0 if cpu_processes else count_gpus(env) if gpus is None else gpus
     if rendezvous.nodes > 1 and not (n or cpu_processes):
         raise LaunchError(f"NNODES={rendezvous.nodes}: no GPU here; set CPU_PROCESSES to check on the CPU", 2)
     python = env.get("PUMA_PYTHON") or sys.executable
-    precision = env.get("PRECISION") or (TORCH_DTYPE_PRECISION[get_recipe(recipe).gpu_train_dtype] if n else "fp32")
+    precision = env.get("PRECISION") or (TORCH_DTYPE_PRECISION[gpu_dtype] if n else "fp32")
     if precision not in PRECISION_FLAGS:
         raise LaunchError(f"PRECISION={precision}: expected bf16, fp16 or fp32", 2)
     fsdp = env.get("FSDP") or "none"
     if fsdp not in FSDP_CHOICES:
         raise LaunchError(f"FSDP={fsdp}: expected fsdp2 or none", 2)
-    release_default = get_recipe(recipe).release_launch and n and get_step(step).release_deepspeed and fsdp == "none"
+    release_default = gpu_launch == "deepspeed_zero2" and n and get_step(step).release_deepspeed and fsdp == "none"
     default_deepspeed = "release" if release_default else "none"
     deepspeed = env.get("DEEPSPEED") or default_deepspeed
     if deepspeed not in DEEPSPEED_CONFIGS:
@@ -240,17 +247,16 @@ def plan_launch(step: str, env: Mapping[str, str], gpus: int | None = None,
     else:
         launcher = (python,)
     step_env = dict(CPU_ENV) if cpu_processes else {"CUDA_VISIBLE_DEVICES": env["GPUS"]} if env.get("GPUS") else {}
-    return LaunchPlan(recipe, n, launcher, train_args, step_env, cpu_processes, rendezvous.nodes)
+    return LaunchPlan(recipe.name, n, launcher, train_args, step_env, cpu_processes, rendezvous.nodes)
 
 
-def check_step(step: str, step_args: Sequence[str], world_size: int) -> None:
-    """Refuse the step's settings before any process starts (each would refuse them on its own,
-    in a launcher's traceback): a bad setting or output (DataError), a global batch the run's
-    processes do not divide (ValueError)."""
+def step_settings(step: str, step_args: Sequence[str]) -> Any:
+    """The step's settings from its arguments, refused before any process starts (each would
+    refuse them on its own, in a launcher's traceback): a bad setting or output (DataError)."""
     from PUMA.cli import parse_step
 
     row = get_step(step)
-    parse_step(row.settings_class(), step_args, f"python -m {row.module}", None, step).batch_layout(world_size)
+    return parse_step(row.settings_class(), step_args, f"python -m {row.module}", None, step)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,12 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     own, step_args = (args[:args.index("--")], args[args.index("--") + 1:]) if "--" in args else (args, [])
     step = parse(LaunchSettings, own, prog="python -m PUMA.launch STEP [-- STEP_ARGS...]",
                  description=__doc__).step
+    settings = step_settings(step, step_args)
     try:
-        plan = plan_launch(step, os.environ)
+        plan = plan_launch(step, os.environ, settings=settings)
     except LaunchError as exc:
         print(exc, file=sys.stderr)
         return exc.status
-    check_step(step, step_args, plan.world_size)
+    settings.batch_layout(plan.world_size)  # a global batch the processes do not divide: refused here
     print(plan.summary(), file=sys.stderr, flush=True)
     command = plan.command(get_step(step).module, step_args)
     os.execvpe(command[0], command, {**os.environ, **plan.env})

@@ -4,8 +4,8 @@ it shares with the steps that made them.
 
 Each rule (`CARRIED`) names the step that reads, the input flag, the setting on both sides
 and whether a difference changes results (the step refuses, naming both values and the
-flag) or only informs (the step says it and goes on). A rule may hold only under a recipe
-switch: the memory is cut again at generation only where `release_generation` is on. Inputs
+flag) or only informs (the step says it and goes on). A rule may hold only under a setting
+of the reading step: the memory is cut again at generation only under `--prompts release`. Inputs
 without a record (made by hand or by the release's scripts) and records that lack the setting
 are taken as they are; a recipe mismatch is `PUMA.recipe.check_inputs`'s.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from PUMA.recipe import Recipe, read_record, record_path
+from PUMA.recipe import read_record, record_path
 
 
 @dataclass(frozen=True)
@@ -28,31 +28,35 @@ class Carried:
     setting: str  # the setting's name on both sides (field and flag)
     refuse: bool  # True: a difference changes results; False: it is only said
     why: str  # what the difference does
-    applies: Callable[[Recipe, Any], bool] = lambda recipe, config: True
+    when: tuple[str, Any] | None = None  # (setting, value): the rule holds only where the reading step has it
+
+    def applies(self, value_of: Callable[[str], Any]) -> bool:
+        """Whether the rule holds for a reading step whose settings `value_of` gives by name."""
+        return self.when is None or value_of(self.when[0]) == self.when[1]
 
 
 CARRIED: tuple[Carried, ...] = (
     Carried("generate_param", "--data_file", "mem_token_length", True,
             "the release recipe cuts each example's memory again at this length, so the prompts would differ from "
-            "the ones the model was trained on", lambda recipe, config: recipe.release_generation),
+            "the ones the model was trained on", ("prompts", "release")),
     Carried("sft", "--param_data", "model_path", False,
             "the data's memory was cut counting that model's tokens, not the trained model's"),
     Carried("dpo", "--data_file", "max_length", True,
             "step 5 shortened the prompts' memory to fit that length, so pairs would be cut differently",
-            lambda recipe, config: recipe.keep_prompt_whole),
+            ("prompt_cut", "memory")),
     Carried("dpo", "--data_file", "model_path", False,
-            "step 5 measured the prompts with that model's tokenizer", lambda recipe, config: recipe.keep_prompt_whole),
+            "step 5 measured the prompts with that model's tokenizer", ("prompt_cut", "memory")),
 )
 
 
-def carried_mismatches(step: str, recipe: Recipe, config: Any,
+def carried_mismatches(step: str, config: Any,
                        inputs: Mapping[str, str | None]) -> list[tuple[Carried, Any, Any, str]]:
     """(rule, this step's value, the input's value, the input's path) for every rule of `step`
     whose values differ."""
     found = []
     for rule in CARRIED:
         path = inputs.get(rule.input_flag)
-        if rule.step != step or not path or not rule.applies(recipe, config):
+        if rule.step != step or not path or not rule.applies(lambda name: getattr(config, name)):
             continue
         record = read_record(path)
         settings = (record or {}).get("settings") or {}
@@ -64,12 +68,12 @@ def carried_mismatches(step: str, recipe: Recipe, config: Any,
     return found
 
 
-def check_carried(step: str, recipe: Recipe, config: Any, inputs: Mapping[str, str | None],
+def check_carried(step: str, config: Any, inputs: Mapping[str, str | None],
                   log: Callable[[str], None] = print) -> list[str]:
     """Refuse (ValueError) a difference that changes results; say (through `log`) one that
     only informs. Returns the lines said (for the step's record)."""
     said = []
-    for rule, ours, theirs, path in carried_mismatches(step, recipe, config, inputs):
+    for rule, ours, theirs, path in carried_mismatches(step, config, inputs):
         flag = f"--{rule.setting}"
         text = (f"{flag} {ours}: {rule.input_flag} {path} was made with {flag} {theirs} (see {record_path(path)}); "
                 f"{rule.why}")

@@ -6,28 +6,27 @@ projections, and `modules_to_save` = embed_tokens, lm_head and every RMSNorm, tr
 and saved whole (302 M trainable parameters on Llama-2-7B, 40 M of them LoRA). Both
 recipes keep it. Warmup: 10% of the optimizer steps (the release's `warmup_ratio 0.1`).
 
-Batch: `--recipe release` keeps the release's 64 examples per optimizer step (its 4 GPUs x
-batch 1 x accumulation 16) on any number of processes: the accumulation is
-`global_batch_size / (world size x per-device batch)`, the world size read from `WORLD_SIZE`
-(set by the launcher; 1 for a plain `python -m`), and a layout that does not divide is refused.
-The improved recipe keeps a per-GPU layout (see each step's `recipe_batch`). Precedence: an
-explicit `--gradient_accumulation_steps` wins (the global batch is then what it makes), then an
-explicit `--global_batch_size`, then the recipe's default; giving both that disagree is refused.
+Batch: the release's 64 examples per optimizer step (its 4 GPUs x batch 1 x accumulation 16)
+on any number of processes: the accumulation is `global_batch_size / (world size x per-device
+batch)`, the world size read from `WORLD_SIZE` (set by the launcher; 1 for a plain `python -m`),
+and a layout that does not divide is refused. A `--gradient_accumulation_steps` above 0 wins over
+the global batch (which is then what it makes): the improved recipe's per-GPU layout.
 
-Epochs (`--recipe release`): the release's trainer (transformers 4.45) counted its gradient
+Epochs (`--epoch_order release`): the release's trainer (transformers 4.45) counted its gradient
 accumulation over the whole run, so an epoch whose examples per process the accumulation does
 not divide ends inside an accumulation that the next epoch's first examples complete, and it
 stops after ceil(epochs x floor(examples per process / accumulation)) optimizer steps;
 transformers 5 steps on each epoch's remainder instead. `ReleaseEpochOrder` feeds today's
 trainer the release's order, so both take the same steps on the same examples (the record's
-`epoch_order`), and the optimizer is the release's (`adamw_torch`; transformers 5 defaults to the
-fused kernel). The improved recipe keeps transformers 5's epochs and optimizer.
+`epoch_order`). `--optim` is the trainer's optimizer: the release's `adamw_torch` (transformers 5
+defaults to the fused kernel).
 
 Precision: the release trained in fp16 under DeepSpeed ZeRO-2 (`PUMA/configs/
 deepspeed_zero2_release.json`), the model loaded in fp16, so the trained weights stay fp16
 under DeepSpeed's fp32 master copies; without DeepSpeed, AMP needs fp32 trainable weights
 (`trainable_in_float32`). Each step records the path it took (`precision_path`) and, under
-`--recipe release` on a GPU, any launch choice that is not the release's (`launch_departures`).
+`--gpu_launch deepspeed_zero2` on a GPU, any launch choice that is not the release's
+(`launch_departures`).
 """
 
 from __future__ import annotations
@@ -40,13 +39,19 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from PersonalWAB.settings import setting
-from PUMA.recipe import RECIPES
+from PUMA.recipe import RECIPE_HELP
 
 LORA_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 MODULES_TO_SAVE = "embed_tokens,lm_head,input_layernorm,post_attention_layernorm,norm"
 RELEASE_GLOBAL_BATCH = 64  # the release's SFT: 4 GPUs (--include=localhost:0,1,2,3) x batch 1 x accumulation 16
 RELEASE_PRECISION = "deepspeed-zero2-fp16"  # its llama_ds_config.json with --float16 (fp16 weights)
-RELEASE_OPTIMIZER = "adamw_torch"  # transformers 4.45's default (5 defaults to the fused kernel)
+# transformers' optimizers a step may take (the release's transformers 4.45 defaulted to adamw_torch, 5 to the fused)
+Optimizer = Literal["adamw_torch", "adamw_torch_fused", "adamw_8bit", "adafactor", "sgd"]
+EpochOrder = Literal["release", "transformers"]
+EPOCH_ORDER_HELP = ("release: the release's trainer's order (transformers 4.45: an accumulation runs on over an "
+                    "epoch's end); transformers: transformers 5's epochs (each epoch's remainder makes a step)")
+GpuDtype = Literal["float16", "bfloat16"]
+GpuLaunch = Literal["deepspeed_zero2", "accelerate"]
 # transformers' learning-rate schedules that need no arguments of their own
 Scheduler = Literal["linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup",
                     "inverse_sqrt"]
@@ -97,17 +102,14 @@ def _names(text: str) -> list[str]:
 
 @dataclass
 class LoRATrainingConfig:
-    """Settings SFT and DPO share. `--recipe` decides what the two recipes do differently."""
+    """Settings the LoRA training steps (SFT, DPO, GRPO) share."""
 
-    recipe: str = setting("release", "PUMA recipe (PUMA/configs/<recipe>.yaml): release trains as the release "
-                          "did (its loss, batch, epoch order, optimizer), improved makes the changes it lists",
-                          choices=RECIPES)
-    per_device_train_batch_size: int = setting(0, "examples per device per micro-batch; 0: the recipe's (its sft_batch "
-                                               "or dpo_batch switch)")
+    recipe: str = setting("release", RECIPE_HELP, metavar="NAME|FILE")
+    per_device_train_batch_size: int = setting(1, "examples per device per micro-batch")
     gradient_accumulation_steps: int = setting(0, "micro-batches per optimizer step on each process; wins over "
-                                               "--global_batch_size; 0: from the global batch, else the recipe's")
-    global_batch_size: int = setting(0, "examples per optimizer step over all processes (the accumulation is "
-                                     "then this / (processes x per-device batch)); 0: the recipe's (release: 64)")
+                                               "--global_batch_size; 0: from the global batch")
+    global_batch_size: int = setting(64, "examples per optimizer step over all processes (the accumulation is "
+                                     "then this / (processes x per-device batch)); the release's 64")
     lora_r: int = setting(16, "LoRA rank")
     lora_alpha: int = setting(32, "LoRA alpha (the update is scaled by alpha / rank)")
     lora_dropout: float = setting(0.0, "dropout on the LoRA input")
@@ -119,6 +121,13 @@ class LoRATrainingConfig:
                                            "linear decay to 0)")
     weight_decay: float = setting(0.0, "AdamW weight decay (the release's: none)")
     max_grad_norm: float = setting(1.0, "gradients are clipped to this global norm (the release's; 0: no clipping)")
+    optim: Optimizer = setting("adamw_torch", "the trainer's optimizer (the release's transformers 4.45 default; "
+                               "transformers 5 defaults to adamw_torch_fused)")
+    gpu_dtype: GpuDtype = setting("float16", "the mixed precision PUMA.launch gives the step on a GPU (PRECISION "
+                                  "overrides it; the release trained in fp16)")
+    gpu_launch: GpuLaunch = setting("deepspeed_zero2", "how PUMA.launch starts SFT or DPO on GPUs: deepspeed_zero2 "
+                                    "as the release (its ZeRO-2 fp16 config; a launch that is not the release's is "
+                                    "recorded as a departure), accelerate without DeepSpeed (DEEPSPEED overrides both)")
     logging_steps: int = setting(10, "optimizer steps between two logged losses")
     save_strategy: str = setting("epoch", "when checkpoints are saved (no saves only the final adapter)",
                                  choices=("no", "epoch", "steps"))
@@ -159,41 +168,30 @@ class LoRATrainingConfig:
                 raise ValueError(f"--deepspeed {self.deepspeed}: the deepspeed package is not installed "
                                  "(pip install -r requirements-gpu.txt on the GPU machine)")
 
-    def recipe_batch(self) -> tuple[int, int, int]:
-        """(per-device batch, accumulation per process, global batch) when none is given; an
-        accumulation of 0 means "from the global batch", a global batch of 0 "per process".
-        Steps override it with their recipe's layout."""
-        return 1, 16, 0
-
     def batch_layout(self, world_size: int | None = None) -> BatchLayout:
         """The per-device batch and accumulation to train with on `world_size` processes
-        (default: WORLD_SIZE). Refuses a global batch the processes x per-device batch do not
-        divide, and an explicit accumulation and global batch that disagree."""
+        (default: WORLD_SIZE): an accumulation above 0 as given, else the global batch over the
+        processes x per-device batch, refused when they do not divide it."""
         world = world_size_from_env() if world_size is None else world_size
         for flag in ("per_device_train_batch_size", "gradient_accumulation_steps", "global_batch_size"):
             if getattr(self, flag) < 0:
-                raise ValueError(f"--{flag} {getattr(self, flag)}: must be positive (0: the recipe's)")
-        default_per_device, default_accumulation, default_global = self.recipe_batch()
-        per_device = self.per_device_train_batch_size or default_per_device
+                raise ValueError(f"--{flag} {getattr(self, flag)}: must not be negative")
+        per_device = self.per_device_train_batch_size
+        if per_device < 1:
+            raise ValueError(f"--per_device_train_batch_size {per_device}: must be at least 1")
         if self.gradient_accumulation_steps:
             accumulation = self.gradient_accumulation_steps
-            made = world * per_device * accumulation
-            if self.global_batch_size and self.global_batch_size != made:
-                raise ValueError(f"--global_batch_size {self.global_batch_size} and --gradient_accumulation_steps "
-                                 f"{accumulation}: {world} process(es) x per-device batch {per_device} x "
-                                 f"{accumulation} = {made}; give one of the two")
-            return BatchLayout(world, per_device, accumulation, made, "--gradient_accumulation_steps")
-        target = self.global_batch_size or default_global
-        if target:
-            if target % (world * per_device):
-                raise ValueError(
-                    f"global batch {target} (--recipe {self.recipe}; --global_batch_size changes it) is not a "
-                    f"multiple of {world} process(es) x per-device batch {per_device}: run on a number of GPUs that "
-                    f"divides it, change --per_device_train_batch_size, or give --gradient_accumulation_steps")
-            rule = "--global_batch_size" if self.global_batch_size else f"recipe {self.recipe}: global batch {target}"
-            return BatchLayout(world, per_device, target // (world * per_device), target, rule)
-        return BatchLayout(world, per_device, default_accumulation, world * per_device * default_accumulation,
-                           f"recipe {self.recipe}: accumulation {default_accumulation} per process")
+            return BatchLayout(world, per_device, accumulation, world * per_device * accumulation,
+                               "--gradient_accumulation_steps")
+        target = self.global_batch_size
+        if not target:
+            raise ValueError("--gradient_accumulation_steps 0 and --global_batch_size 0: give one of them")
+        if target % (world * per_device):
+            raise ValueError(
+                f"global batch {target} (--global_batch_size) is not a multiple of {world} process(es) x per-device "
+                f"batch {per_device}: run on a number of GPUs that divides it, change --per_device_train_batch_size, "
+                f"or give --gradient_accumulation_steps")
+        return BatchLayout(world, per_device, target // (world * per_device), target, "--global_batch_size")
 
     def trainer_arguments(self) -> dict[str, Any]:
         """The HF/TRL trainer arguments both steps set the same way (the batch resolved by
@@ -201,13 +199,10 @@ class LoRATrainingConfig:
         `warmup_steps` (ceil(ratio x steps), as the release's)."""
         layout = self.batch_layout()
         names = ("logging_steps", "save_strategy", "save_total_limit", "bf16", "fp16", "seed", "deepspeed",
-                 "report_to", "max_steps", "lr_scheduler_type", "weight_decay", "max_grad_norm")
-        from PUMA.recipe import get_recipe
-
-        release = {"optim": RELEASE_OPTIMIZER} if get_recipe(self.recipe).release_trainer else {}
+                 "report_to", "max_steps", "lr_scheduler_type", "weight_decay", "max_grad_norm", "optim")
         return {**{name: getattr(self, name) for name in names}, "warmup_steps": self.warmup_ratio,
                 "per_device_train_batch_size": layout.per_device_train_batch_size,
-                "gradient_accumulation_steps": layout.gradient_accumulation_steps, "disable_tqdm": True, **release}
+                "gradient_accumulation_steps": layout.gradient_accumulation_steps, "disable_tqdm": True}
 
 
 class ReleaseEpochOrder:
@@ -254,17 +249,17 @@ class ReleaseEpochOrder:
 
 class ReleaseEpochsMixin:
     """A `Trainer` that takes its examples in `ReleaseEpochOrder` when built with
-    `release_epochs=True` (both steps under `--recipe release`)."""
+    `epoch_order="release"` (SFT and DPO under `--epoch_order release`)."""
 
     train_dataset: Any  # the Trainer's, which this is mixed into
     args: Any
 
-    def __init__(self, *args: Any, release_epochs: bool = False, **kwargs: Any):
+    def __init__(self, *args: Any, epoch_order: EpochOrder = "transformers", **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.release_epochs = release_epochs
+        self.epoch_order = epoch_order
 
     def _get_train_sampler(self, train_dataset: Any = None) -> Any:
-        if not self.release_epochs:
+        if self.epoch_order != "release":
             return super()._get_train_sampler(train_dataset)  # type: ignore[misc]  # the Trainer's
         dataset = self.train_dataset if train_dataset is None else train_dataset
         return ReleaseEpochOrder(len(dataset), self.args.world_size, self.args.gradient_accumulation_steps,
@@ -294,11 +289,11 @@ def precision_path(config: LoRATrainingConfig, device_type: str) -> str:
 
 def launch_departures(config: LoRATrainingConfig, step: str, layout: BatchLayout, precision: str,
                       device_type: str) -> list[str]:
-    """Launch choices of a `--recipe release` GPU run that are not the release's (a CPU run is a
-    smoke test, not a reproduction: its record shows its batch and precision, nothing more)."""
-    from PUMA.recipe import Departure, get_recipe
+    """Launch choices of a `--gpu_launch deepspeed_zero2` GPU run that are not the release's (a CPU
+    run is a smoke test, not a reproduction: its record shows its batch and precision, nothing more)."""
+    from PUMA.recipe import Departure
 
-    if not get_recipe(config.recipe).release_launch or device_type != "cuda":
+    if config.gpu_launch != "deepspeed_zero2" or device_type != "cuda":
         return []
     lines = []
     if precision != RELEASE_PRECISION:
@@ -315,8 +310,6 @@ def run_facts(trainer: Any, config: LoRATrainingConfig, step: str) -> dict[str, 
     """What a step's record states about its batch and precision (from the trainer that ran:
     its world size and device), with the launch departures added to the recipe's own, and every
     argument of the trainer and the adapter as they ran (`training_arguments`, `lora`)."""
-    from PUMA.recipe import get_recipe
-
     args = trainer.args
     layout = BatchLayout(args.world_size, args.per_device_train_batch_size, args.gradient_accumulation_steps,
                          args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps,
@@ -327,7 +320,8 @@ def run_facts(trainer: Any, config: LoRATrainingConfig, step: str) -> dict[str, 
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in trainer.model.parameters() if p.requires_grad})
     # a trainer without ReleaseEpochsMixin (or a stand-in) keeps transformers 5's epochs
     order = ("the release's: accumulation carried over epoch ends (transformers 4.45)"
-             if getattr(trainer, "release_epochs", False) else "each epoch's last accumulation stepped on its own")
+             if getattr(trainer, "epoch_order", None) == "release"
+             else "each epoch's last accumulation stepped on its own")
     optimizer = getattr(args, "optim", None)
     facts = {**layout.facts(), "nodes": nodes_from_env(), "fsdp": bool(getattr(trainer, "is_fsdp_enabled", False)),
              "precision": precision, "trainable_dtype": ",".join(dtypes),
@@ -336,7 +330,7 @@ def run_facts(trainer: Any, config: LoRATrainingConfig, step: str) -> dict[str, 
              "lora": json_value(trainer.model.peft_config["default"].to_dict())
              if hasattr(trainer.model, "peft_config") else None}
     if extra:
-        facts["departures_from_release"] = get_recipe(config.recipe).departures(step) + extra
+        facts["extra_departures"] = extra
     return facts
 
 

@@ -26,8 +26,8 @@ from PersonalWAB.shards import Shard, absent_parts, one_count
 # the settings that may differ between the parts of one step run
 PER_PART = ("shard", "output_file")
 # a record's keys that describe the run (the rest are the step's facts)
-RECORD_KEYS = ("step", "recipe", "departures_from_release", "all_departures_of_recipe", "shared_with_release",
-               "readings", "settings", "inputs", "written", "shard_plan")
+RECORD_KEYS = ("step", "recipe", "departures_from_release", "recipe_departures", "recipe_changes",
+               "shared_with_release", "readings", "settings", "inputs", "written", "shard_plan")
 SHARDABLE = ("generate_function", "generate_param", "score")
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PersonalWAB.settings import setting
-from PUMA.recipe import RECIPES
+from PUMA.recipe import RECIPE_HELP
 
 
 @dataclass
@@ -20,8 +20,8 @@ class MergeConfig:
                               flag="out", aliases=("output_dir",), metavar="DIR")
     base_model_path: str | None = setting(None, "the base model to merge into",
                                           default_text="the base named in the adapter's adapter_config.json")
-    recipe: str = setting("release", "PUMA recipe: merging is the same in every recipe; recorded, and the "
-                          "adapter's recipe checked against it", choices=RECIPES)
+    recipe: str = setting("release", f"{RECIPE_HELP}; merging is the same in every recipe: recorded, and the "
+                          "adapter's recipe checked against it", metavar="NAME|FILE")
     bf16: bool = setting(False, "load and save the merged model in bfloat16", aliases=("no-bf16",))
     fp16: bool = setting(False, "load and save the merged model in float16", aliases=("no-fp16",))
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 # One request to the hub, answered or not within this time, says whether a hub id can be loaded
 # (the hub's client retries an unreachable host for about 50 s before it says anything).
@@ -337,24 +337,26 @@ DECODING_DEFAULTS: dict[str, Any] = {
     "suppress_tokens": None, "begin_suppress_tokens": None, "sequence_bias": None, "guidance_scale": None,
     "num_return_sequences": 1, "encoder_no_repeat_ngram_size": 0,
 }
+# A generation's GenerationConfig: the one the release's test_llama.py and agent build, or the project's.
+Decoding = Literal["release", "project"]
 # The special tokens transformers 4.45 still took from the model when a config was passed.
 SPECIAL_TOKEN_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 
 
 def decoding_config(tokenizer: Any, *, max_new_tokens: int, num_return_sequences: int = 1, num_beams: int = 1,
                     do_sample: bool = False, temperature: float = 1.0, top_p: float = 1.0,
-                    early_stopping: bool = False, release: bool = False) -> Any:
+                    early_stopping: bool = False, decoding: Decoding = "project") -> Any:
     """The `GenerationConfig` of a generation, every decoding field set (`DECODING_DEFAULTS`
-    where the recipe says nothing), so the model folder's defaults cannot enter.
+    where the settings say nothing), so the model folder's defaults cannot enter.
 
-    `release`: the config the release's `test_llama.py` and agent build (as many sequences
+    `decoding="release"`: the config the release's `test_llama.py` and agent build (as many sequences
     as beams, early stopping with beams, temperature 0 when greedy, transformers 4.45's
     defaults for the rest: top-k 50 and top-p 1.0 when sampling). Otherwise the project's:
     temperature and top-p only when sampling, at least as many beams as sequences when not."""
     from transformers import GenerationConfig
 
     beams = max(num_beams, 1)
-    if release:
+    if decoding == "release":
         chosen = dict(num_beams=beams, max_new_tokens=max_new_tokens, num_return_sequences=beams,
                       early_stopping=beams != 1, do_sample=do_sample,
                       temperature=temperature if do_sample and temperature > 0 else 0)
@@ -441,7 +443,8 @@ def generate_texts(model: Any, tokenizer: Any, prompts: list[str], *, max_new_to
     beams = max(num_beams, 1)
     config = decoding_config(tokenizer, max_new_tokens=max_new_tokens, num_return_sequences=num_return_sequences,
                              num_beams=beams, do_sample=do_sample, temperature=temperature, top_p=top_p,
-                             early_stopping=early_stopping, release=release_after is not None)
+                             early_stopping=early_stopping,
+                             decoding="release" if release_after is not None else "project")
     num_return_sequences = config.num_return_sequences
     encoded = encode_prompts(tokenizer, prompts, max_prompt_tokens)
     decode = release_decode(tokenizer) if release_after is not None else None

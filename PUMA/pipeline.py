@@ -15,7 +15,7 @@ one settings file.
 The settings file holds shared keys and one section per step, each section a mapping of that
 step's flags (`puma STEP --help`):
 
-    recipe: release             # every step's --recipe
+    recipe: release             # every step's --recipe (a name or a recipe file)
     data_dir: data/synthetic    # steps 1, 4 and 7
     model_path: meta-llama/Llama-2-7b-chat-hf   # the base model (steps 1 and 2)
     work_dir: PUMA/run          # every output, at fixed names under it
@@ -45,7 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PersonalWAB.settings import CONFIG_FLAG, config_settings, given, parse, setting, settings_fields
-from PUMA.recipe import RECIPES, get_recipe, read_record
+from PUMA.recipe import RECIPE_HELP, get_recipe, read_record
 
 STEP_NAMES = {1: "data", 2: "sft + merge", 3: "generate", 4: "score", 5: "dpo_data", 6: "dpo", 7: "evaluate"}
 # section -> the step (PUMA/steps.py) whose flags the section may set (evaluate: `pwab run`'s, checked by it)
@@ -67,7 +67,7 @@ class PipelineSettings:
     steps: str = setting("1,2,3,4,5,6,7", "comma-separated steps to run (1 data, 2 SFT + merge, 3 generate, "
                          "4 score, 5 DPO data, 6 DPO, 7 evaluate); a later step alone reads what earlier runs "
                          "left in --work_dir")
-    recipe: str = setting("release", "every step's PUMA recipe (PUMA/configs/<recipe>.yaml)", choices=RECIPES)
+    recipe: str = setting("release", f"every step's {RECIPE_HELP}", metavar="NAME|FILE")
     data_dir: str | None = setting(None, "the benchmark data (steps 1, 4 and 7)",
                                    default_text="the official data when placed, else the bundled synthetic data")
     model_path: str = setting("meta-llama/Llama-2-7b-chat-hf", "the base model: its tokenizer cuts step 1's memory, "
@@ -183,14 +183,20 @@ def check_sections(settings: PipelineSettings, source: str = "puma run") -> None
         config_settings(values, section_fields(name), source, name)
 
 
-def _carried(step: str, settings: PipelineSettings, inputs: dict[str, str]) -> dict[str, Any]:
-    """The settings `step` must share with its inputs, as their records say."""
+def _carried(step: str, section: str, settings: PipelineSettings, inputs: dict[str, str]) -> dict[str, Any]:
+    """The settings `step` (run with config section `section`) must share with its inputs, as their
+    records say."""
     from PUMA.lineage import CARRIED
+    from PUMA.recipe import section_of
 
-    recipe = get_recipe(settings.recipe)
+    recipe, given = get_recipe(settings.recipe), settings.section(section)
+
+    def value_of(name: str) -> Any:
+        return given.get(name, recipe.value(section_of(step), name))
+
     values = {}
     for rule in CARRIED:
-        if rule.step == step and rule.refuse and rule.applies(recipe, None) and rule.input_flag in inputs:
+        if rule.step == step and rule.refuse and rule.applies(value_of) and rule.input_flag in inputs:
             recorded = ((read_record(inputs[rule.input_flag]) or {}).get("settings") or {})
             if rule.setting in recorded:
                 values[rule.setting] = recorded[rule.setting]
@@ -224,7 +230,7 @@ def commands(settings: PipelineSettings, step: int) -> list[Command]:
         inputs = {"--data_file": str(paths.data / "param_train.json")}
         wired = {"recipe": recipe, "mode": "param", "model_path": paths.merged, "data_file": inputs["--data_file"],
                  "function_file": paths.functions("train"), "out": paths.candidates,
-                 **_carried("generate_param", settings, inputs)}
+                 **_carried("generate_param", "generate_param", settings, inputs)}
         return [*calls, _command(3, "generate_param", ("PUMA.generate",), wired, section("generate_param"))]
     if step == 4:
         return [_command(4, "score", ("PUMA.score",), {"recipe": recipe, **data_dir, "task_split": "train",
@@ -236,7 +242,7 @@ def commands(settings: PipelineSettings, step: int) -> list[Command]:
     if step == 6:
         inputs = {"--data_file": str(paths.pairs)}
         wired = {"recipe": recipe, "model_path": paths.merged, "data_file": paths.pairs, "out": paths.dpo,
-                 **_carried("dpo", settings, inputs)}
+                 **_carried("dpo", "dpo", settings, inputs)}
         return [_command(6, "dpo", ("PUMA.launch", "dpo", "--"), wired, section("dpo"))]
     return evaluation_commands(settings, paths.dpo, paths.functions("test"), paths.test_params, paths.result)
 
@@ -250,7 +256,7 @@ def evaluation_commands(settings: PipelineSettings, model: Path, functions: Path
     inputs = {"--data_file": str(paths.data / "param_test.json")}
     generate = {"recipe": settings.recipe, "mode": "param", "model_path": model, "data_file": inputs["--data_file"],
                 "function_file": functions, "out": params, **FINAL_PREDICTIONS,
-                **_carried("generate_param", settings, inputs)}
+                **_carried("generate_param", "generate_test", settings, inputs)}
     evaluate = {**data_dir, "agent_strategy": "puma", "recipe": settings.recipe, "task_split": "test",
                 "puma_function_file": functions, "puma_param_file": params, "out": result, "overwrite": True}
     validate = Command(7, "validate", ("-m", "PersonalWAB.cli", "leaderboard", "validate", str(result),

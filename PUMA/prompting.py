@@ -6,7 +6,7 @@ generated parameter becomes an action. The texts themselves come from the protoc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from PersonalWAB.data.loader import BenchmarkData
 from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH, TASK_FUNCTIONS
@@ -16,6 +16,12 @@ from PersonalWAB.protocol import Protocol
 from PersonalWAB.schema_types import Behaviour, Product, Task
 from PersonalWAB.types import RESPOND, STOP, Action
 
+# How a model's output is read: strict = as the release's agent reads it (unstripped, a case-sensitive `Say:`, any
+# output starting with the stop word stops), lenient = stripped, `Say:` in any case, only the exact stop word stops.
+Parsing = Literal["strict", "lenient"]
+# How a DPO prompt over the length limit is cut: start = the release's (its start, instruction included, is
+# lost), memory = the end of its memory (step 5 fits it; header and instruction stay).
+PromptCut = Literal["start", "memory"]
 FUNCTION_NEW_TOKENS = 32  # function predictions (the release's generate_function.sh)
 PARAM_NEW_TOKENS = 256  # parameters, greedy, at evaluation (the release's agent)
 # The behaviour text relevance ranks: the release's PUMA data scripts rank by `PUMA_TEMPLATE`,
@@ -71,23 +77,23 @@ def parameter_prompt(protocol: Protocol, instruction: str, function_name: str, m
 class OutputRules:
     """How a generated parameter is read: a message to the user, a stop, or the parameter.
 
-    `release=True` follows the release's agent (case-sensitive prefix, the message after
-    the last separator, any output starting with the stop word stops); otherwise the
-    prefix matches in any case and only the exact stop word stops."""
+    `strict` follows the release's agent (case-sensitive prefix, the message after the last
+    separator, any output starting with the stop word stops); `lenient`: the prefix matches
+    in any case and only the exact stop word stops."""
 
     say_prefix: str
     say_separator: str
     stop_word: str
-    release: bool
+    parsing: Parsing
 
     @classmethod
-    def of(cls, protocol: Protocol, release: bool) -> OutputRules:
+    def of(cls, protocol: Protocol, parsing: Parsing) -> OutputRules:
         return cls(protocol.text("puma.agent.say_prefix"), protocol.text("puma.agent.say_separator"),
-                   protocol.text("puma.agent.stop_prefix"), release)
+                   protocol.text("puma.agent.stop_prefix"), parsing)
 
     def special(self, text: str) -> Action | None:
         """The message or stop `text` stands for, None for a parameter."""
-        if self.release:
+        if self.parsing == "strict":
             if text.startswith(self.say_prefix):
                 return Action(RESPOND, {"content": text.split(self.say_separator)[-1]})
             return Action(STOP) if text.startswith(self.stop_word) else None
@@ -103,13 +109,14 @@ def parse_asins(text: str, keep_empty: bool = False) -> list[str]:
     return list(dict.fromkeys(part.strip() for part in text.split(",") if keep_empty or part.strip()))
 
 
-def parse_parameters(function_name: str, output: str, rules: OutputRules | None = None, release: bool = False
-                     ) -> Action:
+def parse_parameters(function_name: str, output: str, rules: OutputRules | None = None,
+                     parsing: Parsing = "lenient") -> Action:
     """The action a generated parameter stands for. With `rules`, a message or a stop is
     recognised first; without, every output is the parameter (the release scores its DPO
-    candidates that way). `release`: the output as the release reads it, not stripped (a
+    candidates that way). `strict`: the output as the release reads it, not stripped (a
     leading space makes `Say:` or `stop` a parameter; a query or review is sent as written;
     empty ASIN items stay)."""
+    release = parsing == "strict"
     text = output if release else output.strip()
     special = rules.special(text) if rules is not None else None
     if special is not None:

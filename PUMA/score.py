@@ -1,5 +1,5 @@
 """Step 4: score every parameter candidate with the environment's scoring
-(`PUMA/candidate_scores.py`: how the recipe reads a candidate and scores a review).
+(`PUMA/candidate_scores.py`: how `--parsing` reads a candidate and `--review_score` scores a review).
 
 Output: JSON object instruction -> {candidate: score}, and its record (`*.puma_run.json`).
 """
@@ -15,8 +15,10 @@ from typing import Any
 from PersonalWAB.engines.search import BACKENDS as SEARCH_BACKENDS
 from PersonalWAB.settings import setting
 from PersonalWAB.shards import SHARD_HELP, shard_setting
-from PUMA.candidate_scores import load_engines, score_candidates, score_summary, scoring_facts, tasks_by_instruction
-from PUMA.recipe import RECIPES
+from PUMA.candidate_scores import (ReviewScore, load_engines, score_candidates, score_summary, scoring_facts,
+                                   tasks_by_instruction)
+from PUMA.prompting import Parsing
+from PUMA.recipe import RECIPE_HELP
 
 
 @dataclass
@@ -36,9 +38,13 @@ class ScoreConfig:
                                         "function scores 0); without it the gold function, as the DPO data needs")
     search_backend: str = setting("lucene", "search engine of the search function (bm25s needs no Java)",
                                   choices=SEARCH_BACKENDS)
-    recipe: str = setting("release", "PUMA recipe (PUMA/configs/<recipe>.yaml): release scores as the release's "
-                          "test.py --evaluate_dpo, improved as the environment and the improved agent",
-                          choices=RECIPES)
+    recipe: str = setting("release", RECIPE_HELP, metavar="NAME|FILE")
+    parsing: Parsing = setting("strict", "strict: every candidate is the parameter, sent as written (the release's "
+                               "test.py --evaluate_dpo); lenient: read as the improved agent reads it (a `Say:` "
+                               "message or a stop scores 0)")
+    review_score: ReviewScore = setting("raw_cosine", "raw_cosine: a review's raw MiniLM cosine, an empty one scored "
+                                        "as \"\" (the release's); environment: as the environment scores a posted "
+                                        "review (clipped to [0, 1], an empty one as the placeholder text)")
     protocol_file: str | None = setting(None, "protocol pack whose texts render the function results",
                                         default_text="the release pack when placed, else the project's")
     shard: str | None = setting(None, f"{SHARD_HELP} with puma merge_shards (the instructions in task order)",
@@ -74,11 +80,12 @@ def score_file(config: ScoreConfig, log: Callable[[str], None] = print) -> Path:
                                         config.task_split, log, check=inputs_belong)
     unscored = sum(1 for instruction in tasks_by_instruction(tasks) if instruction not in candidates)
     part, places = shard_part([i for i in tasks_by_instruction(tasks) if i in candidates], config.shard)
-    scores = score_candidates(engines, tasks, {i: c for i, c in candidates.items() if i in part}, functions, recipe)
+    scores = score_candidates(engines, tasks, {i: c for i, c in candidates.items() if i in part}, functions,
+                              config.parsing, config.review_score)
     path = write_json(config.output_file, scores)
     summary = score_summary(scores)
     write_record(path, "score", recipe, config, inputs, **summary, instructions_without_candidates=unscored,
-                 data_fingerprint=data.fingerprint, **scoring_facts(recipe, tasks),
+                 data_fingerprint=data.fingerprint, **scoring_facts(config.parsing, config.review_score, tasks),
                  **({"shard_plan": shard_plan(places, list(scores))} if config.shard else {}))
     shard = f", shard {config.shard}" if config.shard else ""
     log(f"{path}: {summary['candidates']} candidates of {summary['instructions']} instructions scored (mean Result "

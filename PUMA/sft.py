@@ -1,30 +1,30 @@
 """Step 2: supervised fine-tuning with LoRA on PUMA's function and/or parameter data.
 
-`--recipe release` trains as the release's `finetune_llama.py`: each example is the
+`--loss padded_eos` (the release recipe) trains as the release's `finetune_llama.py`: each example is the
 prompt, the label and EOS tokenized together, cut at `--max_length` and padded to it with
 EOS; the labels copy the ids *including the EOS padding*, only the prompt is masked; the
 loss is the mean over those positions of each micro-batch (batch 1 in the release), so
 gradient accumulation averages per-example means, and every function example
 (~60 tokens) carries ~1,200 positions of "predict EOS after EOS".
 
-`--recipe improved` masks the prompt and computes no padding at all: the examples of a
-micro-batch are packed into one row whose positions restart at every example (the
-attention is then block-diagonal, so each example's loss is what it would be alone; the
-model must take `position_ids`, as every HF Llama-style model does); `--packing 0` pads
-each batch to its longest example instead. The loss averages the label tokens of the
-whole optimizer step (`--loss_weighting token`, the HF default) or, with `--loss_weighting
-example`, each example's mean over its own label tokens, so a 10-token function label
-weighs as much as a 233-token recommendation list.
+`--loss label_only` (the improved recipe) masks the prompt and the padding; with `--packing 1`
+(improved) no padding is computed at all: the examples of a micro-batch are packed into one row
+whose positions restart at every example (the attention is then block-diagonal, so each
+example's loss is what it would be alone; the model must take `position_ids`, as every HF
+Llama-style model does); `--packing 0` pads each batch to its longest example instead. The
+loss averages the label tokens of the whole optimizer step (`--loss_weighting token`, the HF
+default) or, with `--loss_weighting example`, each example's mean over its own label tokens,
+so a 10-token function label weighs as much as a 233-token recommendation list.
 
 Both recipes: the release's LoRA and `modules_to_save` (`PUMA/lora.py`), warmup ratio
-0.1, 10 epochs, lr 3e-4, max length 1280. `release` also takes the examples in the release's
-order over epochs (its gradient accumulation running on over epoch ends) with its optimizer
-(`PUMA/lora.py`, "Epochs"). Batch (`SFTConfig.recipe_batch`): `release`
-trains 64 examples per optimizer step on any number of GPUs (batch 1 per device, the
-accumulation = 64 / processes: 64 on one, 16 on the release's 4); `improved` packs 4 examples
-per device x accumulation 4 per GPU. Training runs through the Hugging Face `Trainer`;
-`PUMA/scripts/finetune_function_param.sh` starts it on the GPUs there are (under `release` with
-DeepSpeed ZeRO-2 in fp16, as the release). The adapter folder holds a record (`puma_run.json`)
+0.1, 10 epochs, lr 3e-4, max length 1280. `--epoch_order release` takes the examples in the
+release's order over epochs (its gradient accumulation running on over epoch ends), `--optim`
+the release's optimizer (`PUMA/lora.py`, "Epochs"). Batch: `release` trains 64 examples per
+optimizer step on any number of GPUs (batch 1 per device, the accumulation = 64 / processes: 64
+on one, 16 on the release's 4); `improved` packs 4 examples per device x accumulation 4 per GPU.
+Training runs through the Hugging Face `Trainer`; `PUMA/scripts/finetune_function_param.sh`
+starts it on the GPUs there are (under `--gpu_launch deepspeed_zero2` with DeepSpeed ZeRO-2 in
+fp16, as the release). The adapter folder holds a record (`puma_run.json`)
 of the recipe, the settings, the batch actually used and the precision path.
 """
 
@@ -33,14 +33,15 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from PersonalWAB.settings import setting
-from PUMA.lora import LoRATrainingConfig
+from PUMA.lora import EPOCH_ORDER_HELP, EpochOrder, LoRATrainingConfig
 
 IGNORE_INDEX = -100
 LOSS_WEIGHTINGS = ("token", "example")
 TRAIN_ON = ("function", "param", "function_param")
+Loss = Literal["padded_eos", "label_only"]
 
 
 @dataclass
@@ -57,31 +58,25 @@ class SFTConfig(LoRATrainingConfig):
     learning_rate: float = setting(3e-4, "peak learning rate (the release's script: 3e-4; the paper states 4e-3)")
     max_length: int = setting(1280, "tokens an example is cut to (release: also the length it is padded to)")
     max_examples: int = setting(-1, "train on the first N examples only (a quick check); -1: all")
-    packing: bool = setting(True, "improved recipe: the examples of a micro-batch packed into one row; 0 pads "
-                            "them to the longest instead (for a model that cannot take packed rows)",
+    loss: Loss = setting("padded_eos", "padded_eos: the release's loss, every example padded to --max_length with "
+                         "EOS and the padding trained on as labels; label_only: the loss on the label tokens only")
+    packing: bool = setting(False, "--loss label_only: the examples of a micro-batch packed into one row (no "
+                            "padding computed); 0 pads them to the longest (for a model that cannot take packed rows)",
                             aliases=("no-packing",))
-    loss_weighting: str = setting("token", "improved recipe: token averages the label tokens of an optimizer "
+    loss_weighting: str = setting("token", "--loss label_only: token averages the label tokens of an optimizer "
                                   "step, example averages each example's mean (a short function label weighs as "
                                   "much as a long recommendation list)", choices=LOSS_WEIGHTINGS)
-
-    def recipe_batch(self) -> tuple[int, int, int]:
-        """The recipe's `sft_batch`: release batch 1 per device, 64 per optimizer step however many
-        GPUs (the release's 4 x 1 x 16); improved 4 examples packed per device x accumulation 4 per GPU."""
-        from PUMA.recipe import get_recipe
-
-        return get_recipe(self.recipe).sft_batch
+    epoch_order: EpochOrder = setting("release", EPOCH_ORDER_HELP)
 
     def check(self) -> None:
         super().check()
-        from PUMA.recipe import get_recipe
-
         if self.train_on not in TRAIN_ON:
             raise ValueError(f"--train_on must be function, param or function_param, got {self.train_on!r}")
         if self.loss_weighting not in LOSS_WEIGHTINGS:
             raise ValueError(f"--loss_weighting {self.loss_weighting!r}: expected token or example")
-        if not get_recipe(self.recipe).label_only_loss and self.loss_weighting != "token":
-            raise ValueError("--loss_weighting example belongs to --recipe improved; the release averages each "
-                             "micro-batch's positions (padding included)")
+        if self.loss == "padded_eos" and (self.loss_weighting != "token" or self.packing):
+            raise ValueError("--loss_weighting example and --packing 1 need --loss label_only; the release's "
+                             "padded_eos loss averages each micro-batch's positions over rows padded to --max_length")
 
 
 # --- release recipe: the loss over max-length EOS padding -------------------------------------------------------
@@ -247,10 +242,8 @@ def data_files(config: SFTConfig) -> dict[str, str | None]:
 
 
 def recipe_batches(config: SFTConfig, tokenizer: Any, examples: list[dict[str, str]]) -> tuple[list[Any], Any, str]:
-    """(encoded examples, collator, loss mode) of the config's recipe."""
-    from PUMA.recipe import get_recipe
-
-    if not get_recipe(config.recipe).label_only_loss:
+    """(encoded examples, collator, loss mode) of the config's `--loss`."""
+    if config.loss == "padded_eos":
         dataset = [encode_release(tokenizer, e["prompt"], e["label"], config.max_length) for e in examples]
         return dataset, ReleasePaddingCollator(tokenizer.eos_token_id, config.max_length), "micro_batch"
     dataset = [encode_example(tokenizer, e["prompt"], e["label"], config.max_length) for e in examples]
@@ -266,7 +259,6 @@ def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = Non
     from transformers import TrainingArguments
 
     from PUMA.lora import model_and_tokenizer, with_lora
-    from PUMA.recipe import get_recipe
 
     config.check()
     examples = load_examples(config) if examples is None else examples
@@ -281,7 +273,7 @@ def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = Non
                              dataloader_num_workers=0, **config.trainer_arguments())
     trainer = trainer_class()(model=model, args=args, train_dataset=dataset, data_collator=collator,
                               processing_class=tokenizer, loss_mode=loss_mode,
-                              release_epochs=get_recipe(config.recipe).release_trainer)
+                              epoch_order=config.epoch_order)
     return trainer, tokenizer
 
 
@@ -296,7 +288,7 @@ def train_sft(config: SFTConfig) -> Path:
     config.check()
     recipe = get_recipe(config.recipe)
     check_inputs(recipe, data_files(config))
-    notes = check_carried("sft", recipe, config, data_files(config))
+    notes = check_carried("sft", config, data_files(config))
     local_files_only(config.model_path, "--model_path")  # a model it cannot load ends here, before the libraries load
     trainer, tokenizer = build_sft_trainer(config)
     progress = TrainingProgress.attach(trainer, "sft")

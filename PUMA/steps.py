@@ -3,7 +3,7 @@ recipe file's `steps.NAME` section, the output rule's owner), the module run as 
 settings class, its help line, the names its records carry (one a mode, where it has modes), and
 whether `PUMA.launch` starts it on the processes there are. The CLI, the launcher, the recipe
 files' check, the output rule and the tests read this table; adding a step is its module plus one
-row here.
+row here. `AGENT_SETTINGS` names the settings class of the puma agent, which a recipe also sets.
 
 Nothing here imports a step's module until a step's settings class is asked for, so `puma --help`
 stays instant.
@@ -62,6 +62,8 @@ STEPS: tuple[Step, ...] = (
          launched=True),
     Step("fast_test", "PUMA.fast_test", "FastTestConfig", "step 7 from files, as the release's test.py scores them"),
 )
+# The puma agent's settings (`pwab run --agent_strategy puma`, step 7): a recipe's `agent` section sets them.
+AGENT_SETTINGS = Step("agent", "PUMA.agent_settings", "PumaAgentSettings", "step 7: the puma agent's settings")
 BY_NAME = {step.name: step for step in STEPS}
 LAUNCHED = tuple(step.name for step in STEPS if step.launched)
 RECIPE_SECTIONS = tuple(step.name for step in STEPS if step.recipe_settings)  # a recipe file's `steps` keys

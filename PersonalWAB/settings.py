@@ -642,8 +642,14 @@ def parse(cls: type[T], argv: Sequence[str] | None = None, *, prog: str | None =
 def parse_many(classes: Sequence[type], argv: Sequence[str] | None = None, *, prog: str | None = None,
                description: str | None = None, epilog: str | None = None) -> list[Any]:
     """Like `parse`, for a command whose flags are the fields of several classes (a run and its
-    agent's own settings): one instance of each."""
+    agent's own settings): one instance of each. A class with an `argv_defaults(argv)` classmethod
+    gives defaults that depend on the command line (a PUMA recipe), under its --config file and flags."""
     parser = build_parser(*classes, prog=prog, description=description, epilog=epilog)
+    args = list(sys.argv[1:] if argv is None else argv)
+    for cls in classes:
+        if hasattr(cls, "argv_defaults"):
+            parser.set_defaults(**cls.argv_defaults(args))
+    argv = args
     namespace = parse_namespace(parser, settings_fields(*classes), argv)
     return make(classes, namespace)
 

@@ -318,7 +318,7 @@ def improved_pairs(config: BenchmarkConfig, tokenizer: Any, pairs: list[dict[str
 
 def training_fields(config: BenchmarkConfig, recipe: str, steps: int, output_dir: str) -> dict[str, Any]:
     """Trainer settings all runs share here: no checkpoints, one log line, fixed step count."""
-    return {"recipe": recipe, "output_dir": output_dir, "max_steps": steps, "save_strategy": "no",
+    return {"output_dir": output_dir, "max_steps": steps, "save_strategy": "no",
             "logging_steps": steps, "per_device_train_batch_size": config.per_device_train_batch_size,
             "gradient_accumulation_steps": config.gradient_accumulation_steps, "bf16": config.bf16,
             "fp16": config.fp16, "gradient_checkpointing": config.gradient_checkpointing, "seed": config.seed}
@@ -379,6 +379,7 @@ def run_step(step: str, recipe: str, config: BenchmarkConfig, tokenizer: Any, it
     """One timed run: a fresh model wrapped in the recipe's LoRA, trained for the configured steps.
     `overrides`: further fields of the step's config (`SFTConfig` / `DPOStepConfig`), e.g.
     `deepspeed=` for scripts/gpu_check.py; none here."""
+    from PUMA.cli import recipe_config
     from PUMA.dpo import build_dpo_trainer
     from PUMA.sft import build_sft_trainer
 
@@ -387,11 +388,12 @@ def run_step(step: str, recipe: str, config: BenchmarkConfig, tokenizer: Any, it
         model = make_model(config, tokenizer)
         base = (model.config.num_hidden_layers, model.config.hidden_size)
         if step == "sft":
-            sft = SFTConfig(max_length=config.max_length,
-                            **{**training_fields(config, recipe, config.sft_steps, output_dir), **overrides})
+            sft = recipe_config(SFTConfig, "sft", recipe, max_length=config.max_length,
+                                **{**training_fields(config, recipe, config.sft_steps, output_dir), **overrides})
             trainer, _ = build_sft_trainer(sft, model, tokenizer, items)
         else:
-            dpo = DPOStepConfig(max_length=config.dpo_max_length, max_prompt_length=config.dpo_max_prompt_length,
+            dpo = recipe_config(DPOStepConfig, "dpo", recipe, max_length=config.dpo_max_length,
+                                max_prompt_length=config.dpo_max_prompt_length,
                                 **{**training_fields(config, recipe, config.dpo_steps, output_dir), **overrides})
             trainer, _ = build_dpo_trainer(dpo, model, tokenizer, items)
         del model

@@ -357,6 +357,7 @@ def training_phase(ctx: Context, phase: str) -> dict[str, Any]:
     """A few optimizer steps of one step (SFT or DPO) under one recipe, with the recipe's batch
     layout for one GPU of the release's 4 (accumulation as configured) and GPU precision;
     `bench.run_step` times it."""
+    from PUMA.cli import recipe_config
     from PUMA.dpo import DPOStepConfig
     from PUMA.lora import precision_path
     from PUMA.modeling import read_json
@@ -365,11 +366,11 @@ def training_phase(ctx: Context, phase: str) -> dict[str, Any]:
 
     step, recipe = TRAINING_PHASES[phase]
     c = ctx.config
-    step_config = SFTConfig if step == "sft" else DPOStepConfig
-    layout = step_config(recipe=recipe).batch_layout(world_size=RELEASE_GPUS)
+    step_config: type[SFTConfig] | type[DPOStepConfig] = SFTConfig if step == "sft" else DPOStepConfig
+    layout = recipe_config(step_config, step, recipe).batch_layout(world_size=RELEASE_GPUS)
     accumulation = (c.sft_accumulation if step == "sft" else c.dpo_accumulation) or layout.gradient_accumulation_steps
     per_device = layout.per_device_train_batch_size
-    dtype = ctx.dtype_name(get_recipe(recipe).gpu_train_dtype)
+    dtype = ctx.dtype_name(get_recipe(recipe).value(step, "gpu_dtype"))
     config = ctx.bench_config(per_device_train_batch_size=per_device, gradient_accumulation_steps=accumulation,
                               bf16=dtype == "bfloat16", fp16=dtype == "float16")
     tokenizer = ctx.tokenizer()
@@ -386,14 +387,14 @@ def training_phase(ctx: Context, phase: str) -> dict[str, Any]:
             items = bench.improved_pairs(config, tokenizer, items, param_pool)
     overrides = {"deepspeed": deepspeed_config_path(c)} if phase == "sft_release_deepspeed" else {}
     result = bench.run_step(step, recipe, config, tokenizer, items, **overrides)
-    precision = precision_path(step_config(recipe=recipe, bf16=config.bf16, fp16=config.fp16,
+    precision = precision_path(recipe_config(step_config, step, recipe, bf16=config.bf16, fp16=config.fp16,
                                            deepspeed=overrides.get("deepspeed")), "cuda" if ctx.gpu else "cpu")
     return {"step": step, "recipe": recipe, "precision": precision, "dtype": dtype,
             "per_device_train_batch_size": per_device, "gradient_accumulation_steps": accumulation,
             "examples_per_optimizer_step": per_device * accumulation,
             "recipe_accumulation_per_gpu_of_4": layout.gradient_accumulation_steps,
             "max_length": config.max_length if step == "sft" else config.dpo_max_length,
-            "packed": step == "sft" and bool(get_recipe(recipe).steps.get("sft", {}).get("packing", False)),
+            "packed": step == "sft" and bool(get_recipe(recipe).value("sft", "packing")),
             **({"deepspeed_config": overrides["deepspeed"]} if overrides else {}), **result}
 
 

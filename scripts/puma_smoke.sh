@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # PUMA end to end on CPU in a few minutes per recipe: tiny synthetic data, a tiny random Llama with a
 # locally trained tokenizer, and steps 1-7 with tiny settings (one `puma run`, settings in
-# scripts/puma_smoke.yaml), for RECIPE=release, RECIPE=improved, or both (the default), one after the
-# other. The scores mean nothing; each recipe's run shows every step works and ends with a validated
+# scripts/puma_smoke.yaml), for RECIPE=release, RECIPE=improved, both (the default), one after the
+# other, or a recipe file of your own (RECIPE=my_recipe.yaml, its run in WORK_DIR/my_recipe). The scores mean nothing; each recipe's run shows every step works and ends with a validated
 # PersonalWAB result file for the puma agent, and every output has its record (*.puma_run.json /
 # puma_run.json) naming the recipe, its departures from the release and its resolved settings.
 #   bash scripts/puma_smoke.sh [WORK_DIR]        # default data/puma_smoke
@@ -15,7 +15,11 @@ W="${1:-data/puma_smoke}"
 RECIPES="${RECIPE:-both}"
 [ "$RECIPES" = both ] && RECIPES="release improved"
 for r in $RECIPES; do
-  case "$r" in release|improved) ;; *) echo "RECIPE=$r: expected release, improved or both" >&2; exit 2 ;; esac
+  case "$r" in
+    release|improved) ;;
+    *.yaml|*.yml) [ -f "$r" ] || { echo "RECIPE=$r: no such recipe file" >&2; exit 2; } ;;
+    *) echo "RECIPE=$r: expected release, improved, both or a recipe file (.yaml)" >&2; exit 2 ;;
+  esac
 done
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export TRANSFORMERS_VERBOSITY=error HF_DATASETS_DISABLE_PROGRESS_BARS=1 PYTHONWARNINGS=ignore
@@ -32,6 +36,8 @@ step "0. tiny synthetic data, its artefacts (PUMA's relevance embeddings too), t
 for R in $RECIPES; do
   rstart=$(date +%s)
   step "[$R] steps 1-7: puma run --config scripts/puma_smoke.yaml"
-  "$PY" -m PUMA run --config scripts/puma_smoke.yaml --recipe "$R" --data_dir "$D" --model_path "$M" --work_dir "$W/$R"
-  step "[$R] done in $(( $(date +%s) - rstart ))s: result file $W/$R/result_puma_singleturn.json"
+  name=$(basename "$R" .yaml)
+  "$PY" -m PUMA run --config scripts/puma_smoke.yaml --recipe "$R" --data_dir "$D" --model_path "$M" \
+    --work_dir "$W/$name"
+  step "[$R] done in $(( $(date +%s) - rstart ))s: result file $W/$name/result_puma_singleturn.json"
 done

@@ -114,6 +114,51 @@ def test_no_step_module_imports_another():
     assert wrong == []
 
 
+RECIPE_NAMES = ("release", "improved")
+
+
+def recipe_branches(source: str) -> list[int]:
+    """Lines of `source` that ask which recipe runs (a recipe or its `.name` compared with a recipe's
+    name) or pass a "release" boolean (a parameter or keyword named `release`/`release_*` that is a
+    bool): a recipe is settings, and code reads the setting it needs."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            names = [s for s in sides if isinstance(s, ast.Constant) and s.value in RECIPE_NAMES]
+            asked = [s for s in sides if (isinstance(s, ast.Name) and "recipe" in s.id)
+                     or (isinstance(s, ast.Attribute) and ("recipe" in s.attr or s.attr == "name"
+                                                          and "recipe" in ast.unparse(s.value)))]
+            if names and asked:
+                found.append(node.lineno)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = [*node.args.args, *node.args.kwonlyargs]
+            found += [a.lineno for a in arguments if a.arg.split("_")[0] == "release"
+                      and a.annotation is not None and ast.unparse(a.annotation) == "bool"]
+        elif isinstance(node, ast.Call):
+            found += [k.value.lineno for k in node.keywords if k.arg == "release"]
+    return sorted(found)
+
+
+def test_no_puma_code_asks_which_recipe_runs_or_passes_a_release_flag():
+    """A recipe is a file of step settings (PUMA/recipe.py): no PUMA code reads a recipe's name to
+    decide what to do, and no function takes a `release: bool`."""
+    wrong = [f"{path.relative_to(REPO)}:{line}" for path in sorted((REPO / "PUMA").rglob("*.py"))
+             for line in recipe_branches(path.read_text(encoding="utf-8"))]
+    assert wrong == []
+
+
+def test_the_recipe_branch_finder_finds_each_kind():
+    source = ("if recipe == 'improved': pass\n"
+              "if config.recipe != 'release': pass\n"
+              "if get_recipe(x).name == 'release': pass\n"
+              "def f(release: bool = False): pass\n"
+              "g(x, release=True)\n"
+              "if config.prompts == 'release': pass\n"  # a setting's value: fine
+              "def h(release_after: str | None = None): pass\n")
+    assert recipe_branches(source) == [1, 2, 3, 4, 5]
+
+
 def test_no_import_cycles_in_the_test_and_parity_tooling():
     assert cycles(import_graph(("devtools",))) == []
 

@@ -48,10 +48,13 @@ def generation(inputs: Path) -> dict[str, Any]:
 
 def scores(inputs: Path) -> dict[str, Any]:
     from PUMA.candidate_scores import load_engines, score_candidates
+    from PUMA.score import ScoreConfig
 
     _, engines, tasks = load_engines(str(inputs / "data"), "bm25s", None, "train", log=lambda _: None)
     candidates = json.loads((inputs / "candidates.json").read_text(encoding="utf-8"))
-    return {"scores": score_candidates(engines, tasks, candidates, recipe="release")}
+    release = ScoreConfig()  # the step's documented defaults: the release's reading and review score
+    return {"scores": score_candidates(engines, tasks, candidates, parsing=release.parsing,
+                                       review_score=release.review_score)}
 
 
 def sft(inputs: Path) -> dict[str, Any]:

@@ -105,7 +105,10 @@ INJECTIONS: tuple[Injection, ...] = (
               "do_sample: true, temperature: 1.0,",
               {"settings": GENERATE_PARAM, "generation": ("step3 DPO candidates generate settings",)},
               (*GENERATE_PARAM, "step3 DPO candidates generate settings"), "settings,3"),
-    Injection("recipe global batch", "PUMA/configs/release.yaml", "sft_batch: [1, 0, 64]", "sft_batch: [1, 0, 32]",
+    Injection("recipe global batch", "PUMA/configs/release.yaml",
+              "packing: false,\n        per_device_train_batch_size: 1, gradient_accumulation_steps: 0, "
+              "global_batch_size: 64,", "packing: false,\n        per_device_train_batch_size: 1, "
+              "gradient_accumulation_steps: 0, global_batch_size: 32,",
               {"settings": ("settings [sft]",)}, ("settings [sft]",), "settings"),
 )
 

@@ -324,7 +324,6 @@ def documented_defaults(processes: dict[str, int]) -> dict[str, dict[str, Any]]:
 
     from PUMA.generate import GenerateConfig, decoding_settings, dtype_name
     from PUMA.modeling import decoding_config, effective_decoding
-    from PUMA.recipe import get_recipe
 
     values: dict[str, dict[str, Any]] = {}
     for step, (module, name, _) in SETTINGS_CLASSES.items():
@@ -349,7 +348,7 @@ def documented_defaults(processes: dict[str, int]) -> dict[str, dict[str, Any]]:
             try:
                 settings = decoding_settings(config)
                 decoding = decoding_of(effective_decoding(decoding_config(
-                    None, release=get_recipe(config.recipe).release_generation, **settings)))
+                    None, decoding="release" if config.prompts == "release" else "project", **settings)))
             except ValueError as exc:  # the defaults contradict each other: reported, not raised
                 decoding = {"refused": str(exc)}
             values[step] = {**decoding, "dtype": dtype_name(config, "cuda")}

@@ -145,7 +145,7 @@ def test_the_project_reads_every_scripted_output_as_the_release_does() -> None:
     from PersonalWAB.protocol import project_protocol
     from PUMA.prompting import OutputRules, parse_parameters
 
-    rules = OutputRules.of(project_protocol(), release=True)
+    rules = OutputRules.of(project_protocol(), "strict")
     kinds = ["search", "recommend", "review"]
     tasks = [{"task": f"task {i}", "type": kinds[i % 3]} for i in range(60)]
     chosen = [(i, p) for i, p in assign(tasks) if p.reading != "crash"]
@@ -157,11 +157,11 @@ def test_the_project_reads_every_scripted_output_as_the_release_does() -> None:
         instruction = tasks[index]["task"]
         function = functions[instruction][0]
         action = parse_parameters(function if function in names.values() else "add_product_review",
-                                  params[instruction], rules, release=True)
+                                  params[instruction], rules, parsing="strict")
         assert action.name == names[path.reading], path.name
-    assert parse_parameters("search_product_by_query", " red kettle\n", rules, release=True).arguments == {
+    assert parse_parameters("search_product_by_query", " red kettle\n", rules, parsing="strict").arguments == {
         "query": " red kettle\n"}
-    assert parse_parameters("get_recommendations_by_history", "B1, , B2,", rules, release=True).arguments == {
+    assert parse_parameters("get_recommendations_by_history", "B1, , B2,", rules, parsing="strict").arguments == {
         "product_sequence": ["B1", "", "B2"]}
 
 

@@ -376,7 +376,8 @@ def test_generation_settings_are_compared_as_the_library_ran_them(tiny_model_dir
     folder = with_chat_generation_defaults(Path(shutil.copytree(tiny_model_dir, tmp_path / "chat")))
     model, tokenizer = load_causal_lm(folder, for_generation=True, dtype=torch.float32)
     ids = tokenizer(["a red kettle"], return_tensors="pt")
-    pinned = decoding_config(tokenizer, max_new_tokens=3, num_beams=2, do_sample=True, temperature=1.5, release=True)
+    pinned = decoding_config(tokenizer, max_new_tokens=3, num_beams=2, do_sample=True, temperature=1.5,
+                             decoding="release")
     with GenerateRecorder() as pinned_calls, model_defaults_ignored(model):
         model.generate(**ids, generation_config=pinned)
     partial = GenerationConfig(max_new_tokens=3, num_beams=2, num_return_sequences=2, do_sample=True, temperature=1.5)

@@ -14,6 +14,7 @@ import pytest
 
 from PersonalWAB.runner.config import RunConfig
 from PUMA.agent_settings import PumaAgentSettings
+from PUMA.cli import recipe_config
 
 # Llama-2-7b-chat-hf's generation_config.json, with Qwen2.5-Instruct's penalty and top-k added
 FOLDER_DEFAULTS = {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "top_k": 20, "repetition_penalty": 1.3,
@@ -44,10 +45,11 @@ def generate(model: Path, out: Path, recipe: str, sampled: bool) -> tuple[dict, 
     write_json(out / "functions.json", {e["instruction"]: ["search_product_by_query"] for e in EXAMPLES})
     decoding = dict(num_beams=3, num_return_sequences=3, do_sample=True, temperature=1.5) if sampled else \
         dict(num_beams=1, num_return_sequences=1, do_sample=False)
-    path = generate_file(GenerateConfig(model_path=str(model), mode="param", recipe=recipe, backend="hf",
-                                        data_file=str(out / "param.json"), function_file=str(out / "functions.json"),
-                                        output_file=str(out / "outputs.json"), max_new_tokens=12, batch_size=2,
-                                        **decoding), log=lambda _: None)
+    path = generate_file(recipe_config(GenerateConfig, "generate", recipe, model_path=str(model), mode="param",
+                                       backend="hf", data_file=str(out / "param.json"),
+                                       function_file=str(out / "functions.json"),
+                                       output_file=str(out / "outputs.json"), max_new_tokens=12, batch_size=2,
+                                       **decoding), log=lambda _: None)
     record = json.loads(path.with_name("outputs.puma_run.json").read_text())
     return json.loads(path.read_text()), record["effective_decoding"]
 
@@ -84,7 +86,7 @@ def test_the_folders_defaults_would_change_the_outputs(two_folders):
 
 
 def run_config(**puma: object) -> RunConfig:
-    return RunConfig(agent_strategy="puma", agent_options={"puma": PumaAgentSettings(**puma)})
+    return RunConfig(agent_strategy="puma", agent_options={"puma": recipe_config(PumaAgentSettings, "agent", **puma)})
 
 
 def test_live_agent_records_its_effective_decoding():
@@ -105,7 +107,8 @@ def test_live_generation_ignores_the_folders_defaults(two_folders):
 
     prompt = EXAMPLES[0]["prompt"]
     for release in (True, False):
-        texts = [LiveGenerator(str(folder), dtype="float32", max_new_tokens=12, release=release).generate(
+        texts = [LiveGenerator(str(folder), dtype="float32", max_new_tokens=12,
+                               decoding="release" if release else "new_tokens").generate(
             prompt, cue="Parameter: " if release else None) for folder in two_folders]
         assert texts[0] == texts[1]
 

@@ -66,15 +66,14 @@ def recipe_record() -> dict[str, Any]:
     from PUMA.recipe import get_recipe
 
     recipe = get_recipe("improved")
-    switches = {f.name: getattr(recipe, f.name) for f in dataclasses.fields(recipe)
-                if f.name not in ("name", "from_release", "steps", "bug_fixes")}
-    return plain({"switches": switches, "departures": recipe.own_departures(),
+    return plain({"changes": recipe.changes, "departures": recipe.departures(),
                   "steps": {step: step_settings(step) for step in RECIPE_SECTIONS}})
 
 
 def tiny_outputs(model_dir: Path, work: Path) -> dict[str, Any]:
     """The improved recipe on the tiny model from fixed seeds: parameter candidates for two
     prompts, and the losses of three SFT steps."""
+    from PUMA.cli import recipe_config
     from PUMA.generate import GenerateConfig, generate_file
     from PUMA.modeling import write_json
     from PUMA.sft import SFTConfig, train_sft
@@ -84,11 +83,12 @@ def tiny_outputs(model_dir: Path, work: Path) -> dict[str, Any]:
                 {"instruction": "suggest what to buy next", "type": "recommend", "prompt": "Instruction: next\n",
                  "label": "B000000001, B000000002", "memory": "", "product": None}]
     write_json(work / "param.json", examples)
-    candidates = json.loads(generate_file(GenerateConfig(
-        model_path=str(model_dir), recipe="improved", mode="param", data_file=str(work / "param.json"),
+    candidates = json.loads(generate_file(recipe_config(
+        GenerateConfig, "generate", "improved", model_path=str(model_dir), mode="param",
+        data_file=str(work / "param.json"),
         output_file=str(work / "candidates.json"), max_new_tokens=6, num_beams=3, num_return_sequences=3,
         batch_size=2), log=lambda _: None).read_text(encoding="utf-8"))
-    out = train_sft(SFTConfig(model_path=str(model_dir), recipe="improved", train_on="param",
+    out = train_sft(recipe_config(SFTConfig, "sft", "improved", model_path=str(model_dir), train_on="param",
                               param_data=str(work / "param.json"), output_dir=str(work / "sft"), max_steps=3,
                               per_device_train_batch_size=1, gradient_accumulation_steps=1, learning_rate=1e-2,
                               save_strategy="no", logging_steps=1))
@@ -131,7 +131,7 @@ def test_what_the_improved_recipe_computes_on_the_tiny_model_is_its_golden_recor
 
 
 def test_a_changed_setting_is_named_with_both_values():
-    golden = {"steps": {"sft": {"lora": {"r": 16}}}, "switches": {"label_only_loss": True}}
-    now = {"steps": {"sft": {"lora": {"r": 8}}}, "switches": {"label_only_loss": True}}
+    golden = {"steps": {"sft": {"lora": {"r": 16}}}, "changes": {"sft": {"loss": "label_only"}}}
+    now = {"steps": {"sft": {"lora": {"r": 8}}}, "changes": {"sft": {"loss": "label_only"}}}
     assert differences(golden, now) == ["steps.sft.lora.r: 16 -> 8"]
     assert differences(golden, golden) == []

@@ -57,9 +57,8 @@ def test_improved_other_steps_and_no_gpu_take_no_deepspeed():
                           "PUMA/configs/accelerate_single_gpu.yaml", "--num_processes", "1")
     assert p.train_args == ("--bf16",) and p.recipe == "improved"
     assert plan("dpo", 4, RECIPE="improved").train_args == ("--bf16",)
-    for step in ("grpo", "generate"):  # the release trained only SFT and DPO under DeepSpeed
-        p = plan(step, 4)
-        assert "PUMA/configs/accelerate_multi_gpu.yaml" in p.launcher and p.train_args == ("--fp16",)
+    p = plan("grpo", 4)  # the release trained only SFT and DPO under DeepSpeed
+    assert "PUMA/configs/accelerate_multi_gpu.yaml" in p.launcher and p.train_args == ("--fp16",)
     for step in ("sft", "dpo", "grpo"):  # no GPU: plain Python in fp32
         p = plan(step, 0)
         assert p.launcher == ("py",) and p.train_args == () and p.gpus == 0
@@ -77,7 +76,8 @@ def test_precision_and_deepspeed_overrides():
     assert plan("sft", 0, PRECISION="fp16").train_args == ("--fp16",)
     assert plan("sft", 0, DEEPSPEED="release").launcher == ("py",)  # DeepSpeed's flag, but no GPU to run torchrun on
     assert plan("sft", 1, RECIPE="", PRECISION="", DEEPSPEED="", has_deepspeed=installed).recipe == "release"
-    for env, message in ((dict(RECIPE="other"), "RECIPE=other: expected release or improved"),
+    for env, message in ((dict(RECIPE="other"), "RECIPE=other: --recipe 'other': expected release, improved or a "
+                                                "recipe file"),
                          (dict(PRECISION="half"), "PRECISION=half: expected bf16, fp16 or fp32"),
                          (dict(DEEPSPEED="zero1"), "DEEPSPEED=zero1: expected release, zero2, zero3 or none")):
         with pytest.raises(LaunchError, match=message) as error:
@@ -218,7 +218,7 @@ def test_release_scripts_launch_deepspeed_zero2_fp16_on_gpus(tmp_path: Path, scr
     rc, argv, _ = _run_script(tmp_path, script, 0)  # no GPU: plain Python in fp32
     assert rc == 0 and argv[:2] == ["-m", module] and "--fp16" not in argv and "--deepspeed" not in argv
     rc, _, err = _run_script(tmp_path, script, 1, RECIPE="other")
-    assert rc == 2 and "RECIPE=other: expected release or improved" in err
+    assert rc == 2 and "--recipe 'other': expected release, improved or a recipe file" in err
 
 
 def test_scripts_take_the_nodes_from_the_environment(tmp_path: Path):
@@ -259,3 +259,17 @@ def test_python_dash_m_puma_runs_the_command():
     done = subprocess.run([sys.executable, "-m", "PUMA", "launch", "--help"], cwd=REPO_ROOT, capture_output=True,
                           text=True)
     assert done.returncode == 0 and "DEEPSPEED=release|zero2|zero3|none" in done.stdout
+
+
+def test_the_steps_own_gpu_settings_decide_its_precision_and_deepspeed():
+    """`--gpu_dtype` and `--gpu_launch` are settings of the step (its recipe's, a config file's or its
+    flags'): the launcher reads them from the step's settings, not from RECIPE."""
+    from PUMA.cli import parse_step
+    from PUMA.sft import SFTConfig
+
+    mine = parse_step(SFTConfig, ["--gpu_dtype", "bfloat16", "--gpu_launch", "accelerate"], "sft", None, "sft")
+    p = plan_launch("sft", {"PUMA_PYTHON": "py"}, 2, not_asked, settings=mine)
+    assert p.train_args == ("--bf16",) and "accelerate.commands.launch" in p.launcher
+    release = plan_launch("sft", {"PUMA_PYTHON": "py", "RECIPE": "improved"}, 2, installed,
+                          settings=parse_step(SFTConfig, [], "sft", None, "sft"))
+    assert release.recipe == "release" and release.train_args == ("--fp16", *RELEASE_DS)

@@ -12,6 +12,7 @@ from PUMA.prompting import OutputRules, parse_asins, parse_parameters
 from PersonalWAB.protocol import project_protocol
 from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH
 from PUMA.agent_settings import PumaAgentSettings
+from PUMA.cli import recipe_config
 
 
 def test_parameter_parsing_rules():
@@ -20,7 +21,7 @@ def test_parameter_parsing_rules():
     assert action.name == RECOMMEND and action.arguments == {"product_sequence": ["B9", "B2", "B1"]}
     assert parse_parameters(SEARCH, "  red kettle  ").arguments == {"query": "red kettle"}
     assert parse_parameters(REVIEW, "Great mug.").arguments == {"review": "Great mug."}
-    rules = OutputRules.of(project_protocol(), release=False)
+    rules = OutputRules.of(project_protocol(), "lenient")
     say = parse_parameters(SEARCH, "Say: which colour do you want?", rules)
     assert say.name == "respond" and say.arguments == {"content": "which colour do you want?"}
     assert parse_parameters(REVIEW, " stop ", rules).name == "stop"
@@ -220,7 +221,8 @@ def test_release_recipe_takes_only_the_exact_function_name(tiny_data, tmp_path: 
     params = {tasks[0]["task"]: "red kettle", tasks[1]["task"]: "red kettle", tasks[2]["task"]: "stop it",
               tasks[3]["task"]: "Say: which colour?"}
     files = _puma_files(tmp_path, tasks, functions, params)
-    release, improved = PumaAgent(tiny_data, *files, recipe="release"), PumaAgent(tiny_data, *files, recipe="improved")
+    release, improved = (PumaAgent(tiny_data, *files, settings=recipe_config(PumaAgentSettings, "agent", recipe))
+                         for recipe in ("release", "improved"))
     protocol = project_protocol()
     assert release.decide(protocol, tasks[0]) == improved.decide(protocol, tasks[0])
     assert release.decide(protocol, tasks[0]).arguments == {"query": "red kettle"}
@@ -250,8 +252,8 @@ def test_a_function_output_naming_no_tool_scores_zero_and_the_run_goes_on(tiny_d
     functions[tasks[1]["task"]] = "Search_Product_By_Query" if recipe == "release" else "no idea"
     f, p = _puma_files(tmp_path, tasks, functions, params)
     config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test", end_index=4,
-                       agent_options={"puma": PumaAgentSettings(puma_function_file=f, puma_param_file=p,
-                                                                recipe=recipe)},
+                       agent_options={"puma": recipe_config(PumaAgentSettings, "agent", recipe, puma_function_file=f,
+                                                            puma_param_file=p)},
                        out=str(tmp_path / "r.json"), agent_memory="none")
     header, path, _ = run(config, log=lambda _: None)
     records = sorted(load_result_file(path)[1], key=lambda r: r["task_id"])
@@ -277,8 +279,8 @@ def test_multi_turn_steps_release_repeats_its_action_improved_stops(tiny_data, t
     results = {}
     for recipe in ("release", "improved"):
         config = RunConfig(agent_strategy="puma", data_dir=str(tiny_data.data_dir), task_split="test", end_index=3,
-                           agent_options={"puma": PumaAgentSettings(puma_function_file=files[0],
-                                                                    puma_param_file=files[1], recipe=recipe)},
+                           agent_options={"puma": recipe_config(PumaAgentSettings, "agent", recipe,
+                                                                puma_function_file=files[0], puma_param_file=files[1])},
                            max_steps=3, user_mode="offline", out=str(tmp_path / f"{recipe}.json"),
                            agent_memory="none")
         header, path, _ = run(config, log=lambda _: None)

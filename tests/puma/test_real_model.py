@@ -65,13 +65,14 @@ def _held_out_loss(model, tokenizer, examples: list[dict[str, str]]) -> float:
 def test_a_short_sft_lowers_the_held_out_loss_and_its_function_names_parse(smollm2: Path, tiny_data, tmp_path: Path):
     from PersonalWAB.data.schema import TASK_FUNCTIONS
     from PUMA.modeling import generate_texts, load_causal_lm
+    from PUMA.cli import recipe_config
     from PUMA.sft import SFTConfig, train_sft
 
     train, test = _function_examples(tiny_data, "train"), _function_examples(tiny_data, "test")
     (tmp_path / "f.json").write_text(json.dumps(train))
     model, tokenizer = load_causal_lm(smollm2)
     before = _held_out_loss(model, tokenizer, test)
-    out = train_sft(SFTConfig(recipe="improved", model_path=str(smollm2), train_on="function",
+    out = train_sft(recipe_config(SFTConfig, "sft", "improved", model_path=str(smollm2), train_on="function",
                               function_data=str(tmp_path / "f.json"), output_dir=str(tmp_path / "sft"),
                               num_train_epochs=1, per_device_train_batch_size=4, gradient_accumulation_steps=1,
                               max_length=256, save_strategy="no", learning_rate=3e-4))

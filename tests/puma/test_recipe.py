@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import pytest
 
 from PersonalWAB.data.schema import RECOMMEND, REVIEW, SEARCH
+from PersonalWAB.errors import DataError
 from PersonalWAB.protocol import project_protocol
 from tests.conftest import REPO_ROOT
 
@@ -257,7 +257,7 @@ def test_pair_count_and_records_through_the_step(tmp_path: Path):
                                        output_file=str(tmp_path / "dpo.json")), log=lambda _: None)
     record = json.loads((tmp_path / "dpo.puma_run.json").read_text())
     assert len(json.loads(out.read_text())) == record["pairs"] == record["scored_examples"] == 3
-    with pytest.raises(ValueError, match="made with --recipe release"):
+    with pytest.raises(ValueError, match="made with --recipe release .* whose settings differ"):
         build_dpo_data(DPODataConfig(scores_file=str(tmp_path / "scores.json"), param_data=str(out),
                                      output_file=str(tmp_path / "x.json"), recipe="improved"))
 
@@ -306,7 +306,7 @@ def test_dpo_prompts_keep_their_instruction(tiny_puma_data, tiny_model_dir: Path
     assert 0 < fitting < len(pairs)
     fitted = [dict(p) for p in pairs]
     fit_prompts(fitted, examples, DPODataConfig(model_path=str(tiny_model_dir), max_length=max_length))
-    improved = encode_pairs(DPOStepConfig(recipe="improved", max_length=max_length), tokenizer, fitted)
+    improved = encode_pairs(DPOStepConfig(prompt_cut="memory", max_length=max_length), tokenizer, fitted)
     for pair, row in zip(pairs, improved):
         assert pair["instruction"] in tokenizer.decode(row["prompt_ids"], skip_special_tokens=True)
         assert len(row["prompt_ids"]) + max(len(row["chosen_ids"]), len(row["rejected_ids"])) <= max_length
@@ -316,7 +316,7 @@ def test_dpo_prompts_keep_their_instruction(tiny_puma_data, tiny_model_dir: Path
 def test_release_agent_output_rules(fake_protocol):
     from PUMA.prompting import OutputRules, parse_parameters
 
-    release, improved = OutputRules.of(fake_protocol, release=True), OutputRules.of(fake_protocol, release=False)
+    release, improved = OutputRules.of(fake_protocol, "strict"), OutputRules.of(fake_protocol, "lenient")
     assert parse_parameters(SEARCH, "stop watch", release).name == "stop"
     assert parse_parameters(SEARCH, "stop watch", improved).arguments == {"query": "stop watch"}
     assert parse_parameters(SEARCH, "say: hi", release).arguments == {"query": "say: hi"}
@@ -327,13 +327,16 @@ def test_release_agent_output_rules(fake_protocol):
 
 def test_release_agent_formats_memory_by_the_true_task_type(tiny_puma_data, tiny_model_dir: Path):
     from PUMA.agent import LiveGenerator, PumaAgent
+    from PUMA.agent_settings import PumaAgentSettings
+    from PUMA.cli import recipe_config
 
     protocol = project_protocol()
     task = next(t for t in tiny_puma_data.split("test") if t["type"] == "search"
                 and tiny_puma_data.behaviours_before(t["user_id"], t["timestamp"]))
     generator = LiveGenerator(str(tiny_model_dir))
-    release = PumaAgent(tiny_puma_data, generator=generator, recipe="release").live_prompt(protocol, task, RECOMMEND)
-    improved = PumaAgent(tiny_puma_data, generator=generator, recipe="improved").live_prompt(protocol, task, RECOMMEND)
+    release, improved = (PumaAgent(tiny_puma_data, generator=generator,
+                                   settings=recipe_config(PumaAgentSettings, "agent", recipe)).live_prompt(
+        protocol, task, RECOMMEND) for recipe in ("release", "improved"))
     assert release != improved
     search_line = protocol.text("puma.taskspe.search").split("<")[0]
     recommend_line = protocol.text("puma.taskspe.recommend").split("<")[0]
@@ -377,22 +380,25 @@ def test_release_reading_of_a_generation_keeps_leading_whitespace_after_the_last
     assert text_after("### Tool Parameter:\n", "Prompt\n### Tool Parameter:\n  red kettle \n") == "  red kettle"
     assert text_after("### Tool Parameter:\n", "P\n### Tool Parameter:\nA\n### Tool Parameter:\nB") == "B"
     tokens = SimpleNamespace(pad_token_id=2, eos_token_id=2, bos_token_id=1)
-    greedy = decoding_config(tokens, max_new_tokens=32, temperature=0.0, release=True)
+    greedy = decoding_config(tokens, max_new_tokens=32, temperature=0.0, decoding="release")
     assert (greedy.num_return_sequences, greedy.early_stopping, greedy.temperature, greedy.do_sample) == \
         (1, False, 0, False)
-    sampled = decoding_config(tokens, max_new_tokens=256, num_beams=10, do_sample=True, temperature=1.5, release=True)
+    sampled = decoding_config(tokens, max_new_tokens=256, num_beams=10, do_sample=True, temperature=1.5,
+                              decoding="release")
     assert (sampled.num_return_sequences, sampled.early_stopping, sampled.top_k, sampled.top_p, sampled.temperature,
             sampled.repetition_penalty) == (10, True, 50, 1.0, 1.5, 1.0)
 
 
 def test_release_param_generation_needs_the_function_file_and_one_sequence_per_beam(tmp_path: Path):
+    from PUMA.cli import recipe_config
     from PUMA.generate import GenerateConfig, decoding_settings, generate_file
 
     with pytest.raises(ValueError, match="needs --function_file"):
         generate_file(GenerateConfig(mode="param", data_file=str(tmp_path / "none.json")), log=lambda _: None)
     with pytest.raises(ValueError, match="one sequence per beam"):
         decoding_settings(GenerateConfig(mode="param", num_beams=10, num_return_sequences=4))
-    assert decoding_settings(GenerateConfig(mode="param", recipe="improved", num_beams=10, num_return_sequences=4))
+    assert decoding_settings(recipe_config(GenerateConfig, "generate", "improved", mode="param", num_beams=10,
+                                           num_return_sequences=4))
 
 
 def test_release_generation_end_to_end_lists_every_output(tiny_model_dir: Path, tmp_path: Path):
@@ -418,6 +424,7 @@ def test_release_generation_end_to_end_lists_every_output(tiny_model_dir: Path, 
 # --- batch and precision under --recipe release ----------------------------------------------------------
 @pytest.mark.parametrize("world, accumulation", [(1, 64), (2, 32), (4, 16), (8, 8)])
 def test_release_keeps_64_examples_per_step_on_any_gpu_count(monkeypatch, world: int, accumulation: int):
+    from PUMA.cli import recipe_config
     from PUMA.dpo import DPOStepConfig
     from PUMA.sft import SFTConfig
 
@@ -428,11 +435,11 @@ def test_release_keeps_64_examples_per_step_on_any_gpu_count(monkeypatch, world:
                 layout.global_batch_size) == (world, 1, accumulation, 64)
         arguments = config.trainer_arguments()
         assert (arguments["per_device_train_batch_size"], arguments["gradient_accumulation_steps"]) == (1, accumulation)
-    # the improved recipe keeps its per-GPU layout, explicit in Python
-    improved = SFTConfig(recipe="improved").batch_layout()
+    # the improved recipe keeps its per-GPU layout (its file's batch settings)
+    improved = recipe_config(SFTConfig, "sft", "improved").batch_layout()
     assert (improved.per_device_train_batch_size, improved.gradient_accumulation_steps,
             improved.global_batch_size) == (4, 4, 16 * world)
-    assert DPOStepConfig(recipe="improved").batch_layout().global_batch_size == 16 * world
+    assert recipe_config(DPOStepConfig, "dpo", "improved").batch_layout().global_batch_size == 16 * world
 
 
 def test_global_batch_refusal_and_explicit_overrides(monkeypatch):
@@ -455,10 +462,14 @@ def test_global_batch_refusal_and_explicit_overrides(monkeypatch):
     chosen = parse_step(SFTConfig, ["--global_batch_size", "32"], "sft", None, "sft").batch_layout()
     assert (chosen.gradient_accumulation_steps, chosen.global_batch_size, chosen.rule) == (8, 32, "--global_batch_size")
     assert SFTConfig(global_batch_size=32, gradient_accumulation_steps=8).batch_layout().global_batch_size == 32
-    with pytest.raises(ValueError, match="give one of the two"):
-        SFTConfig(global_batch_size=64, gradient_accumulation_steps=8).batch_layout()
-    with pytest.raises(ValueError, match="must be positive"):
+    # an accumulation above 0 wins over the global batch, which is then what it makes
+    assert SFTConfig(global_batch_size=64, gradient_accumulation_steps=8).batch_layout().global_batch_size == 32
+    with pytest.raises(ValueError, match="give one of them"):
+        SFTConfig(global_batch_size=0, gradient_accumulation_steps=0).batch_layout()
+    with pytest.raises(ValueError, match="must not be negative"):
         SFTConfig(gradient_accumulation_steps=-1).batch_layout()
+    with pytest.raises(ValueError, match="must be at least 1"):
+        SFTConfig(per_device_train_batch_size=0).batch_layout()
 
 
 def test_precision_path_and_launch_departures():
@@ -467,7 +478,7 @@ def test_precision_path_and_launch_departures():
     release_ds = str(REPO_ROOT / "PUMA" / "configs" / "deepspeed_zero2_release.json")
     assert precision_path(LoRATrainingConfig(fp16=True, deepspeed=release_ds), "cuda") == "deepspeed-zero2-fp16"
     assert precision_path(LoRATrainingConfig(fp16=True), "cuda") == "amp-fp16"
-    assert precision_path(LoRATrainingConfig(recipe="improved", bf16=True), "cuda") == "amp-bf16"
+    assert precision_path(LoRATrainingConfig(bf16=True), "cuda") == "amp-bf16"
     assert precision_path(LoRATrainingConfig(), "cpu") == "fp32-cpu"
     zero3 = str(REPO_ROOT / "PUMA" / "configs" / "deepspeed_zero3.json")
     assert precision_path(LoRATrainingConfig(bf16=True, deepspeed=zero3), "cuda") == "deepspeed-zero3-bf16"
@@ -481,7 +492,7 @@ def test_precision_path_and_launch_departures():
     lines = launch_departures(small, "dpo", small.batch_layout(2), "deepspeed-zero2-fp16", "cuda")
     assert lines == ["dpo: global batch 8 (the release: 64) (chosen at launch (--gradient_accumulation_steps))"]
     assert launch_departures(small, "sft", small.batch_layout(1), "fp32-cpu", "cpu") == []  # a CPU smoke run
-    improved = LoRATrainingConfig(recipe="improved", bf16=True)
+    improved = LoRATrainingConfig(gpu_launch="accelerate", bf16=True)  # the improved recipe's launch
     assert launch_departures(improved, "sft", improved.batch_layout(2), "amp-bf16", "cuda") == []
 
 
@@ -571,66 +582,84 @@ def test_release_deepspeed_config_has_the_release_settings():
 
 # --- the recipes as data: PUMA/configs/<recipe>.yaml -------------------------------------------------------------
 def test_recipe_files_define_both_recipes():
-    from PUMA.recipe import RECIPES, get_recipe, load_recipes
+    from PUMA.recipe import bug_fixes, get_recipe, release_book
 
-    book = load_recipes()
-    assert tuple(book.recipes) == RECIPES and book.shared_with_release.startswith("memory k = 100")
+    assert release_book().shared_with_release.startswith("memory k = 100")
     release, improved = get_recipe("release"), get_recipe("improved")
     assert release is get_recipe("release")  # read once
-    assert (release.gpu_train_dtype, improved.gpu_train_dtype) == ("float16", "bfloat16")
-    assert release.repeat_action and release.strict_release_parsing and not improved.repeat_action
-    assert (release.sft_batch, improved.sft_batch, release.dpo_batch, improved.dpo_batch) == \
-        ((1, 0, 64), (4, 4, 0), (1, 0, 64), (1, 16, 0))
-    assert release.own_departures() == [] and improved.own_departures() == improved.departures()[7:]
-    # every recipe departs from the release first where release.yaml's bug_fixes say, then where its own file says
-    assert len(release.departures()) == 7 and improved.departures()[:7] == release.departures()
-    (score,), (fast_test,) = release.departures("score"), release.departures("fast_test")
+    assert (release.value("sft", "gpu_dtype"), improved.value("sft", "gpu_dtype")) == ("float16", "bfloat16")
+    assert release.value("agent", "puma_repeat_action") and not improved.value("agent", "puma_repeat_action")
+    batch = ("per_device_train_batch_size", "gradient_accumulation_steps", "global_batch_size")
+    assert [tuple(r.value(step, key) for key in batch) for step in ("sft", "dpo") for r in (release, improved)] == \
+        [(1, 0, 64), (4, 4, 0), (1, 0, 64), (1, 16, 0)]
+    # departures are computed: the release recipe has none of its own, the improved one a line per changed setting
+    assert release.changes == {} and release.departures() == []
+    assert len(improved.departures()) == sum(len(values) for values in improved.changes.values())
+    # every recipe keeps the release's bug fixes, which records list first
+    assert len(bug_fixes()) == 7
+    (score,), (fast_test,) = bug_fixes("score"), bug_fixes("fast_test")
     assert score.removeprefix("score: ") == fast_test.removeprefix("fast_test: ")  # one text (a YAML anchor)
-    assert improved.departures("sft")[-2] == ("sft: bf16 mixed precision on a GPU (the release: fp16) (no loss "
-                                              "scaling or fp16 overflow; same speed on Ampere and newer GPUs)")
-    with pytest.raises(ValueError, match="expected one of release, improved"):
+    assert ("sft: bf16 mixed precision on a GPU (the release fp16) (no loss scaling or fp16 overflow; same speed on "
+            "Ampere and newer GPUs)") in improved.departures("sft")
+    with pytest.raises(ValueError, match="expected release, improved or a recipe file"):
         get_recipe("other")
 
 
-@pytest.mark.parametrize("edit, error", [
-    (("  skip_uninformative_pairs: true  # step 5: no tied or single-candidate pairs\n", ""),
-     "improved.yaml: missing key switches.skip_uninformative_pairs"),
-    (("  repeat_action: false", "  repeat_actions: false"), "improved.yaml: unknown key switches.repeat_actions"),
-    (("  label_only_loss: true", "  label_only_loss: yes please"),
-     "improved.yaml: switches.label_only_loss: expected bool, got 'yes please'"),
-    (("  gpu_eval_dtype: bfloat16", "  gpu_eval_dtype: 16"), "improved.yaml: switches.gpu_eval_dtype: expected str"),
-    (("departures:\n", "departure:\n"), "improved.yaml: unknown key departure"),
-    (("  - step: dpo_data\n", "  - step: dpo_data\n    when: now\n"),
-     r"improved.yaml: unknown key departures\[8\].when"),
-    (("    why: >-\n      chosen and rejected would carry no preference\n", ""),
-     r"improved.yaml: missing key departures\[8\].why"),
-    (("  - step: dpo_data\n", "  - step: [dpo_data]\n"), r"improved.yaml: departures\[8\].step: expected str"),
-    (("  dpo_batch: [1, 16, 0]", "  dpo_batch: [1, 16]"),
-     r"improved.yaml: switches.dpo_batch: expected a list of 3 integers, got \[1, 16\]"),
-    (("  score: {task_split: train}", "  scoring: {task_split: train}"), "improved.yaml: steps.scoring: expected a "
-                                                                          "mapping of one of the steps"),
-])
-def test_a_bad_recipe_file_names_its_file_and_key(tmp_path: Path, edit: tuple[str, str], error: str):
-    from PUMA.recipe import CONFIGS, load_recipes
+def test_a_recipe_file_of_ones_own_departs_where_it_changes_a_setting(tmp_path: Path):
+    from PUMA.recipe import get_recipe
 
-    for name in ("release", "improved"):
-        shutil.copy(CONFIGS / f"{name}.yaml", tmp_path)
-    path = tmp_path / "improved.yaml"
-    text = path.read_text()
+    path = tmp_path / "mine.yaml"
+    path.write_text("steps:\n  sft: {learning_rate: 1.0e-4, lora_r: 16}\n  score: {parsing: lenient}\n")
+    mine = get_recipe(str(path))
+    assert mine.changes == {"sft": {"learning_rate": 1e-4}, "score": {"parsing": "lenient"}}  # lora_r: the release's
+    assert mine.departures() == [
+        f"sft: learning_rate 0.0001 (the release: 0.0003) (set by recipe {path})",
+        "score: a candidate the agent would read as a message (`Say:`) or a stop scores 0 (the release scores it as "
+        "a search query or review, which the agent would never send)"]
+    assert mine.value("sft", "num_train_epochs") == 10 and mine.value("sft", "learning_rate") == 1e-4
+
+
+@pytest.mark.parametrize("text, error", [
+    ("steps: []\n", "mine.yaml: steps: expected dict"),
+    ("step: {}\n", "mine.yaml: unknown key step"),
+    ("{}\n", "mine.yaml: missing key steps"),
+    ("steps:\n  scoring: {}\n", "mine.yaml: unknown key steps.scoring"),
+    ("steps:\n  sft: {learning_rat: 1}\n", "mine.yaml: steps.sft.learning_rat is not a setting of sft"),
+    ("steps:\n  sft: {loss: label}\n", "mine.yaml: steps.sft.loss"),
+    ("steps:\n  agent: {puma_repeat_action: maybe}\n", "mine.yaml: steps.agent.puma_repeat_action"),
+    ("steps: {sft: [1]}\n", "mine.yaml: steps.sft: expected dict"),
+])
+def test_a_bad_recipe_file_names_its_file_and_key(tmp_path: Path, text: str, error: str):
+    from PUMA.recipe import get_recipe
+
+    (tmp_path / "mine.yaml").write_text(text)
+    with pytest.raises((ValueError, DataError), match=error):
+        get_recipe(str(tmp_path / "mine.yaml"))
+
+
+@pytest.mark.parametrize("edit, error", [
+    (("reasons:\n", "reason:\n"), "release.yaml: unknown key reason"),
+    (("    paper: [4.0e-3]\n", "    paper: 4.0e-3\n"), r"release.yaml: readings\[0\].paper: expected list"),
+    (("  - {step: data, setting: recommend_labels, value: distinct,", "  - {step: data, value: distinct,"),
+     r"release.yaml: missing key reasons\[0\].setting"),
+    (("  score: {task_split: train, parsing: strict,", "  score: {task_split: train, parsing: loose,"),
+     "release.yaml: steps.score.parsing"),
+])
+def test_a_bad_release_file_names_its_file_and_key(tmp_path: Path, edit: tuple[str, str], error: str):
+    from PUMA.recipe import RELEASE_FILE, read_release_book
+
+    text = RELEASE_FILE.read_text()
     assert edit[0] in text
-    path.write_text(text.replace(edit[0], edit[1], 1))
-    with pytest.raises(ValueError, match=error):
-        load_recipes(tmp_path)
-    (tmp_path / "release.yaml").unlink()
-    with pytest.raises(ValueError, match="release.yaml: cannot read recipe 'release'"):
-        load_recipes(tmp_path)
+    (tmp_path / "release.yaml").write_text(text.replace(edit[0], edit[1], 1))
+    with pytest.raises((ValueError, DataError), match=error):
+        read_release_book(tmp_path / "release.yaml")
 
 
 def test_records_say_whether_a_setting_follows_the_release_recipe_or_the_paper(tmp_path: Path):
     """Where the paper and the release's scripts disagree (SFT learning rate, memory length)
     or a script cannot run as shipped (train_on), every record says what its value follows."""
     from PUMA.data import DataConfig
-    from PUMA.recipe import CONFIGS, get_recipe, load_recipes, write_record
+    from PUMA.recipe import get_recipe, write_record
     from PUMA.sft import SFTConfig
 
     recipe = get_recipe("release")
@@ -644,9 +673,35 @@ def test_records_say_whether_a_setting_follows_the_release_recipe_or_the_paper(t
     assert memory["readings"][0].startswith("mem_token_length 512: the paper's stated value")
     odd = json.loads(write_record(tmp_path / "d", "data_param", recipe, DataConfig(mem_token_length=100)).read_text())
     assert "neither" in odd["readings"][0]
-    for name in ("release", "improved"):
-        shutil.copy(CONFIGS / f"{name}.yaml", tmp_path)
-    text = (tmp_path / "release.yaml").read_text()
-    (tmp_path / "release.yaml").write_text(text.replace("    paper: [4.0e-3]\n", "    paper: 4.0e-3\n", 1))
-    with pytest.raises(ValueError, match=r"release.yaml: readings\[0\].paper: expected list"):
-        load_recipes(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_users_recipe_file_runs_and_its_records_list_exactly_its_two_departures(tiny_puma_data, tiny_model_dir: Path,
+                                                                                   tmp_path: Path):
+    """`puma run --recipe my.yaml`, a recipe of one's own that changes two settings of the release's,
+    steps 1-7 at the smoke's tiny settings: every record names exactly those two departures of the
+    recipe, and each in the record of the step it belongs to (the tiny settings, given for the run,
+    are named apart)."""
+    from PersonalWAB.settings import parse
+    from PUMA.pipeline import PipelineSettings, run_pipeline
+    from PUMA.recipe import get_recipe
+
+    mine = tmp_path / "my_recipe.yaml"
+    mine.write_text("steps:\n  sft: {lora_r: 8}\n  score: {review_score: environment}\n")
+    work = tmp_path / "run"
+    settings = parse(PipelineSettings, ["--config", str(REPO_ROOT / "scripts" / "puma_smoke.yaml"), "--recipe",
+                                        str(mine), "--data_dir", str(tiny_puma_data.data_dir), "--model_path",
+                                        str(tiny_model_dir), "--work_dir", str(work)])
+    settings.data = {**(settings.data or {}), "train_tasks": 12}
+    assert run_pipeline(settings, log=lambda _: None) == 0
+    lora = f"sft: lora_r 8 (the release: 16) (set by recipe {mine})"
+    review = next(line for line in get_recipe("improved").departures("score") if "as the environment scores" in line)
+    records = {path.relative_to(work).as_posix(): json.loads(path.read_text())
+               for path in work.rglob("*puma_run.json")}
+    assert {"sft/puma_run.json", "param_candidates_train_scores.puma_run.json", "dpo/puma_run.json"} <= set(records)
+    for name, record in records.items():
+        assert record["recipe"] == str(mine) and record["recipe_departures"] == [lora, review], name
+        assert (lora in record["departures_from_release"]) == (record["step"] == "sft"), name
+        assert (review in record["departures_from_release"]) == (record["step"] == "score"), name
+    header = json.loads((work / "result_puma_singleturn.json").read_text())[0]
+    assert header["run_args"]["recipe"] == str(mine) and header["run_args"]["protocol"]["departures"] == []

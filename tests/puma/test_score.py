@@ -47,14 +47,14 @@ def test_review_scores_raw_under_release_clipped_under_improved(tiny_data):
              ("REAL", placeholder): 0.0625, ("REAL", "Say: hi"): -0.5}
     candidates = {"Write my review": ["bad", "", "same", "Say: hi", "bad"]}
     engines = stub_engines(tiny_data, table)
-    release = score_candidates(engines, [task], candidates, recipe="release")
+    release = score_candidates(engines, [task], candidates, parsing="strict", review_score="raw_cosine")
     assert release == {"Write my review": {"bad": -0.25, "": -0.125, "same": 1.0000002, "Say: hi": -0.5}}
     assert "" in engines.embedder.seen and placeholder not in engines.embedder.seen  # "" is encoded as ""
     engines = stub_engines(tiny_data, table)
-    improved = score_candidates(engines, [task], candidates, recipe="improved")
+    improved = score_candidates(engines, [task], candidates, parsing="lenient", review_score="environment")
     assert improved == {"Write my review": {"bad": 0.0, "": 0.0625, "same": 1.0, "Say: hi": 0.0}}
     assert placeholder in engines.embedder.seen
-    # no recipe (GRPO's reward): every candidate is the parameter, scored as the environment does
+    # no parsing (GRPO's reward): every candidate is the parameter, scored as the environment does
     default = score_candidates(stub_engines(tiny_data, table), [task], candidates)
     assert default == {"Write my review": {"bad": 0.0, "": 0.0625, "same": 1.0, "Say: hi": 0.0}}
 
@@ -64,7 +64,7 @@ def test_review_with_the_wrong_function_scores_zero_under_release(tiny_data):
 
     task = dict(review_task("Find me a kettle", "REAL"), type="search")  # a review posted for a search task
     scores = score_candidates(stub_engines(tiny_data, {}), [task], {"Find me a kettle": ["bad"]},
-                              functions={"Find me a kettle": REVIEW_FN}, recipe="release")
+                              functions={"Find me a kettle": REVIEW_FN}, parsing="strict", review_score="raw_cosine")
     assert scores == {"Find me a kettle": {"bad": 0.0}}
 
 
@@ -73,12 +73,12 @@ def test_a_repeated_instruction_is_scored_against_its_last_task(tiny_data):
 
     tasks = [review_task("X", "first real"), review_task("Y", "other"), review_task("X", "second real")]
     table = {("first real", "c"): 0.1, ("second real", "c"): 0.9, ("other", "d"): 0.3}
-    for recipe in ("release", "improved"):
+    for parsing, review_score in (("strict", "raw_cosine"), ("lenient", "environment")):
         scores = score_candidates(stub_engines(tiny_data, table), tasks, {"Y": ["d"], "X": ["c"], "Z": ["e"]},
-                                  recipe=recipe)
+                                  parsing=parsing, review_score=review_score)
         assert list(scores) == ["X", "Y"]  # the order of each instruction's first task, as the release's dict
         assert scores["X"] == {"c": 0.9} and scores["Y"] == {"d": 0.3}
-    assert scoring_facts("release", tasks)["repeated_instruction_count"] == 1
+    assert scoring_facts("strict", "raw_cosine", tasks)["repeated_instruction_count"] == 1
 
 
 def test_search_and_recommend_scores_are_the_releases_rank_formula(tiny_data, tiny_engines):
@@ -93,7 +93,7 @@ def test_search_and_recommend_scores_are_the_releases_rank_formula(tiny_data, ti
     first = next((i for i, text in enumerate(results) if target in text), None)
     expected = 0.0 if first is None else 1 - first / len(results)
     assert rank_score(target, results) == expected
-    assert score_jobs(tiny_engines, [(task, SEARCH_FN, query), (task, SEARCH_FN, f"  {query} ")], "release") == \
+    assert score_jobs(tiny_engines, [(task, SEARCH_FN, query), (task, SEARCH_FN, f"  {query} ")], "strict") == \
         [expected, expected]
     assert rank_score("B01", ["Product 0: B012", "Product 1: B01"]) == 1.0  # a substring counts, as in the release
 
@@ -155,7 +155,7 @@ def test_fast_test_semantics_on_tiny_data(tiny_data, tiny_engines, tmp_path: Pat
     for r, task in zip(rows, tasks):
         if r["function_acc"]:
             jobs = [(task, FUNCTION_FOR_TASK_TYPE[task["type"]], c) for c in params[task["task"]]]
-            assert r["candidate_scores"] == score_jobs(tiny_engines, jobs, "release")
+            assert r["candidate_scores"] == score_jobs(tiny_engines, jobs, "strict", "raw_cosine")
     summary = summarize(rows)
     assert summary["overall"]["total"] == len(tasks)
     assert summary["search"]["tool_accuracy"] == pytest.approx(1 - 1 / len(search))
@@ -189,7 +189,6 @@ def test_search_label_kept_raw_under_release(tiny_data):
     from PersonalWAB.llm import LLMClient
     from devtools.doubles.scripted_server import ScriptedLLMServer, ScriptedReply
     from PUMA.data import llm_query, param_label
-    from PUMA.recipe import get_recipe
 
     task = next(t for t in tiny_data.split("train") if t["type"] == "search")
     behaviours = tiny_data.behaviours_before(task["user_id"], task["timestamp"])
@@ -204,9 +203,8 @@ def test_search_label_kept_raw_under_release(tiny_data):
         assert llm_query(protocol, client, task["task"], memory, fallback, raw=True) == quoted
         assert llm_query(protocol, client, task["task"], memory, fallback, raw=True) == ""
         assert llm_query(protocol, client, task["task"], memory, fallback, raw=True) == "None"
-        release, improved = get_recipe("release"), get_recipe("improved")
-        assert param_label(protocol, tiny_data, task, behaviours, memory, "train", release, client) == quoted
-        assert param_label(protocol, tiny_data, task, behaviours, memory, "train", improved, client) == \
+        assert param_label(protocol, tiny_data, task, behaviours, memory, "train", client) == quoted
+        assert param_label(protocol, tiny_data, task, behaviours, memory, "train", client, search_labels="cleaned") == \
             "wireless earbuds TROOIX"
 
 

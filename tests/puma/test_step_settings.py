@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from PUMA.__main__ import COMMANDS
 from PUMA.cli import parse_step, recipe_defaults
 from PUMA.recipe import RECIPES, get_recipe, write_record
 from PUMA.steps import BY_NAME
-from tests.conftest import REPO_ROOT
 
 # the settings class of each `puma` command that is not a step (the steps' are in PUMA/steps.py)
 TOOL_SETTINGS = {"tiny_model": ("PUMA.tiny_model", "TinyModelConfig"), "model": ("PUMA.pretrained", "PrepareConfig"),
@@ -67,37 +65,32 @@ def test_a_config_file_equals_the_same_flags(tmp_path: Path):
 
 
 def test_the_recipe_files_step_settings_are_settings_and_the_release_values_the_documented_defaults():
+    from PUMA.recipe import section_class
+
     for recipe in RECIPES:
         for step in get_recipe(recipe).steps:
-            cls = settings_class(step)
+            cls = section_class(step)
             values = recipe_defaults(cls, step, recipe)  # raises on a key that is no setting of the step
             if recipe == "release":
                 defaults = {item.name: default_of(item) for item in settings_fields(cls)}
                 assert {name: defaults[name] for name in values} == values, step
 
 
-def test_the_recipe_files_step_settings_sit_under_config_and_flags(tmp_path: Path, monkeypatch):
-    import PUMA.recipe
+def test_the_recipe_files_step_settings_sit_under_config_and_flags(tmp_path: Path):
     from PUMA.generate import GenerateConfig
 
-    monkeypatch.setattr(PUMA.recipe, "step_settings", lambda recipe, step: {"num_beams": 4} if recipe == "improved"
-                        else {})
+    mine = tmp_path / "mine.yaml"  # a recipe file of one's own: release.yaml's settings but what it changes
+    mine.write_text("steps:\n  generate: {num_beams: 4, num_return_sequences: 4}\n")
     assert parse_step(GenerateConfig, [], "g", None, "generate").num_beams == 10
-    assert parse_step(GenerateConfig, ["--recipe", "improved"], "g", None, "generate").num_beams == 4
-    assert parse_step(GenerateConfig, ["--recipe=improved"], "g", None, "generate").num_beams == 4
-    (tmp_path / "c.yaml").write_text("recipe: improved\n")
+    assert parse_step(GenerateConfig, ["--recipe", str(mine)], "g", None, "generate").num_beams == 4
+    assert parse_step(GenerateConfig, [f"--recipe={mine}"], "g", None, "generate").num_beams == 4
+    (tmp_path / "c.yaml").write_text(f"recipe: {mine}\n")
     assert parse_step(GenerateConfig, ["--config", str(tmp_path / "c.yaml")], "g", None, "generate").num_beams == 4
-    (tmp_path / "d.yaml").write_text("recipe: improved\nnum_beams: 5\n")
+    (tmp_path / "d.yaml").write_text(f"recipe: {mine}\nnum_beams: 5\n")
     assert parse_step(GenerateConfig, ["--config", str(tmp_path / "d.yaml")], "g", None, "generate").num_beams == 5
-    assert parse_step(GenerateConfig, ["--recipe", "improved", "--num_beams", "6"], "g", None,
+    assert parse_step(GenerateConfig, ["--recipe", str(mine), "--num_beams", "6"], "g", None,
                       "generate").num_beams == 6
-
-
-def test_no_puma_code_asks_a_recipes_name():
-    asks = re.compile(r"""recipe\s*[!=]=\s*["']|\.name\s*[!=]=\s*["'](release|improved)["']""")
-    found = [f"{path.relative_to(REPO_ROOT)}:{number}" for path in sorted((REPO_ROOT / "PUMA").rglob("*.py"))
-             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if asks.search(line)]
-    assert found == []
+    assert parse_step(GenerateConfig, ["--recipe", "improved"], "g", None, "generate").prompts == "training"
 
 
 # --- settings that travel between steps ----------------------------------------------------------------------------
@@ -122,8 +115,10 @@ def test_dpo_refuses_pairs_fitted_to_another_length_under_the_improved_recipe(tm
     from PUMA.dpo import DPOStepConfig, train_dpo
 
     pairs = _made(tmp_path / "dpo_train.json", "dpo_data", "improved", max_length=416, model_path="m")
+    from PUMA.cli import recipe_config
+
     with pytest.raises(ValueError, match=r"--max_length 1024: --data_file .* was made with --max_length 416"):
-        train_dpo(DPOStepConfig(recipe="improved", data_file=pairs, output_dir=str(tmp_path / "dpo")))
+        train_dpo(recipe_config(DPOStepConfig, "dpo", "improved", data_file=pairs, output_dir=str(tmp_path / "dpo")))
 
 
 def test_a_difference_that_only_informs_is_said(tmp_path: Path):
@@ -134,13 +129,13 @@ def test_a_difference_that_only_informs_is_said(tmp_path: Path):
                  mem_token_length=192)
     config = SFTConfig(model_path="base/model", param_data=data)
     said: list[str] = []
-    lines = check_carried("sft", get_recipe("release"), config, {"--param_data": data}, said.append)
+    lines = check_carried("sft", config, {"--param_data": data}, said.append)
     assert lines and said == [f"note: {lines[0]}"]
     assert "--model_path base/model: --param_data" in lines[0] and "--model_path other/model" in lines[0]
-    # the improved recipe generates from the stored prompt: the memory length is not read again
+    # generation from the stored training prompt (--prompts training) does not read the memory length again
     from PUMA.generate import GenerateConfig
 
-    assert carried_mismatches("generate_param", get_recipe("improved"), GenerateConfig(data_file=data),
+    assert carried_mismatches("generate_param", GenerateConfig(data_file=data, prompts="training"),
                               {"--data_file": data}) == []
 
 

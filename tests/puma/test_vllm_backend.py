@@ -100,7 +100,7 @@ def _data_file(tmp_path: Path) -> Path:
 def test_sampled_candidates_are_seeded_samples_of_prompts_cut_on_the_left(fake_vllm, tiny_model_dir: Path,
                                                                           tmp_path: Path):
     out = generate_file(GenerateConfig(model_path=str(tiny_model_dir), data_file=str(_data_file(tmp_path)),
-                                       output_file=str(tmp_path / "cands.json"), backend="vllm", recipe="improved",
+                                       output_file=str(tmp_path / "cands.json"), backend="vllm", prompts="training",
                                        num_return_sequences=4, num_beams=10, do_sample=True, temperature=1.5,
                                        top_p=0.9, max_new_tokens=20, max_prompt_tokens=12, dtype="bfloat16"),
                         log=lambda _: None)
@@ -120,7 +120,7 @@ def test_sampled_candidates_are_seeded_samples_of_prompts_cut_on_the_left(fake_v
 
 def test_beam_candidates_drop_the_prompt_and_keep_the_best_beams(fake_vllm, tiny_model_dir: Path, tmp_path: Path):
     out = generate_file(GenerateConfig(model_path=str(tiny_model_dir), data_file=str(_data_file(tmp_path)),
-                                       output_file=str(tmp_path / "beams.json"), backend="vllm", recipe="improved",
+                                       output_file=str(tmp_path / "beams.json"), backend="vllm", prompts="training",
                                        num_return_sequences=1, num_beams=3, do_sample=False, max_new_tokens=8),
                         log=lambda _: None)
     assert json.loads(out.read_text()) == {"find me a red kettle": ["B00"], "review the mug": ["B10"]}
@@ -142,7 +142,7 @@ def test_adapter_folder_is_served_as_a_lora_on_its_base(fake_vllm, tiny_model_di
     (adapter / "adapter_config.json").write_text(json.dumps({"r": 12, "base_model_name_or_path": str(tiny_model_dir),
                                                              "peft_type": "LORA"}))
     generate_file(GenerateConfig(model_path=str(adapter), data_file=str(_data_file(tmp_path)),
-                                 output_file=str(tmp_path / "cands.json"), backend="vllm", recipe="improved",
+                                 output_file=str(tmp_path / "cands.json"), backend="vllm", prompts="training",
                                  num_return_sequences=2),
                   log=lambda _: None)
     (llm,) = fake_vllm.instances
