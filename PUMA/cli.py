@@ -97,7 +97,7 @@ def recipe_defaults(cls: type, step: str, recipe: str) -> dict[str, Any]:
     return {names[key]: value for key, value in step_settings(recipe, step).items()}
 
 
-def recipe_config(cls: type[T], step: str, recipe: str = "release", **settings: Any) -> T:
+def recipe_config(cls: type[T], step: str, recipe: str = "release", /, **settings: Any) -> T:
     """The settings `cls` of `step` under `recipe` (a name or a file) as `puma STEP --recipe RECIPE`
     makes them without other flags, then `settings` over them: for code that builds a step's
     settings in memory (benchmarks, tests)."""

@@ -280,16 +280,18 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
-    config = parse_step(DataConfig, argv, "python -m PUMA.data", __doc__, "data")
+def prepare_data(config: DataConfig) -> list[Path]:
+    """Step 1 as `config.kind` asks: the function data, the parameter data, or both."""
     if config.kind in ("param", "all"):
         from PUMA.modeling import local_files_only
 
         local_files_only(config.model_path, "--model_path")  # a tokenizer it cannot load ends here, before any work
-    if config.kind in ("function", "all"):
-        prepare_function_data(config)
-    if config.kind in ("param", "all"):
-        prepare_param_data(config)
+    written = prepare_function_data(config) if config.kind in ("function", "all") else []
+    return written + (prepare_param_data(config) if config.kind in ("param", "all") else [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    prepare_data(parse_step(DataConfig, argv, "python -m PUMA.data", __doc__, "data"))
     return 0
 
 

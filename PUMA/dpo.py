@@ -52,6 +52,11 @@ class DPOStepConfig(LoRATrainingConfig):
                                     "--prompt_cut memory) and a response that still does not fit loses its end")
     epoch_order: EpochOrder = setting("release", EPOCH_ORDER_HELP)
 
+    def trainer_config_class(self) -> type:
+        from trl import DPOConfig
+
+        return DPOConfig
+
 
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
@@ -138,9 +143,10 @@ def build_dpo_trainer(config: DPOStepConfig, model: Any = None, tokenizer: Any =
     model, tokenizer = model_and_tokenizer(config.model_path, config.bf16, config.fp16, model, tokenizer)
     dataset = Dataset.from_list(encode_pairs(config, tokenizer, pairs))
     model = with_lora(model, config)
-    args = DPOConfig(output_dir=config.output_dir, beta=config.beta, learning_rate=config.learning_rate,
-                     num_train_epochs=config.num_train_epochs, max_length=None,
-                     gradient_checkpointing=config.gradient_checkpointing, **config.trainer_arguments())
+    own: dict[str, Any] = dict(output_dir=config.output_dir, beta=config.beta, learning_rate=config.learning_rate,
+                               num_train_epochs=config.num_train_epochs, max_length=None,
+                               gradient_checkpointing=config.gradient_checkpointing)
+    args = DPOConfig(**own, **config.trainer_arguments(), **config.trainer_overrides(DPOConfig, own))
     trainer = trainer_class()(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                               epoch_order=config.epoch_order)
     return trainer, tokenizer

@@ -73,6 +73,11 @@ class GRPOStepConfig(LoRATrainingConfig):
     vllm_tensor_parallel_size: int = setting(1, "vllm: GPUs one model is split over")
     vllm_server_base_url: str | None = setting(None, "vllm server: its URL, e.g. http://localhost:8000")
 
+    def trainer_config_class(self) -> type:
+        from trl import GRPOConfig
+
+        return GRPOConfig
+
 
 def resolve_generation_backend(name: str) -> str:
     """`hf` or `vllm` for generation inside the trainer; `auto` takes vLLM when the package is
@@ -92,6 +97,7 @@ def check_config(config: GRPOStepConfig) -> str:
     """Check the settings before anything loads; returns the generation backend."""
     from PUMA.modeling import is_adapter_dir
 
+    config.check()
     if config.vllm_mode not in VLLM_MODES:
         raise ValueError(f"--vllm_mode must be one of {', '.join(VLLM_MODES)}, got {config.vllm_mode!r}")
     unknown = set(config.task_types.split(",")) - set(TASK_TYPES)
@@ -242,13 +248,14 @@ def build_grpo_trainer(config: GRPOStepConfig, reward: ResultAccReward | None = 
             "vllm_tensor_parallel_size": config.vllm_tensor_parallel_size,
             "vllm_server_base_url": config.vllm_server_base_url,
             "vllm_max_model_length": config.max_prompt_length + config.max_completion_length}
-    args = GRPOConfig(
+    own: dict[str, Any] = dict(
         output_dir=config.output_dir, learning_rate=config.learning_rate, num_train_epochs=config.num_train_epochs,
         num_generations=config.num_generations, temperature=config.temperature,
         max_completion_length=config.max_completion_length, beta=config.beta, loss_type=config.loss_type,
-        gradient_checkpointing=config.gradient_checkpointing, **vllm, **config.trainer_arguments(),
+        gradient_checkpointing=config.gradient_checkpointing, **vllm,
         generation_kwargs=decoding_left_to_the_model() if backend == "hf" else None,
     )
+    args = GRPOConfig(**own, **config.trainer_arguments(), **config.trainer_overrides(GRPOConfig, own))
     # the first process builds the data folder's indexes and recommender, the others then load them
     with args.main_process_first(local=False, desc="the reward's engines"):
         reward = reward or reward_for(config, {e["instruction"]: e["function"] for e in examples}, log)

@@ -35,8 +35,9 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator
-from typing import Any, Literal
+from collections.abc import Collection, Iterator
+from dataclasses import fields as dataclass_fields
+from typing import Any, Literal, cast
 
 from PersonalWAB.settings import setting
 from PUMA.recipe import RECIPE_HELP
@@ -142,6 +143,11 @@ class LoRATrainingConfig:
                              "package must be installed)")
     seed: int = setting(42, "seed of the trainer's shuffling, dropout and LoRA initialisation")
     max_steps: int = setting(-1, "stop after this many optimizer steps; -1: the epochs decide")
+    trainer_args: list[str] = setting(None, "more arguments of the trainer's own config (SFT: transformers' "
+                                      "TrainingArguments, DPO: TRL's DPOConfig, GRPO: TRL's GRPOConfig), each "
+                                      "NAME=VALUE, converted as that config's parser converts its flag (e.g. "
+                                      "adam_beta2=0.95); one this step sets itself is refused (its own flag sets it)",
+                                      factory=list, nargs="+", metavar="NAME=VALUE")
     resume: bool = setting(False, "continue from the newest checkpoint in --out (--save_strategy's checkpoint-N) "
                            "when there is one: an interrupted run, started again as it was (same processes and "
                            "nodes), takes the steps it had left", aliases=("no-resume",))
@@ -159,6 +165,8 @@ class LoRATrainingConfig:
         if self.bf16 and self.fp16:
             raise ValueError("--bf16 and --fp16: choose one")
         self.batch_layout()
+        if self.trainer_args:  # names and values checked before any model loads
+            self.trainer_overrides(self.trainer_config_class())
         if self.deepspeed and not Path(self.deepspeed).is_file():
             raise ValueError(f"--deepspeed {self.deepspeed}: no such file (see PUMA/configs/)")
         if self.deepspeed:
@@ -192,6 +200,41 @@ class LoRATrainingConfig:
                 f"batch {per_device}: run on a number of GPUs that divides it, change --per_device_train_batch_size, "
                 f"or give --gradient_accumulation_steps")
         return BatchLayout(world, per_device, target // (world * per_device), target, "--global_batch_size")
+
+    def trainer_config_class(self) -> type:
+        """The trainer config `--trainer_args` name arguments of (SFT's; DPO and GRPO: TRL's own)."""
+        from transformers import TrainingArguments
+
+        return TrainingArguments
+
+    def trainer_overrides(self, config_class: type, own: Collection[str] = ()) -> dict[str, Any]:
+        """`--trainer_args` as arguments of the trainer's config class, each converted by that class's
+        own parser (transformers' `HfArgumentParser`); a name the class lacks, a value its parser
+        refuses, or a name the step sets itself (`own`) is a ValueError naming it."""
+        if not self.trainer_args:
+            return {}
+        import argparse
+        import tempfile
+
+        from transformers import HfArgumentParser
+
+        pairs = [arg.partition("=") for arg in self.trainer_args]
+        known = {item.name for item in dataclass_fields(config_class)}
+        for name, equals, _ in pairs:
+            if not equals or not name:
+                raise ValueError(f"--trainer_args {name}: expected NAME=VALUE")
+            if name not in known:
+                raise ValueError(f"--trainer_args {name}=...: {config_class.__name__} has no argument {name}")
+            if name in own or name in self.trainer_arguments():
+                raise ValueError(f"--trainer_args {name}=...: this step sets {name} itself (see its --help for the "
+                                 "setting that decides it)")
+        argv = ["--output_dir", tempfile.gettempdir(), "--bf16", str(self.bf16), "--fp16", str(self.fp16)]
+        try:
+            (parsed,) = HfArgumentParser(cast(Any, config_class), exit_on_error=False).parse_args_into_dataclasses(
+                argv + [item for name, _, value in pairs for item in (f"--{name}", value)])
+        except (argparse.ArgumentError, ValueError) as error:
+            raise ValueError(f"--trainer_args: {error}") from error
+        return {name: getattr(parsed, name) for name, _, _ in pairs}
 
     def trainer_arguments(self) -> dict[str, Any]:
         """The HF/TRL trainer arguments both steps set the same way (the batch resolved by

@@ -12,8 +12,11 @@ one settings file.
                       agent's run on them (`pwab run`, settings under `evaluate`), the result
                       file validated
 
-The settings file holds shared keys and one section per step, each section a mapping of that
-step's flags (`puma STEP --help`):
+What runs where is the steps table's (`calls` of each row of PUMA/steps.py): each call's stage,
+the config section its settings come from, and the files it reads and writes under
+`--work_dir`, so each step's inputs are the outputs of the steps before it. The settings file
+holds shared keys and one section per call, each a mapping of that step's flags
+(`puma STEP --help`):
 
     recipe: release             # every step's --recipe (a name or a recipe file)
     data_dir: data/synthetic    # steps 1, 4 and 7
@@ -23,14 +26,17 @@ step's flags (`puma STEP --help`):
     sft: {num_train_epochs: 1}
     dpo: {max_length: 416}
 
-Each step's inputs are the outputs of the steps before it (in `--work_dir`), so a section
-names only what differs from the step's defaults (its recipe file's `steps` section, then the
-dataclass defaults). A setting an input was made with and the step must share (`PUMA.lineage`:
-the memory cut of the parameter data, the length step 5 fitted the pairs to) is taken from the
-input's record unless the section gives it. generate_test starts from single greedy outputs
-(`num_return_sequences 1`, `num_beams 1`, `do_sample 0`). Flags on the command line override
-the file's shared keys. Each step runs in its own process, as `python -m PUMA.<step>` would;
-the first that fails stops the run with its exit status.
+A section names only what differs from the step's defaults (its recipe's `steps` section, then
+the dataclass defaults). A setting an input was made with and the step must share (the
+`carried` rules of PUMA/steps.py: the memory cut of the parameter data, the length step 5
+fitted the pairs to) is taken from the input's record unless the section gives it.
+generate_test starts from single greedy outputs (`num_return_sequences 1`, `num_beams 1`,
+`do_sample 0`). Flags on the command line override the file's shared keys.
+
+Each step runs in this process on its settings object, as `python -m PUMA.<step>` would run it;
+a launched step (SFT, DPO) goes through `python -m PUMA.launch` with the same settings as flags,
+and the evaluation is `pwab run` and `pwab leaderboard validate` in their own processes. The
+first that fails stops the run with its exit status.
 """
 
 from __future__ import annotations
@@ -39,34 +45,42 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, make_dataclass
+from pathlib import Path
+from typing import Any, cast
 
-from PersonalWAB.settings import CONFIG_FLAG, config_settings, given, parse, setting, settings_fields
+from PersonalWAB.settings import (CONFIG_FLAG, config_settings, flag_name, given, parse, setting, settings_fields,
+                                  spec_of)
 from PUMA.recipe import RECIPE_HELP, get_recipe, read_record
+from PUMA.steps import STEPS, Call, Step
 
-STEP_NAMES = {1: "data", 2: "sft + merge", 3: "generate", 4: "score", 5: "dpo_data", 6: "dpo", 7: "evaluate"}
-# section -> the step (PUMA/steps.py) whose flags the section may set (evaluate: `pwab run`'s, checked by it)
-SECTIONS = {"data": "data", "sft": "sft", "merge": "merge", "generate_function": "generate",
-            "generate_param": "generate", "score": "score", "dpo_data": "dpo_data", "dpo": "dpo",
-            "generate_test": "generate", "evaluate": None}
-FINAL_PREDICTIONS = {"num_return_sequences": 1, "num_beams": 1, "do_sample": False}
+EVALUATION_STAGE = 7  # `pwab run` of the puma agent and the result file's validation close this stage
+RESULT_NAME = "result_puma_singleturn.json"  # the evaluation's result file under --work_dir
+# config section -> the step whose flags it may set (evaluate: `pwab run`'s, checked by it)
+SECTIONS: dict[str, str | None] = {**{call.section: step.name for step in STEPS for call in step.calls},
+                                   "evaluate": None}
+STAGES = sorted({call.stage for step in STEPS for call in step.calls} | {EVALUATION_STAGE})
 
 
-def _section(step: str) -> Any:
-    return setting(None, f"the {step} section's settings, by flag name (in the --config file)", hidden=True,
-                   section=True)
+def stage_names() -> dict[int, str]:
+    """Each stage's steps, as `--steps` lists them."""
+    names: dict[int, list[str]] = {stage: [] for stage in STAGES}
+    for step in STEPS:
+        for call in step.calls:
+            names[call.stage] = list(dict.fromkeys([*names[call.stage], step.name]))
+    names[EVALUATION_STAGE].append("evaluate")
+    return {stage: " + ".join(steps) for stage, steps in names.items()}
 
 
 @dataclass
-class PipelineSettings:
-    """`puma run`'s settings: the shared keys, the steps to run, and one section per step."""
+class PipelineBase:
+    """`puma run`'s shared settings and the steps to run; `PipelineSettings` adds one section per
+    config section of the steps table."""
 
-    steps: str = setting("1,2,3,4,5,6,7", "comma-separated steps to run (1 data, 2 SFT + merge, 3 generate, "
-                         "4 score, 5 DPO data, 6 DPO, 7 evaluate); a later step alone reads what earlier runs "
-                         "left in --work_dir")
+    steps: str = setting(",".join(map(str, STAGES)), "comma-separated steps to run (1 data, 2 SFT + merge, 3 "
+                         "generate, 4 score, 5 DPO data, 6 DPO, 7 evaluate); a later step alone reads what earlier "
+                         "runs left in --work_dir")
     recipe: str = setting("release", f"every step's {RECIPE_HELP}", metavar="NAME|FILE")
     data_dir: str | None = setting(None, "the benchmark data (steps 1, 4 and 7)",
                                    default_text="the official data when placed, else the bundled synthetic data")
@@ -74,78 +88,36 @@ class PipelineSettings:
                               "step 2 trains an adapter on it")
     work_dir: str = setting("PUMA/run", "folder for every step's outputs, at fixed names")
     dry_run: bool = setting(False, "print each step's command instead of running it")
-    data: dict[str, Any] | None = _section("data")
-    sft: dict[str, Any] | None = _section("sft")
-    merge: dict[str, Any] | None = _section("merge")
-    generate_function: dict[str, Any] | None = _section("generate_function")
-    generate_param: dict[str, Any] | None = _section("generate_param")
-    score: dict[str, Any] | None = _section("score")
-    dpo_data: dict[str, Any] | None = _section("dpo_data")
-    dpo: dict[str, Any] | None = _section("dpo")
-    generate_test: dict[str, Any] | None = _section("generate_test")
-    evaluate: dict[str, Any] | None = _section("evaluate")
 
     def section(self, name: str) -> dict[str, Any]:
-        return dict(getattr(self, name) or {})
+        return dict(getattr(self, name, None) or {})
 
 
-@dataclass(frozen=True)
-class Paths:
-    """Where each step writes under the work folder (and so where the next one reads)."""
+def _section(name: str) -> Any:
+    return setting(None, f"the {name} section's settings, by flag name (in the --config file)", hidden=True,
+                   section=True)
 
-    work: Path
 
-    @property
-    def data(self) -> Path:
-        return self.work / "data"
-
-    @property
-    def sft(self) -> Path:
-        return self.work / "sft"
-
-    @property
-    def merged(self) -> Path:
-        return self.work / "sft_merged"
-
-    def functions(self, split: str) -> Path:
-        return self.work / f"function_{split}.json"
-
-    @property
-    def candidates(self) -> Path:
-        return self.work / "param_candidates_train.json"
-
-    @property
-    def scores(self) -> Path:
-        return self.work / "param_candidates_train_scores.json"
-
-    @property
-    def pairs(self) -> Path:
-        return self.work / "dpo_train.json"
-
-    @property
-    def dpo(self) -> Path:
-        return self.work / "dpo"
-
-    @property
-    def test_params(self) -> Path:
-        return self.work / "param_test.json"
-
-    @property
-    def result(self) -> Path:
-        return self.work / "result_puma_singleturn.json"
+PipelineSettings = cast(type[PipelineBase], make_dataclass(
+    "PipelineSettings", [(name, dict[str, Any] | None, _section(name)) for name in SECTIONS], bases=(PipelineBase,)))
+PipelineSettings.__doc__ = "`puma run`'s settings: the shared keys, the steps to run, and one section per call."
+PipelineSettings.__module__ = __name__
 
 
 @dataclass(frozen=True)
 class Command:
-    """One process of a step: its title and the arguments after `python`."""
+    """One call of a stage: its title, the arguments after `python` that run it as a command, and,
+    for a step that runs in this process, the step and its settings object."""
 
     step: int
     title: str
     args: tuple[str, ...]
+    row: Step | None = None  # run in this process on `config` (None: `args` in a process of its own)
+    config: Any = None
 
 
 def flags(values: dict[str, Any]) -> list[str]:
-    """Settings as command-line flags (a boolean as 1/0, a list as its items; None left out)."""
+    """Settings by flag name as command-line flags (a boolean as 1/0, a list as its items; None left out)."""
     argv: list[str] = []
     for key, value in values.items():
         if value is None:
@@ -157,6 +129,14 @@ def flags(values: dict[str, Any]) -> list[str]:
         else:
             argv += [f"--{key}", str(value)]
     return argv
+
+
+def command_line(cls: type, values: dict[str, Any]) -> list[str]:
+    """Settings of `cls` by field name as its command line: operands first, then flags."""
+    items = {item.name: item for item in settings_fields(cls)}
+    operands = [str(values[name]) for name, item in items.items() if spec_of(item).positional and name in values]
+    return operands + flags({flag_name(items[name]): value for name, value in values.items()
+                             if not spec_of(items[name]).positional})
 
 
 def section_fields(name: str) -> list[Any]:
@@ -171,98 +151,116 @@ def section_fields(name: str) -> list[Any]:
     return settings_fields(get_step(step).settings_class())
 
 
-def check_sections(settings: PipelineSettings, source: str = "puma run") -> None:
+def check_sections(settings: PipelineBase, source: str = "puma run") -> dict[str, dict[str, Any]]:
     """Every section is a mapping of its step's flags, each value checked as that flag checks it
-    (`source`: the --config file, named in the message), before any step runs and under --dry_run."""
+    (`source`: the --config file, named in the message), before any step runs and under --dry_run.
+    Returns each section's settings by field name."""
+    checked = {}
     for name in SECTIONS:
         values = getattr(settings, name)
         if values is None:
             continue
         if not isinstance(values, dict):
             raise ValueError(f"{source}: {name}: expected a mapping of the step's flags, got {values!r}")
-        config_settings(values, section_fields(name), source, name)
+        checked[name] = config_settings(values, section_fields(name), source, name)
+    return checked
 
 
-def _carried(step: str, section: str, settings: PipelineSettings, inputs: dict[str, str]) -> dict[str, Any]:
-    """The settings `step` (run with config section `section`) must share with its inputs, as their
-    records say."""
-    from PUMA.lineage import CARRIED
+def _carried(record: str, section: str, settings: PipelineBase, inputs: dict[str, str]) -> dict[str, Any]:
+    """The settings a call (records named `record`, settings from config section `section`) must
+    share with its inputs (flag -> path), as their records say."""
     from PUMA.recipe import section_of
+    from PUMA.steps import CARRIED
 
-    recipe, given = get_recipe(settings.recipe), settings.section(section)
+    recipe, given_values = get_recipe(settings.recipe), settings.section(section)
 
     def value_of(name: str) -> Any:
-        return given.get(name, recipe.value(section_of(step), name))
+        return given_values.get(name, recipe.value(section_of(record), name))
 
     values = {}
     for rule in CARRIED:
-        if rule.step == step and rule.refuse and rule.applies(value_of) and rule.input_flag in inputs:
+        if rule.step == record and rule.refuse and rule.applies(value_of) and rule.input_flag in inputs:
             recorded = ((read_record(inputs[rule.input_flag]) or {}).get("settings") or {})
             if rule.setting in recorded:
                 values[rule.setting] = recorded[rule.setting]
     return values
 
 
-def _command(step: int, title: str, module: tuple[str, ...], wired: dict[str, Any],
-             section: dict[str, Any]) -> Command:
-    """A step's process: the wiring's flags first, the section's after (a flag given twice: the last wins)."""
-    return Command(step, title, ("-m", *module, *flags(wired), *flags(section)))
+def step_command(settings: PipelineBase, row: Step, call: Call, section: dict[str, Any],
+                 reads: dict[str, str] | None = None, writes: dict[str, str] | None = None,
+                 title: str | None = None) -> Command:
+    """A call of `row`: its settings object (the recipe's values for the step, the call's wiring,
+    what its inputs' records say it must share, then its config section by field name) and the
+    same settings as its command line. `reads` / `writes`: files in place of the call's own
+    (absolute, or under --work_dir)."""
+    from PUMA.cli import recipe_config
+
+    work, cls = Path(settings.work_dir), row.settings_class()
+    names = {item.name: flag_name(item) for item in settings_fields(cls)}
+    paths = {name: str(work / path) for name, path in {**call.reads, **(reads or {}), **call.writes,
+                                                        **(writes or {})}.items()}
+    inputs = {f"--{names[name]}": path for name, path in {**call.reads, **(reads or {})}.items()
+              if name in paths for path in [paths[name]]}
+    wired = {"recipe": settings.recipe, **{key: getattr(settings, key) for key in call.shared}, **paths,
+             **call.wired, **_carried(call.record or row.name, call.section, settings, inputs)}
+    wired = {key: value for key, value in wired.items() if value is not None}
+    config: Any = recipe_config(cls, row.name, settings.recipe, **{**wired, **section})
+    line = command_line(cls, wired) + command_line(cls, section)
+    if row.launched:
+        return Command(call.stage, title or call.title or call.section, ("-m", "PUMA.launch", row.name, "--", *line))
+    return Command(call.stage, title or call.title or call.section, ("-m", row.module, *line), row, config)
 
 
-def commands(settings: PipelineSettings, step: int) -> list[Command]:
-    """The processes of `step` (built when it starts, so what earlier steps recorded is read)."""
-    paths, recipe, section = Paths(Path(settings.work_dir)), settings.recipe, settings.section
+def calls(stage: int) -> list[tuple[Step, Call]]:
+    """The steps table's calls of `stage`, in table order."""
+    return [(row, call) for row in STEPS for call in row.calls if call.stage == stage]
+
+
+def commands(settings: PipelineBase, stage: int, sections: dict[str, dict[str, Any]] | None = None) -> list[Command]:
+    """The calls of `stage` (built when it starts, so what earlier steps recorded is read)."""
+    sections = check_sections(settings) if sections is None else sections
+    built = [step_command(settings, row, call, sections.get(call.section, {})) for row, call in calls(stage)]
+    if stage == EVALUATION_STAGE:
+        work = Path(settings.work_dir)
+        call = _test_call()[1]
+        built += evaluation_commands(settings, work / call.reads["function_file"], work / call.writes["output_file"],
+                                     work / RESULT_NAME)
+    return built
+
+
+def outputs(work: Path) -> dict[str, Path]:
+    """Where each call of the steps table writes under `work`, by the call's title."""
+    return {call.title or call.section: work / path for step in STEPS for call in step.calls
+            for path in call.writes.values()}
+
+
+def _test_call() -> tuple[Step, Call]:
+    """The call that generates the test split's parameters, which the evaluation reads."""
+    return next((row, call) for row, call in calls(EVALUATION_STAGE) if call.section == "generate_test")
+
+
+def evaluation_commands(settings: PipelineBase, functions: Path, params: Path, result: Path) -> list[Command]:
+    """The puma agent's run on the two files (`evaluate`) into `result`, and the result file
+    validated."""
     data_dir = {"data_dir": settings.data_dir}
-    if step == 1:
-        return [_command(1, "data", ("PUMA.data", "all"), {"recipe": recipe, **data_dir,
-                         "model_path": settings.model_path, "out": paths.data}, section("data"))]
-    if step == 2:
-        sft = {"recipe": recipe, "model_path": settings.model_path, "function_data": paths.data / "function_train.json",
-               "param_data": paths.data / "param_train.json", "out": paths.sft}
-        merge = {"recipe": recipe, "adapter_path": paths.sft, "out": paths.merged}
-        return [_command(2, "sft", ("PUMA.launch", "sft", "--"), sft, section("sft")),
-                _command(2, "merge", ("PUMA.merge",), merge, section("merge"))]
-    if step == 3:
-        calls = [_command(3, f"generate_function ({split})", ("PUMA.generate",),
-                          {"recipe": recipe, "mode": "function", "model_path": paths.merged,
-                           "data_file": paths.data / f"function_{split}.json", "out": paths.functions(split)},
-                          section("generate_function")) for split in ("train", "test")]
-        inputs = {"--data_file": str(paths.data / "param_train.json")}
-        wired = {"recipe": recipe, "mode": "param", "model_path": paths.merged, "data_file": inputs["--data_file"],
-                 "function_file": paths.functions("train"), "out": paths.candidates,
-                 **_carried("generate_param", "generate_param", settings, inputs)}
-        return [*calls, _command(3, "generate_param", ("PUMA.generate",), wired, section("generate_param"))]
-    if step == 4:
-        return [_command(4, "score", ("PUMA.score",), {"recipe": recipe, **data_dir, "task_split": "train",
-                         "candidates_file": paths.candidates, "out": paths.scores}, section("score"))]
-    if step == 5:
-        return [_command(5, "dpo_data", ("PUMA.dpo_data",), {"recipe": recipe, "scores_file": paths.scores,
-                         "param_data": paths.data / "param_train.json", "model_path": paths.merged,
-                         "out": paths.pairs}, section("dpo_data"))]
-    if step == 6:
-        inputs = {"--data_file": str(paths.pairs)}
-        wired = {"recipe": recipe, "model_path": paths.merged, "data_file": paths.pairs, "out": paths.dpo,
-                 **_carried("dpo", "dpo", settings, inputs)}
-        return [_command(6, "dpo", ("PUMA.launch", "dpo", "--"), wired, section("dpo"))]
-    return evaluation_commands(settings, paths.dpo, paths.functions("test"), paths.test_params, paths.result)
-
-
-def evaluation_commands(settings: PipelineSettings, model: Path, functions: Path, params: Path,
-                        result: Path) -> list[Command]:
-    """Step 7 for `model`: the test split's parameters (`generate_test`, single greedy outputs
-    unless the section says otherwise) under the predicted `functions`, into `params`; the puma
-    agent's run on the two files (`evaluate`) into `result`; the result file validated."""
-    paths, data_dir = Paths(Path(settings.work_dir)), {"data_dir": settings.data_dir}
-    inputs = {"--data_file": str(paths.data / "param_test.json")}
-    generate = {"recipe": settings.recipe, "mode": "param", "model_path": model, "data_file": inputs["--data_file"],
-                "function_file": functions, "out": params, **FINAL_PREDICTIONS,
-                **_carried("generate_param", "generate_test", settings, inputs)}
     evaluate = {**data_dir, "agent_strategy": "puma", "recipe": settings.recipe, "task_split": "test",
                 "puma_function_file": functions, "puma_param_file": params, "out": result, "overwrite": True}
-    validate = Command(7, "validate", ("-m", "PersonalWAB.cli", "leaderboard", "validate", str(result),
-                                       *flags({**data_dir, "quiet": True})))
-    return [_command(7, "generate_test", ("PUMA.generate",), generate, settings.section("generate_test")),
-            _command(7, "evaluate", ("PersonalWAB.cli", "run"), evaluate, settings.section("evaluate")), validate]
+    validate = Command(EVALUATION_STAGE, "validate", ("-m", "PersonalWAB.cli", "leaderboard", "validate", str(result),
+                                                      *flags({**data_dir, "quiet": True})))
+    return [Command(EVALUATION_STAGE, "evaluate", ("-m", "PersonalWAB.cli", "run", *flags(evaluate),
+                                                   *flags(settings.section("evaluate")))), validate]
+
+
+def generate_test_commands(settings: PipelineBase, model: Path, functions: Path, folder: Path) -> list[Command]:
+    """Step 7 for another `model` (the learning benchmark's stages): its test parameters under
+    `functions` into `folder`/param_test.json, the agent's run into `folder`/result.json, validated."""
+    sections = check_sections(settings)
+    row, call = _test_call()
+    params = folder / "param_test.json"
+    generate = step_command(settings, row, call, sections.get(call.section, {}),
+                            reads={"model_path": str(model), "function_file": str(functions)},
+                            writes={"output_file": str(params)})
+    return [generate, *evaluation_commands(settings, functions, params, folder / "result.json")]
 
 
 def chosen_steps(text: str) -> list[int]:
@@ -271,31 +269,47 @@ def chosen_steps(text: str) -> list[int]:
         numbers = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
         numbers = []
-    if not numbers or any(n not in STEP_NAMES for n in numbers):
-        raise ValueError(f"--steps {text}: expected comma-separated step numbers from 1 to 7")
+    if not numbers or any(n not in STAGES for n in numbers):
+        raise ValueError(f"--steps {text}: expected comma-separated step numbers of {', '.join(map(str, STAGES))}")
     return numbers
 
 
-def run_pipeline(settings: PipelineSettings, log: Callable[[str], None] = print,
-                 execute: Callable[[list[str]], int] | None = None, source: str = "puma run") -> int:
-    """Run the chosen steps one process at a time; the first failing one's exit status (0: all ran)."""
-    steps = chosen_steps(settings.steps)
+def execute(command: Command, recipe: str) -> int:
+    """Run a command: a step in this process on its settings object, anything else in its own process."""
+    if command.row is None:
+        return subprocess.run([sys.executable, *command.args], env={**os.environ, "RECIPE": recipe}).returncode
+    from PersonalWAB.cli import run_command
+    from PUMA.cli import STEP_BAD_INPUT, check_step_outputs
+
+    row, config = command.row, command.config
+
+    def run(_: list[str] | None) -> int:
+        check_step_outputs(config, row.name)
+        row.runner()(config)
+        return 0
+
+    return run_command(run, None, STEP_BAD_INPUT)
+
+
+def run_pipeline(settings: PipelineBase, log: Callable[[str], None] = print,
+                 run: Callable[[Command], int] | None = None, source: str = "puma run") -> int:
+    """Run the chosen steps one call at a time; the first failing one's exit status (0: all ran)."""
+    stages = chosen_steps(settings.steps)
     get_recipe(settings.recipe)
-    check_sections(settings, source)
-    execute = execute or (lambda argv: subprocess.run(argv, env={**os.environ, "RECIPE": settings.recipe}).returncode)
+    sections = check_sections(settings, source)
+    run = run or (lambda command: execute(command, settings.recipe))
     start = time.monotonic()
-    for step in steps:
-        for command in commands(settings, step):
-            argv = [sys.executable, *command.args]
-            log(f"== [{time.monotonic() - start:.0f}s] {command.step}. {command.title}: {' '.join(argv[1:])}")
+    for stage in stages:
+        for command in commands(settings, stage, sections):
+            log(f"== [{time.monotonic() - start:.0f}s] {command.step}. {command.title}: {' '.join(command.args)}")
             if settings.dry_run:
                 continue
-            status = execute(argv)
+            status = run(command)
             if status:
                 log(f"puma run: step {command.step} ({command.title}) failed with exit status {status}")
                 return status
     done = "printed (--dry_run)" if settings.dry_run else f"done in {time.monotonic() - start:.0f}s"
-    log(f"puma run: steps {','.join(map(str, steps))} {done} ({settings.work_dir})")
+    log(f"puma run: steps {','.join(map(str, stages))} {done} ({settings.work_dir})")
     return 0
 
 

@@ -268,9 +268,10 @@ def build_sft_trainer(config: SFTConfig, model: Any = None, tokenizer: Any = Non
         model.gradient_checkpointing_enable()
         model.enable_input_require_grads()
     model = with_lora(model, config)
-    args = TrainingArguments(output_dir=config.output_dir, num_train_epochs=config.num_train_epochs,
-                             learning_rate=config.learning_rate, remove_unused_columns=False,
-                             dataloader_num_workers=0, **config.trainer_arguments())
+    own: dict[str, Any] = dict(output_dir=config.output_dir, num_train_epochs=config.num_train_epochs,
+                               learning_rate=config.learning_rate, remove_unused_columns=False,
+                               dataloader_num_workers=0)
+    args = TrainingArguments(**own, **config.trainer_arguments(), **config.trainer_overrides(TrainingArguments, own))
     trainer = trainer_class()(model=model, args=args, train_dataset=dataset, data_collator=collator,
                               processing_class=tokenizer, loss_mode=loss_mode,
                               epoch_order=config.epoch_order)

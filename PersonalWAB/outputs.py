@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -82,9 +83,14 @@ def _record_claimed(claim: Claim) -> None:
 
 
 def command_name(settings: Any) -> str:
-    """What the ledger calls the command of `settings` (its settings class: one per command)."""
+    """What the ledger calls the command of `settings` (its settings class: one per command), by
+    the module's own name also when it runs as `python -m MODULE` (where it is `__main__`)."""
     cls = type(settings)
-    return f"{cls.__module__}.{cls.__qualname__}"
+    module = cls.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        module = spec.name if spec is not None else module
+    return f"{module}.{cls.__qualname__}"
 
 
 # ---------------------------------------------------------------- writable at all

@@ -263,10 +263,9 @@ def step_commands(settings: Any, step: int, titles: tuple[str, ...] | None = Non
 
 def evaluation(settings: Any, model: Path, functions: Path, folder: Path) -> list[list[str]]:
     """Step 7 of `model` with `functions` into `folder` (param_test.json, result.json)."""
-    from PUMA.pipeline import evaluation_commands
+    from PUMA.pipeline import generate_test_commands
 
-    return [argv_of(c) for c in evaluation_commands(settings, model, functions, folder / "param_test.json",
-                                                    folder / "result.json")]
+    return [argv_of(c) for c in generate_test_commands(settings, model, functions, folder)]
 
 
 def function_commands(settings: Any, model: Path | str, out: Path, data: Path) -> list[str]:
@@ -349,43 +348,44 @@ def run_recipe(s: LearningSettings, runner: Runner, recipe: str, model_path: str
     settings = pipeline_settings(s, recipe, model_path)
     work = Path(settings.work_dir)
     (work).mkdir(parents=True, exist_ok=True)
-    from PUMA.pipeline import Paths
+    from PUMA.pipeline import RESULT_NAME, outputs
 
-    paths = Paths(work)
+    written = outputs(work)  # each call's output, by its title
     step = f"{recipe}:"
-    if not runner.run(f"{step}data", step_commands(settings, 1), paths.data / "param_test.json"):
+    if not runner.run(f"{step}data", step_commands(settings, 1), written["data"] / "param_test.json"):
         return
     if "base" in stages:
         base = work / "eval" / "base"
         runner.run(f"{step}base", lambda: [function_commands(settings, model_path, base / "function_test.json",
-                                                              paths.data),
+                                                              written["data"]),
                                            *evaluation(settings, Path(model_path), base / "function_test.json", base)],
                    base / "result.json")
     if not ({"sft", "dpo", "grpo", "control"} & set(stages)):
         return
-    if not runner.run(f"{step}sft", step_commands(settings, 2), paths.merged / "config.json"):
+    if not runner.run(f"{step}sft", step_commands(settings, 2), written["merge"] / "config.json"):
         return
     if not runner.run(f"{step}functions", step_commands(settings, 3, ("generate_function",)),
-                      paths.functions("test")):
+                      written["generate_function (test)"]):
         return
     if "sft" in stages:
-        runner.run(f"{step}sft_eval", lambda: evaluation(settings, paths.merged, paths.functions("test"),
-                                                         work / "eval" / "sft"), work / "eval" / "sft" / "result.json")
+        runner.run(f"{step}sft_eval", lambda: evaluation(settings, written["merge"],
+                                                         written["generate_function (test)"], work / "eval" / "sft"),
+                   work / "eval" / "sft" / "result.json")
     if "dpo" in stages:
         ok = (runner.run(f"{step}candidates", lambda: step_commands(settings, 3, ("generate_param",)),
-                         paths.candidates)
-              and runner.run(f"{step}score", lambda: step_commands(settings, 4), paths.scores)
-              and runner.run(f"{step}dpo_data", lambda: step_commands(settings, 5), paths.pairs)
-              and runner.run(f"{step}dpo", lambda: step_commands(settings, 6), paths.dpo / "puma_run.json"))
+                         written["generate_param"])
+              and runner.run(f"{step}score", lambda: step_commands(settings, 4), written["score"])
+              and runner.run(f"{step}dpo_data", lambda: step_commands(settings, 5), written["dpo_data"])
+              and runner.run(f"{step}dpo", lambda: step_commands(settings, 6), written["dpo"] / "puma_run.json"))
         if ok:
-            runner.run(f"{step}dpo_eval", lambda: step_commands(settings, 7), paths.result)
+            runner.run(f"{step}dpo_eval", lambda: step_commands(settings, 7), work / RESULT_NAME)
     grpo = work / "grpo" / "adapter_config.json"
     if "grpo" in stages and runner.run(f"{step}grpo", [grpo_commands(s, settings, work)], grpo):
-        runner.run(f"{step}grpo_eval", lambda: evaluation(settings, work / "grpo", paths.functions("test"),
+        runner.run(f"{step}grpo_eval", lambda: evaluation(settings, work / "grpo", written["generate_function (test)"],
                                                               work / "eval" / "grpo"),
                        work / "eval" / "grpo" / "result.json")
     if "control" in stages and recipe == s.control_recipe:
-        shuffled_labels(paths.data, work / "control" / "data", s.seed)
+        shuffled_labels(written["data"], work / "control" / "data", s.seed)
         runner.run(f"{step}control", lambda: control_commands(settings, work),
                    work / "control" / "eval" / "result.json")
 

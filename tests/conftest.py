@@ -109,6 +109,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="rewrite the golden records (tests/puma/golden/) from what the code computes now")
 
 
+@pytest.fixture(autouse=True)
+def progress_shown_again():
+    """A command run in this process with --quiet hides progress bars for the rest of the process:
+    each test starts with them shown, whichever test ran before it on the same worker."""
+    from PersonalWAB.progress import set_quiet
+
+    set_quiet(False)
+    yield
+    set_quiet(False)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def own_text_store(tmp_path_factory: pytest.TempPathFactory):
     """Embedding vectors the tests make go to a store of their own, not the checkout's."""

@@ -76,8 +76,8 @@ INJECTIONS: tuple[Injection, ...] = (
               "num_train_epochs=config.num_train_epochs + 1,\n",
               {"sft": ("SFT training",), "settings": ("settings [sft]",)}, ("SFT training", "settings [sft]"),
               "sft_train,settings"),
-    Injection("DPO beta", "PUMA/dpo.py", "args = DPOConfig(output_dir=config.output_dir, beta=config.beta,",
-              "args = DPOConfig(output_dir=config.output_dir, beta=config.beta * 2,",
+    Injection("DPO beta", "PUMA/dpo.py", "dict(output_dir=config.output_dir, beta=config.beta,",
+              "dict(output_dir=config.output_dir, beta=config.beta * 2,",
               {"dpo": ("DPO training",), "settings": ("settings [dpo]",)}, ("DPO training", "settings [dpo]"),
               "dpo_train,settings"),
     # --- values: a step's documented default, and the release recipe file

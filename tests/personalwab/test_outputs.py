@@ -112,3 +112,18 @@ def test_the_writer_never_replaces_an_input_of_the_running_command(tmp_path):
     assert source.read_text() == "kept"
     atomic_write_text(source, "outside a command nothing is held")
     assert source.read_text() == "outside a command nothing is held"
+
+
+def test_the_ledger_names_a_command_by_its_module_also_when_run_as_main(tmp_path: Path):
+    """`python -m PUMA.score` and `puma run` calling the step in its process are the same command."""
+    import subprocess
+
+    code = ("from PersonalWAB.outputs import command_name\n"
+            "from dataclasses import dataclass\n"
+            "@dataclass\nclass Settings:\n    pass\n"
+            "print(command_name(Settings()))\n")
+    module = tmp_path / "some_command.py"
+    module.write_text(code)
+    run = subprocess.run([sys.executable, "-m", "some_command"], cwd=tmp_path, capture_output=True, text=True,
+                         check=True)
+    assert run.stdout.strip() == "some_command.Settings"

@@ -167,6 +167,31 @@ def test_schedule_decay_and_clipping_are_settings_the_trainer_gets(tiny_data, ti
         SFTConfig(weight_decay=-1.0).check()
 
 
+def test_any_argument_of_the_trainers_config_is_reachable(tiny_data, tiny_model_dir: Path, tmp_path: Path):
+    """`--trainer_args NAME=VALUE` passes any argument of the trainer's own config (transformers'
+    TrainingArguments for SFT, TRL's DPOConfig for DPO), converted by that config's parser; a name
+    it lacks, a value it refuses and one the step sets itself are refused before any model loads."""
+    from PersonalWAB.settings import parse
+    from PUMA.dpo import DPOStepConfig
+    from PUMA.sft import SFTConfig, build_sft_trainer
+
+    config = parse(SFTConfig, ["--trainer_args", "adam_beta2=0.95", "lr_scheduler_kwargs={\"power\": 2.0}",
+                               "--model_path", str(tiny_model_dir), "--max_steps", "2", "--max_length", "64"])
+    config.output_dir = str(tmp_path)
+    trainer, _ = build_sft_trainer(config, examples=_sft_examples(tiny_data))
+    assert (trainer.args.adam_beta2, trainer.args.lr_scheduler_kwargs) == (0.95, {"power": 2.0})
+    dpo = DPOStepConfig(trainer_args=["label_smoothing=0.1"])
+    assert dpo.trainer_overrides(dpo.trainer_config_class()) == {"label_smoothing": 0.1}  # a DPO-only argument
+    for args, fault in ((["adam_beta2"], "expected NAME=VALUE"), (["adam_beta3=1"], "has no argument adam_beta3"),
+                        (["adam_beta2=high"], "invalid float value: 'high'"),
+                        (["seed=1"], "this step sets seed itself")):
+        with pytest.raises(ValueError, match=f"--trainer_args.*{fault}"):
+            SFTConfig(trainer_args=args).check()
+    with pytest.raises(ValueError, match="this step sets learning_rate itself"):
+        build_sft_trainer(SFTConfig(model_path=str(tiny_model_dir), output_dir=str(tmp_path),
+                                    trainer_args=["learning_rate=1"]), examples=_sft_examples(tiny_data))
+
+
 def test_improved_recipe_packs_and_masks_all_but_the_labels(tiny_model_dir: Path):
     import torch
     from transformers import AutoModelForCausalLM

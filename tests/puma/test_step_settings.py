@@ -180,17 +180,18 @@ def test_puma_run_chains_each_steps_outputs_into_the_next(tmp_path: Path):
 def test_puma_run_checks_its_file_and_steps_before_running(tmp_path: Path):
     from PUMA.pipeline import run_pipeline
 
-    ran: list[list[str]] = []
+    ran: list = []
     with pytest.raises(ValueError, match=r"puma run: sft.epochs: unknown setting"):
-        run_pipeline(_pipeline(tmp_path, "sft: {epochs: 1}\n"), log=lambda _: None, execute=ran.append)
+        run_pipeline(_pipeline(tmp_path, "sft: {epochs: 1}\n"), log=lambda _: None, run=ran.append)
     with pytest.raises(ValueError, match="--steps 0,9"):
-        run_pipeline(_pipeline(tmp_path, "", "--steps", "0,9"), log=lambda _: None, execute=ran.append)
+        run_pipeline(_pipeline(tmp_path, "", "--steps", "0,9"), log=lambda _: None, run=ran.append)
     assert ran == []
     statuses = iter([0, 3])
     lines: list[str] = []
     settings = _pipeline(tmp_path, f"work_dir: {tmp_path / 'w'}\n", "--steps", "4,2")
-    assert run_pipeline(settings, log=lines.append, execute=lambda argv: ran.append(argv) or next(statuses)) == 3
-    assert [argv[2:4] for argv in ran] == [["PUMA.launch", "sft"], ["PUMA.merge", "--recipe"]]
+    assert run_pipeline(settings, log=lines.append, run=lambda command: ran.append(command) or next(statuses)) == 3
+    assert [command.args[1:3] for command in ran] == [("PUMA.launch", "sft"), ("PUMA.merge", "--recipe")]
+    assert ran[0].row is None and ran[1].row.name == "merge" and ran[1].config.adapter_path == str(tmp_path / "w/sft")
     assert lines[-1] == "puma run: step 2 (merge) failed with exit status 3"
 
 
