@@ -45,12 +45,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, make_dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from PersonalWAB.settings import (CONFIG_FLAG, config_settings, flag_name, given, parse, setting, settings_fields,
+from PersonalWAB.errors import DataError
+from PersonalWAB.settings import (config_settings, flag_name, parse, setting, settings_fields,
                                   spec_of)
 from PUMA.recipe import RECIPE_HELP, get_recipe, read_record
 from PUMA.steps import STEPS, Call, Step
@@ -90,16 +91,35 @@ class PipelineBase:
     dry_run: bool = setting(False, "print each step's command instead of running it")
 
     def section(self, name: str) -> dict[str, Any]:
-        return dict(getattr(self, name, None) or {})
+        """What config section `name` gives its step, by field name ({} where it gives nothing)."""
+        section = getattr(self, name, None)
+        return dict(section.values) if isinstance(section, Section) else {}
+
+
+@dataclass(frozen=True)
+class Section:
+    """A `puma run` config section: settings of its step (`SECTIONS`) by field name, each checked as
+    the step's flag checks it (the file gives them by flag name)."""
+
+    name: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, mapping: Any, where: str, name: str) -> Section:
+        """Section `name` of a settings file (`where`): a mapping of its step's flags, each checked."""
+        if not isinstance(mapping, dict):
+            kind = "a YAML list" if isinstance(mapping, list) else f"the YAML value {mapping!r}"
+            raise DataError(f"{where}: {name}: expected a mapping of the step's flags, got {kind}")
+        return cls(name, config_settings(mapping, section_fields(name), where, name))
 
 
 def _section(name: str) -> Any:
     return setting(None, f"the {name} section's settings, by flag name (in the --config file)", hidden=True,
-                   section=True)
+                   factory=lambda: Section(name), section=Section.read)
 
 
 PipelineSettings = cast(type[PipelineBase], make_dataclass(
-    "PipelineSettings", [(name, dict[str, Any] | None, _section(name)) for name in SECTIONS], bases=(PipelineBase,)))
+    "PipelineSettings", [(name, Section, _section(name)) for name in SECTIONS], bases=(PipelineBase,)))
 PipelineSettings.__doc__ = "`puma run`'s settings: the shared keys, the steps to run, and one section per call."
 PipelineSettings.__module__ = __name__
 
@@ -151,19 +171,12 @@ def section_fields(name: str) -> list[Any]:
     return settings_fields(get_step(step).settings_class())
 
 
-def check_sections(settings: PipelineBase, source: str = "puma run") -> dict[str, dict[str, Any]]:
-    """Every section is a mapping of its step's flags, each value checked as that flag checks it
-    (`source`: the --config file, named in the message), before any step runs and under --dry_run.
-    Returns each section's settings by field name."""
-    checked = {}
-    for name in SECTIONS:
-        values = getattr(settings, name)
-        if values is None:
-            continue
-        if not isinstance(values, dict):
-            raise ValueError(f"{source}: {name}: expected a mapping of the step's flags, got {values!r}")
-        checked[name] = config_settings(values, section_fields(name), source, name)
-    return checked
+def pipeline_settings(sections: Mapping[str, Mapping[str, Any]] | None = None, **shared: Any) -> PipelineBase:
+    """`puma run`'s settings made in code: `shared` keys, and `sections` by flag name, each read and
+    checked as a settings file's would be."""
+    read: dict[str, Any] = {name: Section.read(dict(values), "puma run", name)
+                            for name, values in (sections or {}).items()}
+    return PipelineSettings(**shared, **read)
 
 
 def _carried(record: str, section: str, settings: PipelineBase, inputs: dict[str, str]) -> dict[str, Any]:
@@ -216,10 +229,9 @@ def calls(stage: int) -> list[tuple[Step, Call]]:
     return [(row, call) for row in STEPS for call in row.calls if call.stage == stage]
 
 
-def commands(settings: PipelineBase, stage: int, sections: dict[str, dict[str, Any]] | None = None) -> list[Command]:
+def commands(settings: PipelineBase, stage: int) -> list[Command]:
     """The calls of `stage` (built when it starts, so what earlier steps recorded is read)."""
-    sections = check_sections(settings) if sections is None else sections
-    built = [step_command(settings, row, call, sections.get(call.section, {})) for row, call in calls(stage)]
+    built = [step_command(settings, row, call, settings.section(call.section)) for row, call in calls(stage)]
     if stage == EVALUATION_STAGE:
         work = Path(settings.work_dir)
         call = _test_call()[1]
@@ -247,17 +259,18 @@ def evaluation_commands(settings: PipelineBase, functions: Path, params: Path, r
                 "puma_function_file": functions, "puma_param_file": params, "out": result, "overwrite": True}
     validate = Command(EVALUATION_STAGE, "validate", ("-m", "PersonalWAB.cli", "leaderboard", "validate", str(result),
                                                       *flags({**data_dir, "quiet": True})))
+    names = {item.name: flag_name(item) for item in section_fields("evaluate")}
+    given_values = {names[key]: value for key, value in settings.section("evaluate").items()}
     return [Command(EVALUATION_STAGE, "evaluate", ("-m", "PersonalWAB.cli", "run", *flags(evaluate),
-                                                   *flags(settings.section("evaluate")))), validate]
+                                                   *flags(given_values))), validate]
 
 
 def generate_test_commands(settings: PipelineBase, model: Path, functions: Path, folder: Path) -> list[Command]:
     """Step 7 for another `model` (the learning benchmark's stages): its test parameters under
     `functions` into `folder`/param_test.json, the agent's run into `folder`/result.json, validated."""
-    sections = check_sections(settings)
     row, call = _test_call()
     params = folder / "param_test.json"
-    generate = step_command(settings, row, call, sections.get(call.section, {}),
+    generate = step_command(settings, row, call, settings.section(call.section),
                             reads={"model_path": str(model), "function_file": str(functions)},
                             writes={"output_file": str(params)})
     return [generate, *evaluation_commands(settings, functions, params, folder / "result.json")]
@@ -292,15 +305,15 @@ def execute(command: Command, recipe: str) -> int:
 
 
 def run_pipeline(settings: PipelineBase, log: Callable[[str], None] = print,
-                 run: Callable[[Command], int] | None = None, source: str = "puma run") -> int:
-    """Run the chosen steps one call at a time; the first failing one's exit status (0: all ran)."""
+                 run: Callable[[Command], int] | None = None) -> int:
+    """Run the chosen steps one call at a time; the first failing one's exit status (0: all ran).
+    The sections were checked when read (`Section.read`), before any step runs and under --dry_run."""
     stages = chosen_steps(settings.steps)
     get_recipe(settings.recipe)
-    sections = check_sections(settings, source)
     run = run or (lambda command: execute(command, settings.recipe))
     start = time.monotonic()
     for stage in stages:
-        for command in commands(settings, stage, sections):
+        for command in commands(settings, stage):
             log(f"== [{time.monotonic() - start:.0f}s] {command.step}. {command.title}: {' '.join(command.args)}")
             if settings.dry_run:
                 continue
@@ -314,10 +327,7 @@ def run_pipeline(settings: PipelineBase, log: Callable[[str], None] = print,
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    config = given(args, CONFIG_FLAG)
-    return run_pipeline(parse(PipelineSettings, args, prog="puma run", description=__doc__),
-                        source=f"{CONFIG_FLAG} {config}" if config else "puma run")
+    return run_pipeline(parse(PipelineSettings, argv, prog="puma run", description=__doc__))
 
 
 if __name__ == "__main__":

@@ -58,6 +58,10 @@ def parse_bool(text: str | bool | int) -> bool:
     raise argparse.ArgumentTypeError(f"expected 1/0 or true/false, got {text!r}")
 
 
+# reads a --config file's section (its mapping; where: the file; key: the section's name) into its typed value
+SectionReader = Callable[[Any, str, str], Any]
+
+
 @dataclass(frozen=True)
 class Spec:
     """What a setting says about its flag (kept in the dataclass field's metadata)."""
@@ -75,7 +79,8 @@ class Spec:
     required: bool = False
     flag: str | None = None  # the flag's name when it is not the field's
     hidden: bool = False  # accepted but left out of --help (a flag kept only for compatibility)
-    section: bool = False  # a mapping of another command's flags, given in the --config file only
+    # a mapping of another command's flags, given in the --config file only; a reader makes it a typed value
+    section: SectionReader | bool = False
 
 
 SPEC_KEY = "pwab_setting"
@@ -86,7 +91,7 @@ def setting(default: type[T], help: str, *, choices: Collection[Any] | None = No
             default_text: str | None = None, kind: Callable[[str], Any] | None = None,
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: bool = False, nargs: str | int | None = None, required: Literal[True],
-            flag: str | None = None, hidden: bool = False, factory: None = None, section: bool = False) -> T: ...
+            flag: str | None = None, hidden: bool = False, factory: None = None, section: SectionReader | bool = False) -> T: ...
 
 
 @overload
@@ -94,7 +99,7 @@ def setting(default: type[T], help: str, *, choices: Collection[Any] | None = No
             default_text: str | None = None, kind: Callable[[str], Any] | None = None,
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: Literal[True], nargs: str | int | None = None, required: bool = False,
-            flag: str | None = None, hidden: bool = False, factory: None = None, section: bool = False) -> T: ...
+            flag: str | None = None, hidden: bool = False, factory: None = None, section: SectionReader | bool = False) -> T: ...
 
 
 @overload
@@ -102,7 +107,7 @@ def setting(default: T, help: str, *, choices: Collection[Any] | None = None, me
             default_text: str | None = None, kind: Callable[[str], Any] | None = None,
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: bool = False, nargs: str | int | None = None, required: Literal[False] = False,
-            flag: str | None = None, hidden: bool = False, factory: None = None, section: bool = False) -> T: ...
+            flag: str | None = None, hidden: bool = False, factory: None = None, section: SectionReader | bool = False) -> T: ...
 
 
 @overload
@@ -110,7 +115,7 @@ def setting(default: None, help: str, *, choices: Collection[Any] | None = None,
             default_text: str | None = None, kind: Callable[[str], Any] | None = None,
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: bool = False, nargs: str | int | None = None, required: Literal[False] = False,
-            flag: str | None = None, hidden: bool = False, factory: Callable[[], T], section: bool = False) -> T: ...
+            flag: str | None = None, hidden: bool = False, factory: Callable[[], T], section: SectionReader | bool = False) -> T: ...
 
 
 def setting(default: Any, help: str, *, choices: Collection[Any] | None = None, metavar: str | None = None,
@@ -118,7 +123,7 @@ def setting(default: Any, help: str, *, choices: Collection[Any] | None = None, 
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: bool = False, nargs: str | int | None = None, required: bool = False,
             flag: str | None = None, hidden: bool = False, factory: Callable[[], Any] | None = None,
-            section: bool = False) -> Any:
+            section: SectionReader | bool = False) -> Any:
     """A settings-dataclass field and its flag. The field's annotation is the setting's type: the
     parser converts a value by it (`bool`, `int`, `float`, `Path`, each also as `X | None` or
     `list[X]`; `Literal[...]` gives the choices), and mypy checks the default against it (the
@@ -126,7 +131,8 @@ def setting(default: Any, help: str, *, choices: Collection[Any] | None = None, 
     in place of the default: `setting(str, "...", required=True)`. `help` is written without the
     default (the parser adds it); `kind` converts a command-line string the annotation cannot (a
     budget, a shard `I/N`); `factory` makes a mutable default (a list); `section`: a mapping of
-    another command's flags, which only a --config file can give."""
+    another command's flags, which only a --config file can give (a `SectionReader` reads it into
+    its typed value)."""
     if not help.strip():
         raise ValueError("every setting needs help text")
     spec = Spec(help=help, choices=tuple(choices) if choices is not None else None, metavar=metavar,
@@ -496,7 +502,9 @@ def config_settings(mapping: dict[Any, Any], items: list[Field[Any]], where: str
         if item.name in given_as:
             raise DataError(f"{where}{dot}{given_as[item.name]} and {key} both set --{flag_name(item)}; keep one")
         given_as[item.name] = str(key)
-        values[item.name] = config_value(item, value, f"{where}{dot}{key}")
+        reader = spec_of(item).section
+        values[item.name] = (reader(value, where, str(key)) if callable(reader)
+                             else config_value(item, value, f"{where}{dot}{key}"))
     return values
 
 

@@ -230,7 +230,7 @@ def step_environment() -> dict[str, str]:
 
 def pipeline_settings(s: LearningSettings, recipe: str, model_path: str) -> Any:
     """`puma run`'s settings for one recipe: the sections every stage's commands come from."""
-    from PUMA.pipeline import PipelineSettings
+    from PUMA.pipeline import pipeline_settings
 
     sft: dict[str, Any] = {"num_train_epochs": s.sft_epochs, "learning_rate": s.sft_learning_rate,
                            "max_length": s.sft_max_length, "save_strategy": "no", "logging_steps": 1}
@@ -241,14 +241,14 @@ def pipeline_settings(s: LearningSettings, recipe: str, model_path: str) -> Any:
         sft["global_batch_size"] = s.sft_global_batch
     if s.dpo_global_batch:
         dpo["global_batch_size"] = s.dpo_global_batch
-    return PipelineSettings(
-        recipe=recipe, data_dir=s.data_dir, model_path=model_path, work_dir=str(Path(s.work_dir) / recipe),
-        data={"mem_token_length": s.mem_token_length, "train_tasks": s.train_tasks}, sft=sft,
-        generate_function={"batch_size": s.batch_size},
-        generate_param={"num_beams": s.candidates, "num_return_sequences": s.candidates, "do_sample": True,
-                        "temperature": 1.5, "max_new_tokens": s.candidate_tokens, "batch_size": s.batch_size},
-        dpo_data={"max_length": s.dpo_max_length}, dpo=dpo,
-        generate_test={"max_new_tokens": s.test_tokens, "batch_size": s.batch_size})
+    return pipeline_settings(
+        {"data": {"mem_token_length": s.mem_token_length, "train_tasks": s.train_tasks}, "sft": sft,
+         "generate_function": {"batch_size": s.batch_size},
+         "generate_param": {"num_beams": s.candidates, "num_return_sequences": s.candidates, "do_sample": True,
+                            "temperature": 1.5, "max_new_tokens": s.candidate_tokens, "batch_size": s.batch_size},
+         "dpo_data": {"max_length": s.dpo_max_length}, "dpo": dpo,
+         "generate_test": {"max_new_tokens": s.test_tokens, "batch_size": s.batch_size}},
+        recipe=recipe, data_dir=s.data_dir, model_path=model_path, work_dir=str(Path(s.work_dir) / recipe))
 
 
 def argv_of(command: Any) -> list[str]:
@@ -270,11 +270,12 @@ def evaluation(settings: Any, model: Path, functions: Path, folder: Path) -> lis
 
 def function_commands(settings: Any, model: Path | str, out: Path, data: Path) -> list[str]:
     """generate_function on the test split for `model` (the base model, or the control's)."""
-    from PUMA.pipeline import flags
+    from PUMA.generate import GenerateConfig
+    from PUMA.pipeline import command_line
 
-    return [sys.executable, "-m", "PUMA.generate", *flags({"recipe": settings.recipe, "mode": "function",
-                                                          "model_path": model, "data_file": data / "function_test.json",
-                                                          "out": out, **settings.section("generate_function")})]
+    return [sys.executable, "-m", "PUMA.generate", *command_line(GenerateConfig, {
+        "recipe": settings.recipe, "mode": "function", "model_path": model, "data_file": data / "function_test.json",
+        "output_file": out, **settings.section("generate_function")})]
 
 
 def grpo_commands(s: LearningSettings, settings: Any, work: Path) -> list[str]:

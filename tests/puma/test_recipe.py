@@ -708,7 +708,7 @@ def test_a_users_recipe_file_runs_and_its_records_list_exactly_its_two_departure
     recipe, and each in the record of the step it belongs to (the tiny settings, given for the run,
     are named apart)."""
     from PersonalWAB.settings import parse
-    from PUMA.pipeline import PipelineSettings, run_pipeline
+    from PUMA.pipeline import PipelineSettings, Section, run_pipeline
     from PUMA.recipe import get_recipe
 
     mine = tmp_path / "my_recipe.yaml"
@@ -717,7 +717,7 @@ def test_a_users_recipe_file_runs_and_its_records_list_exactly_its_two_departure
     settings = parse(PipelineSettings, ["--config", str(REPO_ROOT / "scripts" / "puma_smoke.yaml"), "--recipe",
                                         str(mine), "--data_dir", str(tiny_puma_data.data_dir), "--model_path",
                                         str(tiny_model_dir), "--work_dir", str(work)])
-    settings.data = {**(settings.data or {}), "train_tasks": 12}
+    settings.data = Section("data", {**settings.section("data"), "train_tasks": 12})
     assert run_pipeline(settings, log=lambda _: None) == 0
     lora = f"sft: lora_r 8 (the release: 16) (set by recipe {mine})"
     review = next(line for line in get_recipe("improved").departures("score") if "as the environment scores" in line)

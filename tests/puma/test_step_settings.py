@@ -181,7 +181,7 @@ def test_puma_run_checks_its_file_and_steps_before_running(tmp_path: Path):
     from PUMA.pipeline import run_pipeline
 
     ran: list = []
-    with pytest.raises(ValueError, match=r"puma run: sft.epochs: unknown setting"):
+    with pytest.raises(ValueError, match=r"run.yaml: sft.epochs: unknown setting"):
         run_pipeline(_pipeline(tmp_path, "sft: {epochs: 1}\n"), log=lambda _: None, run=ran.append)
     with pytest.raises(ValueError, match="--steps 0,9"):
         run_pipeline(_pipeline(tmp_path, "", "--steps", "0,9"), log=lambda _: None, run=ran.append)
