@@ -91,7 +91,8 @@ def setting(default: type[T], help: str, *, choices: Collection[Any] | None = No
             default_text: str | None = None, kind: Callable[[str], Any] | None = None,
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: bool = False, nargs: str | int | None = None, required: Literal[True],
-            flag: str | None = None, hidden: bool = False, factory: None = None, section: SectionReader | bool = False) -> T: ...
+            flag: str | None = None, hidden: bool = False, factory: None = None,
+            section: SectionReader | bool = False) -> T: ...
 
 
 @overload
@@ -99,7 +100,8 @@ def setting(default: type[T], help: str, *, choices: Collection[Any] | None = No
             default_text: str | None = None, kind: Callable[[str], Any] | None = None,
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: Literal[True], nargs: str | int | None = None, required: bool = False,
-            flag: str | None = None, hidden: bool = False, factory: None = None, section: SectionReader | bool = False) -> T: ...
+            flag: str | None = None, hidden: bool = False, factory: None = None,
+            section: SectionReader | bool = False) -> T: ...
 
 
 @overload
@@ -107,7 +109,8 @@ def setting(default: T, help: str, *, choices: Collection[Any] | None = None, me
             default_text: str | None = None, kind: Callable[[str], Any] | None = None,
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: bool = False, nargs: str | int | None = None, required: Literal[False] = False,
-            flag: str | None = None, hidden: bool = False, factory: None = None, section: SectionReader | bool = False) -> T: ...
+            flag: str | None = None, hidden: bool = False, factory: None = None,
+            section: SectionReader | bool = False) -> T: ...
 
 
 @overload
@@ -115,7 +118,8 @@ def setting(default: None, help: str, *, choices: Collection[Any] | None = None,
             default_text: str | None = None, kind: Callable[[str], Any] | None = None,
             aliases: Sequence[str] = (), compat: Sequence[str] = (), resume: bool = False,
             positional: bool = False, nargs: str | int | None = None, required: Literal[False] = False,
-            flag: str | None = None, hidden: bool = False, factory: Callable[[], T], section: SectionReader | bool = False) -> T: ...
+            flag: str | None = None, hidden: bool = False, factory: Callable[[], T],
+            section: SectionReader | bool = False) -> T: ...
 
 
 def setting(default: Any, help: str, *, choices: Collection[Any] | None = None, metavar: str | None = None,
