@@ -115,7 +115,10 @@ def test_modules_to_save_are_trained_saved_and_merged(tiny_data, tiny_model_dir:
     base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     lora = sum(p.numel() for n, p in base.named_parameters() if any(t in n for t in ("_proj",)))
     whole = sum(p.numel() for n, p in base.named_parameters() if "embed_tokens" in n or "lm_head" in n or "norm" in n)
-    assert record["recipe"] == "release" and record["departures_from_release"] == []
+    # a CPU test run: only the settings given for it depart from the release
+    assert record["recipe"] == "release" and record["recipe_departures"] == []
+    assert record["departures_from_release"] and all(line.endswith("(given for this run)")
+                                                     for line in record["departures_from_release"])
     assert record["trainable_parameters"] > whole  # the saved-whole modules plus the LoRA matrices
     saved = load_file(out / "adapter_model.safetensors")
     for module in ("embed_tokens", "lm_head", "input_layernorm", "post_attention_layernorm", "model.norm"):
@@ -566,7 +569,9 @@ def test_step_records_state_the_batch_and_precision(tiny_data, tiny_model_dir: P
                                    "global_batch_size", "precision", "trainable_dtype", "launch_departures")} == {
         "world_size": 1, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1, "global_batch_size": 2,
         "precision": "fp32-cpu", "trainable_dtype": "float32", "launch_departures": []}
-    assert record["departures_from_release"] == []
+    assert [line.split(" (")[0] for line in record["departures_from_release"]] == [
+        "sft: train_on function", "sft: max_length 64", "sft: per_device_train_batch_size 2",
+        "sft: gradient_accumulation_steps 1"]  # the settings given for this run, nothing else
     pairs = [{"prompt": e["prompt"], "chosen": e["label"], "rejected": "nothing"} for e in examples[:4]]
     write_json(tmp_path / "pairs.json", pairs)
     out = train_dpo(DPOStepConfig(model_path=str(tiny_model_dir), data_file=str(tmp_path / "pairs.json"),
