@@ -29,6 +29,9 @@ T = TypeVar("T")
 # A step's settings problems are ValueErrors naming the flag (e.g. --recipe, an input another
 # recipe made): one line and exit 2, like a DataError or an output that cannot be written.
 STEP_BAD_INPUT = (*BAD_INPUT, ValueError)
+# What records written before every step took one name call a step (an output they name stays the step's own).
+EARLIER_RECORD_NAMES = {"data": ("data_function", "data_param"), "generate": ("generate_function", "generate_param"),
+                        "merge_shards": ("generate_function", "generate_param")}
 # The config fields that name a step's output (each the step's `--out`): a folder or a file.
 OUTPUT_FIELDS = {"output_dir": FOLDER, "out_dir": FOLDER, "output_file": FILE, "out": FOLDER}
 
@@ -43,7 +46,7 @@ def made_by_step(step: str) -> Callable[[Path], bool]:
 
     from PUMA.steps import BY_NAME, LAUNCHED
 
-    steps = BY_NAME[step].record_names if step in BY_NAME else (step,)
+    steps = (step, *BY_NAME[step].writes_as, *EARLIER_RECORD_NAMES.get(step, ())) if step in BY_NAME else (step,)
 
     def names_step(record: Path) -> bool:
         try:

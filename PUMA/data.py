@@ -213,7 +213,7 @@ def prepare_function_data(config: DataConfig, log: Callable[[str], None] = print
     for split in splits:
         tasks = split_tasks(config, data, split)
         path = write_json(Path(config.out_dir) / f"function_{split}.json", function_examples(protocol, tasks, split))
-        write_record(path, "data_function", recipe, config, {"--data_dir": str(data.data_dir)},
+        write_record(path, "data", recipe, config, {"--data_dir": str(data.data_dir)}, data="function",
                      protocol=protocol.name)
         log(f"{path}: {len(tasks)} function examples")
         written.append(path)
@@ -263,7 +263,8 @@ def prepare_param_data(config: DataConfig, log: Callable[[str], None] = print) -
                               "usual store), not an LLM's (the release asks gpt-4o-mini; pass --query_model)")
             log(f"warning: {path}: no --query_model, so the train search labels are the offline fallback query, "
                 f"not the release's LLM-written ones (recorded in its departures)")
-        write_record(path, "data_param", recipe, config, {"--data_dir": str(data.data_dir)}, protocol=protocol.name,
+        write_record(path, "data", recipe, config, {"--data_dir": str(data.data_dir)}, data="param",
+                     protocol=protocol.name,
                      search_labels=("LLM " + config.query_model + (", reply kept as returned" if
                                     config.search_labels == "raw" else ", reply cleaned"))
                      if config.query_model and split == "train"

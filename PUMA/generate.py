@@ -253,7 +253,7 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
     inputs = {"--data_file": config.data_file, "--model_path": config.model_path,
               "--function_file": config.function_file if release and config.mode == "param" else None}
     check_inputs(recipe, inputs)
-    notes = check_carried(f"generate_{config.mode}", config, inputs, log)
+    notes = check_carried("generate", config, inputs, log)
     local_files_only(config.model_path, "--model_path")  # a model it cannot load ends here, before the data loads
     examples = read_json(config.data_file)
     if config.max_examples > 0:
@@ -279,7 +279,7 @@ def generate_file(config: GenerateConfig, log: Callable[[str], None] = print) ->
     result = {instruction: texts if release else list(dict.fromkeys(texts))
               for (instruction, _), texts in zip(prompts, outputs)}  # release: the last repeat's outputs
     path = write_json(config.output_file, result)
-    write_record(path, f"generate_{config.mode}", recipe, config, inputs, decoding=decoding_settings(config),
+    write_record(path, "generate", recipe, config, inputs, decoding=decoding_settings(config),
                  effective_decoding=effective_settings(config, backend),
                  prompts="release load_param_prompt (predicted function, bare instruction)"
                  if release and config.mode == "param" else "the data file's prompts",

@@ -28,7 +28,7 @@ PER_PART = ("shard", "output_file")
 # a record's keys that describe the run (the rest are the step's facts)
 RECORD_KEYS = ("step", "recipe", "departures_from_release", "recipe_departures", "recipe_changes",
                "shared_with_release", "readings", "settings", "inputs", "written", "shard_plan")
-SHARDABLE = ("generate_function", "generate_param", "score")
+SHARDABLE = ("generate", "score")
 
 
 @dataclass

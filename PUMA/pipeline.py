@@ -179,20 +179,18 @@ def pipeline_settings(sections: Mapping[str, Mapping[str, Any]] | None = None, *
     return PipelineSettings(**shared, **read)
 
 
-def _carried(record: str, section: str, settings: PipelineBase, inputs: dict[str, str]) -> dict[str, Any]:
-    """The settings a call (records named `record`, settings from config section `section`) must
-    share with its inputs (flag -> path), as their records say."""
-    from PUMA.recipe import section_of
+def _carried(step: str, call: Call, settings: PipelineBase, inputs: dict[str, str]) -> dict[str, Any]:
+    """The settings a call of `step` must share with its inputs (flag -> path), as their records say."""
     from PUMA.steps import CARRIED
 
-    recipe, given_values = get_recipe(settings.recipe), settings.section(section)
+    recipe, given_values = get_recipe(settings.recipe), settings.section(call.section)
 
     def value_of(name: str) -> Any:
-        return given_values.get(name, recipe.value(section_of(record), name))
+        return given_values.get(name, call.wired.get(name, recipe.value(step, name)))
 
     values = {}
     for rule in CARRIED:
-        if rule.step == record and rule.refuse and rule.applies(value_of) and rule.input_flag in inputs:
+        if rule.step == step and rule.refuse and rule.applies(value_of) and rule.input_flag in inputs:
             recorded = ((read_record(inputs[rule.input_flag]) or {}).get("settings") or {})
             if rule.setting in recorded:
                 values[rule.setting] = recorded[rule.setting]
@@ -215,7 +213,7 @@ def step_command(settings: PipelineBase, row: Step, call: Call, section: dict[st
     inputs = {f"--{names[name]}": path for name, path in {**call.reads, **(reads or {})}.items()
               if name in paths for path in [paths[name]]}
     wired = {"recipe": settings.recipe, **{key: getattr(settings, key) for key in call.shared}, **paths,
-             **call.wired, **_carried(call.record or row.name, call.section, settings, inputs)}
+             **call.wired, **_carried(row.name, call, settings, inputs)}
     wired = {key: value for key, value in wired.items() if value is not None}
     config: Any = recipe_config(cls, row.name, settings.recipe, **{**wired, **section})
     line = command_line(cls, wired) + command_line(cls, section)

@@ -148,7 +148,7 @@ class Recipe:
         """This recipe's own departures from the release (one section's, or all) as lines: what
         makes a run of it differ from the release's (the release's bug fixes, which every recipe
         keeps, are `bug_fixes`)."""
-        sections = [section_of(step)] if step else list(SECTIONS)
+        sections = [step] if step else list(SECTIONS)
         return [line for section in sections for line in self.departure_lines(section, self.steps.get(section, {}))]
 
     def value(self, section: str, key: str) -> Any:
@@ -156,14 +156,6 @@ class Recipe:
         if key in self.steps.get(section, {}):
             return self.steps[section][key]
         return release_book().value(section, key)
-
-
-def section_of(step: str) -> str:
-    """The recipe section of a record's step name (`data_param` -> `data`)."""
-    for row in BY_NAME.values():
-        if step in row.record_names and row.name in RECIPE_SECTIONS:
-            return row.name
-    return step
 
 
 def section_class(section: str) -> type:
@@ -346,7 +338,7 @@ def _by_flag(step: str, settings: Mapping[str, Any]) -> dict[str, Any]:
     """A step's settings by flag name (records hold them by field name)."""
     from PersonalWAB.settings import flag_name, settings_fields
 
-    section = section_of(step)
+    section = step
     if section not in SECTIONS:
         return dict(settings)
     names = {item.name: flag_name(item) for item in settings_fields(section_class(section))}
@@ -357,7 +349,7 @@ def step_departures(step: str, recipe: Recipe, settings: Any) -> list[str]:
     """How a step run with `settings` under `recipe` differs from the release: the release's bugs
     every recipe keeps fixed, then every setting whose value is not the release's."""
     values = _by_flag(step, _plain(settings))
-    return [*bug_fixes(step), *recipe.departure_lines(section_of(step), values)]
+    return [*bug_fixes(step), *recipe.departure_lines(step, values)]
 
 
 def library_versions() -> dict[str, str]:

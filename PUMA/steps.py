@@ -1,7 +1,7 @@
 """PUMA's steps, each described once. A row gives the step's name (the command `puma NAME`, the
 recipe file's `steps.NAME` section, the output rule's owner), the module run as `python -m`, its
-settings class, the function that runs it on a settings object, its help line, the names its
-records carry (one a mode, where it has modes), whether `PUMA.launch` starts it on the processes
+settings class, the function that runs it on a settings object, its help line (its records carry
+its name, the same one everywhere), whether `PUMA.launch` starts it on the processes
 there are, the settings it must share with the steps that made its inputs (`carried`, checked by
 `PUMA.lineage`), and where it runs in `puma run` (`calls`: each call's stage, config section, and
 the files it reads and writes under the work folder). The CLI, the launcher, the recipe files'
@@ -25,16 +25,16 @@ from typing import Any
 class Carried:
     """One setting a step shares with the step that made one of its inputs (`PUMA.lineage`)."""
 
-    step: str  # the reading step's record name (generate_param, sft, dpo, ...)
+    step: str  # the reading step (generate, sft, dpo, ...)
     input_flag: str  # the reading step's flag naming the input
     setting: str  # the setting's name on both sides (field and flag)
     refuse: bool  # True: a difference changes results; False: it is only said
     why: str  # what the difference does
-    when: tuple[str, Any] | None = None  # (setting, value): the rule holds only where the reading step has it
+    when: Mapping[str, Any] = field(default_factory=dict)  # the rule holds only where the reading step has these
 
     def applies(self, value_of: Callable[[str], Any]) -> bool:
         """Whether the rule holds for a reading step whose settings `value_of` gives by name."""
-        return self.when is None or value_of(self.when[0]) == self.when[1]
+        return all(value_of(name) == value for name, value in self.when.items())
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,6 @@ class Call:
     stage: int  # the `--steps` number it runs under (1-7)
     section: str  # the `puma run` config section its settings come from
     title: str = ""  # how the run names it (default: the section)
-    record: str = ""  # the `step` its records name (default: the step's name)
     reads: Mapping[str, str] = field(default_factory=dict)
     writes: Mapping[str, str] = field(default_factory=dict)
     shared: tuple[str, ...] = ()
@@ -63,16 +62,12 @@ class Step:
     settings: str  # the settings dataclass's name in `module`
     run: str  # the function in `module` that runs the step on a settings object
     help: str  # one line for `puma --help`
-    records: tuple[str, ...] = ()  # the `step` its records name, where not `name` (one per mode)
+    writes_as: tuple[str, ...] = ()  # the steps whose outputs it writes too (their records name them)
     launched: bool = False  # training: started by PUMA.launch (accelerate, precision, DeepSpeed)
     recipe_settings: bool = True  # a recipe file's `steps.NAME` section may set its settings
     release_deepspeed: bool = False  # the release trained it under DeepSpeed ZeRO-2
     carried: tuple[Carried, ...] = ()
     calls: tuple[Call, ...] = ()
-
-    @property
-    def record_names(self) -> tuple[str, ...]:
-        return self.records or (self.name,)
 
     @property
     def target(self) -> str:
@@ -93,7 +88,7 @@ FINAL_PREDICTIONS = {"num_return_sequences": 1, "num_beams": 1, "do_sample": Fal
 
 STEPS: tuple[Step, ...] = (
     Step("data", "PUMA.data", "DataConfig", "prepare_data",
-         "step 1: function and parameter SFT data (function | param | all)", records=("data_function", "data_param"),
+         "step 1: function and parameter SFT data (function | param | all)",
          calls=(Call(1, "data", writes={"out_dir": "data"}, shared=("data_dir", "model_path"),
                      wired={"kind": "all"}),)),
     Step("sft", "PUMA.sft", "SFTConfig", "train_sft", "step 2: LoRA SFT on function / param / function_param data",
@@ -105,19 +100,18 @@ STEPS: tuple[Step, ...] = (
                      writes={"output_dir": "sft"}, shared=("model_path",)),)),
     Step("generate", "PUMA.generate", "GenerateConfig", "generate_file",
          "step 3: function predictions or parameter candidates from a model",
-         records=("generate_function", "generate_param"),
-         carried=(Carried("generate_param", "--data_file", "mem_token_length", True,
+         carried=(Carried("generate", "--data_file", "mem_token_length", True,
                           "the release recipe cuts each example's memory again at this length, so the prompts would "
-                          "differ from the ones the model was trained on", ("prompts", "release")),),
-         calls=(*(Call(3, "generate_function", f"generate_function ({split})", "generate_function",
+                          "differ from the ones the model was trained on", {"mode": "param", "prompts": "release"}),),
+         calls=(*(Call(3, "generate_function", f"generate_function ({split})",
                        reads={"model_path": "sft_merged", "data_file": f"data/function_{split}.json"},
                        writes={"output_file": f"function_{split}.json"}, wired={"mode": "function"})
                   for split in ("train", "test")),
-                Call(3, "generate_param", record="generate_param",
+                Call(3, "generate_param",
                      reads={"model_path": "sft_merged", "data_file": "data/param_train.json",
                             "function_file": "function_train.json"},
                      writes={"output_file": "param_candidates_train.json"}, wired={"mode": "param"}),
-                Call(7, "generate_test", record="generate_param",
+                Call(7, "generate_test",
                      reads={"model_path": "dpo", "data_file": "data/param_test.json",
                             "function_file": "function_test.json"},
                      writes={"output_file": "param_test.json"}, wired={"mode": "param", **FINAL_PREDICTIONS}))),
@@ -128,7 +122,7 @@ STEPS: tuple[Step, ...] = (
                      wired={"task_split": "train"}),)),
     Step("merge_shards", "PUMA.merge_shards", "MergeShardsConfig", "merge_file",
          "steps 3-4 in shards: join the parts of generate/score --shard I/N",
-         records=("generate_function", "generate_param", "score"), recipe_settings=False),
+         writes_as=("generate", "score"), recipe_settings=False),
     Step("dpo_data", "PUMA.dpo_data", "DPODataConfig", "build_dpo_data",
          "step 5: chosen / rejected pairs from the scored candidates",
          calls=(Call(5, "dpo_data", reads={"scores_file": "param_candidates_train_scores.json",
@@ -140,9 +134,9 @@ STEPS: tuple[Step, ...] = (
          launched=True, release_deepspeed=True,
          carried=(Carried("dpo", "--data_file", "max_length", True,
                           "step 5 shortened the prompts' memory to fit that length, so pairs would be cut "
-                          "differently", ("prompt_cut", "memory")),
+                          "differently", {"prompt_cut": "memory"}),
                   Carried("dpo", "--data_file", "model_path", False,
-                          "step 5 measured the prompts with that model's tokenizer", ("prompt_cut", "memory"))),
+                          "step 5 measured the prompts with that model's tokenizer", {"prompt_cut": "memory"})),
          calls=(Call(6, "dpo", reads={"model_path": "sft_merged", "data_file": "dpo_train.json"},
                      writes={"output_dir": "dpo"}),)),
     Step("grpo", "PUMA.grpo", "GRPOStepConfig", "train_grpo",

@@ -367,7 +367,8 @@ def listed_readings(release_yaml: Path) -> list[dict[str, Any]]:
     return list(yaml.safe_load(release_yaml.read_text(encoding="utf-8")).get("readings") or [])
 
 
-READING_STEPS = {"data_param": "data", "generate_param": "generate_param", "sft": "sft"}
+# release.yaml's `readings` name PUMA's steps; the compared items name the release's runs
+READING_STEPS = {"generate": "generate_param"}
 
 
 def reading_for(readings: list[dict[str, Any]], step: str, key: str, project: Any) -> str | None:

@@ -39,7 +39,7 @@ def test_another_family_is_named_where_it_changes_a_step():
     lines = family_departures(facts, "sft")
     assert len(lines) == 2 and all(line.startswith("sft: ") for line in lines)
     assert "0 special token(s) before a text" in lines[0] and "untied" in lines[1]
-    other = family_departures({**facts, "model_type": "gpt2", "special_tokens_after": 1}, "data_param")
+    other = family_departures({**facts, "model_type": "gpt2", "special_tokens_after": 1}, "data")
     assert any("type gpt2" in line for line in other) and any("appends 1" in line for line in other)
 
 

@@ -698,10 +698,10 @@ def test_records_say_whether_a_setting_follows_the_release_recipe_or_the_paper(t
     assert all("the release recipe's reading" in line for line in default)
     paper = json.loads(write_record(tmp_path / "b", "sft", recipe, SFTConfig(learning_rate=4e-3)).read_text())
     assert paper["readings"][0].startswith("learning_rate 0.004: the paper's stated value, not the release recipe's")
-    record = write_record(tmp_path / "c", "data_param", recipe, DataConfig(mem_token_length=512))
+    record = write_record(tmp_path / "c", "data", recipe, DataConfig(mem_token_length=512))
     memory = json.loads(record.read_text())
     assert memory["readings"][0].startswith("mem_token_length 512: the paper's stated value")
-    odd = json.loads(write_record(tmp_path / "d", "data_param", recipe, DataConfig(mem_token_length=100)).read_text())
+    odd = json.loads(write_record(tmp_path / "d", "data", recipe, DataConfig(mem_token_length=100)).read_text())
     assert "neither" in odd["readings"][0]
 
 

@@ -103,7 +103,7 @@ def _made(path: Path, step: str, recipe: str, **settings) -> str:
 def test_generation_refuses_data_cut_at_another_memory_length(tmp_path: Path):
     from PUMA.generate import GenerateConfig, generate_file
 
-    data = _made(tmp_path / "param_train.json", "data_param", "release", mem_token_length=192)
+    data = _made(tmp_path / "param_train.json", "data", "release", mem_token_length=192)
     config = GenerateConfig(mode="param", data_file=data, function_file=str(tmp_path / "f.json"),
                             output_file=str(tmp_path / "o.json"), model_path=str(tmp_path / "model"))
     with pytest.raises(ValueError, match=r"--mem_token_length 768: --data_file .*param_train.json was made with "
@@ -125,7 +125,7 @@ def test_a_difference_that_only_informs_is_said(tmp_path: Path):
     from PUMA.lineage import carried_mismatches, check_carried
     from PUMA.sft import SFTConfig
 
-    data = _made(tmp_path / "param_train.json", "data_param", "release", model_path="other/model",
+    data = _made(tmp_path / "param_train.json", "data", "release", model_path="other/model",
                  mem_token_length=192)
     config = SFTConfig(model_path="base/model", param_data=data)
     said: list[str] = []
@@ -135,7 +135,7 @@ def test_a_difference_that_only_informs_is_said(tmp_path: Path):
     # generation from the stored training prompt (--prompts training) does not read the memory length again
     from PUMA.generate import GenerateConfig
 
-    assert carried_mismatches("generate_param", GenerateConfig(data_file=data, prompts="training"),
+    assert carried_mismatches("generate", GenerateConfig(data_file=data, prompts="training"),
                               {"--data_file": data}) == []
 
 
@@ -170,8 +170,8 @@ def test_puma_run_chains_each_steps_outputs_into_the_next(tmp_path: Path):
     assert f"--puma_param_file {work / 'param_test.json'}" in " ".join(args["evaluate"])
     # a later step alone takes what its input's record says it must share
     (work / "data").mkdir(parents=True)
-    _made(work / "data" / "param_train.json", "data_param", "improved", mem_token_length=192)
-    _made(work / "data" / "param_test.json", "data_param", "improved", mem_token_length=192)
+    _made(work / "data" / "param_train.json", "data", "improved", mem_token_length=192)
+    _made(work / "data" / "param_test.json", "data", "improved", mem_token_length=192)
     release = _pipeline(tmp_path, f"work_dir: {work}\n", "--recipe", "release")
     assert "--mem_token_length 192" in " ".join(commands(release, 3)[-1].args)
     assert "--mem_token_length 192" in " ".join(commands(release, 7)[0].args)
