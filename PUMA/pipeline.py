@@ -79,9 +79,9 @@ class PipelineBase:
     """`puma run`'s shared settings and the steps to run; `PipelineSettings` adds one section per
     config section of the steps table."""
 
-    steps: str = setting(",".join(map(str, STAGES)), "comma-separated steps to run (1 data, 2 SFT + merge, 3 "
-                         "generate, 4 score, 5 DPO data, 6 DPO, 7 evaluate); a later step alone reads what earlier "
-                         "runs left in --work_dir")
+    steps: str = setting(",".join(map(str, STAGES)), "comma-separated steps to run ("
+                         + ", ".join(f"{number} {names}" for number, names in stage_names().items())
+                         + "); a later step alone reads what earlier runs left in --work_dir")
     recipe: str = setting("release", f"every step's {RECIPE_HELP}", metavar="NAME|FILE")
     data_dir: str | None = setting(None, "the benchmark data (steps 1, 4 and 7)",
                                    default_text="the official data when placed, else the bundled synthetic data")

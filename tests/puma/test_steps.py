@@ -100,6 +100,7 @@ def test_a_new_step_is_its_module_and_one_row(package_with_a_new_step: Path, tmp
     listed = _puma(root, "--help")
     assert listed.returncode == 0 and "count the DPO pairs" in listed.stdout
     assert "--max_length" in _puma(root, "count", "--help").stdout
+    assert "8 count" in " ".join(_puma(root, "run", "--help").stdout.split())  # puma run's --steps
     # puma run: its stage and section from the row, its input from the work folder, the setting its input's
     # record says it must share wired in, started through the launcher
     config = tmp_path / "run.yaml"
