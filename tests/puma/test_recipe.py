@@ -735,3 +735,23 @@ def test_a_users_recipe_file_runs_and_its_records_list_exactly_its_two_departure
         assert (review in record["departures_from_release"]) == (record["step"] == "score"), name
     header = json.loads((work / "result_puma_singleturn.json").read_text())[0]
     assert header["run_args"]["recipe"] == str(mine) and header["run_args"]["protocol"]["departures"] == []
+
+
+def test_the_agents_settings_come_from_the_recipe_under_config_and_flags(tmp_path: Path):
+    """`pwab run --agent_strategy puma --recipe R`: the recipe's `agent` section gives the --puma_*
+    defaults, a --config file and flags override them, a recipe of one's own works the same."""
+    from PersonalWAB.runner.config import parse_config
+
+    def puma(*argv: str):
+        return parse_config(["--agent_strategy", "puma", *argv]).options("puma")
+
+    assert (puma().puma_parsing, puma().puma_repeat_action) == ("strict", True)
+    improved = puma("--recipe", "improved")
+    assert (improved.puma_parsing, improved.puma_prompt, improved.puma_repeat_action) == ("lenient", "training", False)
+    assert puma("--recipe", "improved", "--puma_parsing", "strict").puma_parsing == "strict"
+    (tmp_path / "run.yaml").write_text("recipe: improved\npuma_gpu_dtype: float16\n")
+    from_file = puma("--config", str(tmp_path / "run.yaml"))
+    assert (from_file.puma_prompt, from_file.puma_gpu_dtype) == ("training", "float16")
+    (tmp_path / "mine.yaml").write_text("steps:\n  agent: {puma_repeat_action: false}\n")
+    mine = puma("--recipe", str(tmp_path / "mine.yaml"))
+    assert (mine.puma_repeat_action, mine.puma_parsing) == (False, "strict")
