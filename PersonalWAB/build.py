@@ -87,6 +87,26 @@ def _recommender_is_stale(data: BenchmarkData, log: Callable[[str], None]) -> bo
     return True
 
 
+def _export_recommender(data: BenchmarkData, log: Callable[[str], None]) -> dict[str, float]:
+    """The checkpoint exported to ONNX and checked against PyTorch, where none is there yet (and
+    the ONNX backend is chosen, and the checkpoint serves these products)."""
+    from PersonalWAB.engines.recommender import exported
+    from PersonalWAB.engines.recommender.engine import SASRecRecommender, foreign_recommender, load_item_map
+
+    artifacts = data.artifacts
+    if exported.backend() != "onnx" or exported.usable_graph(artifacts.checkpoint) is not None \
+            or foreign_recommender(artifacts.checkpoint, artifacts.item_map, data.products) is not None:
+        return {}
+    start = time.perf_counter()
+    probes = exported.probe_sequences(data)
+    kept = exported.export_checked(SASRecRecommender(artifacts.checkpoint, artifacts.item_map), artifacts.checkpoint,
+                                   load_item_map(artifacts.item_map), probes, log)
+    if kept is not None:
+        log(f"exported SASRec to {exported.graph_path(artifacts.checkpoint)} (its top-{exported.CHECK_K} equal to "
+            f"PyTorch's on {len(probes)} probe sequences)")
+    return {"sasrec_onnx": time.perf_counter() - start}
+
+
 def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lucene",), recommender: bool = True,
                     review_embeddings: bool = False, memory_embeddings: bool = False, force: bool = False,
                     log: Callable[[str], None] = print, protocol: Protocol | None = None,
@@ -133,6 +153,8 @@ def build_artifacts(data: BenchmarkData, search_backends: tuple[str, ...] = ("lu
         log(f"SASRec held-out HR@10 {metrics['sasrec']['hr@10']:.4f} NDCG@10 {metrics['sasrec']['ndcg@10']:.4f} "
             f"(popularity {metrics['popularity']['hr@10']:.4f} / {metrics['popularity']['ndcg@10']:.4f}); "
             f"details in {artifacts.checkpoint}.json")
+    if recommender and artifacts.checkpoint.exists():
+        seconds.update(_export_recommender(data, log))
     if review_embeddings:
         if force and review_cache_file(data).exists():
             review_cache_file(data).unlink()

@@ -115,15 +115,24 @@ class Engines:
         if self._recommender is None:
             with self._lock:
                 if self._recommender is None:
-                    from PersonalWAB.engines.recommender.engine import SASRecRecommender
-
                     try:
                         self._check_recommender_inputs()
-                        self._recommender = SASRecRecommender(self.checkpoint, self.item_map)
+                        self._recommender = self._open_recommender()
                     except DataError as exc:
                         hint = rebuild_hint(self.data.data_dir, self.checkpoint, self.item_map)
                         raise EngineError(f"{exc}; {hint}") from exc
         return self._recommender
+
+    def _open_recommender(self) -> Any:
+        """The checkpoint's exported ONNX graph where the build left one checked against PyTorch
+        (`PersonalWAB.engines.recommender.exported`), else the PyTorch recommender."""
+        from PersonalWAB.engines.recommender import exported
+        from PersonalWAB.engines.recommender.engine import SASRecRecommender, load_item_map
+
+        found = exported.usable_graph(self.checkpoint) if exported.backend() == "onnx" else None
+        if found is not None:
+            return exported.OnnxSASRec(found[0], load_item_map(self.item_map), found[1])
+        return SASRecRecommender(self.checkpoint, self.item_map)
 
     def _check_recommender_inputs(self) -> None:
         """Refuse a checkpoint and item map made for other data: they load, but answer `[]` or

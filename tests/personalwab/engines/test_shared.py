@@ -82,6 +82,7 @@ def test_engine_failure_during_a_task_is_an_error_not_a_score(built_copy, tmp_pa
         return real_score_rows(self, rows)
 
     monkeypatch.setattr(SASRecRecommender, "_score_rows", fails_after_the_probe)
+    monkeypatch.setenv("PERSONALWAB_RECOMMENDER_BACKEND", "torch")  # the PyTorch recommender fails here
     output = tmp_path / "out.json"
     assert run_cli(built_copy, output) == 3
     records = load_result_file(output)[1]
