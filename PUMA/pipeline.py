@@ -210,8 +210,7 @@ def step_command(settings: PipelineBase, row: Step, call: Call, section: dict[st
     names = {item.name: flag_name(item) for item in settings_fields(cls)}
     paths = {name: str(work / path) for name, path in {**call.reads, **(reads or {}), **call.writes,
                                                         **(writes or {})}.items()}
-    inputs = {f"--{names[name]}": path for name, path in {**call.reads, **(reads or {})}.items()
-              if name in paths for path in [paths[name]]}
+    inputs = {f"--{names[name]}": paths[name] for name in {**call.reads, **(reads or {})}}
     wired = {"recipe": settings.recipe, **{key: getattr(settings, key) for key in call.shared}, **paths,
              **call.wired, **_carried(row.name, call, settings, inputs)}
     wired = {key: value for key, value in wired.items() if value is not None}

@@ -209,18 +209,15 @@ def _yaml(path: Path) -> Any:
 def _steps(path: Path, steps: Any) -> dict[str, dict[str, Any]]:
     """A recipe file's `steps`: each a section of SECTIONS mapping its settings (by flag name) to
     values each checked as its flag checks it."""
-    from PersonalWAB.settings import config_value, flag_name, settings_fields
+    from PersonalWAB.settings import config_settings, flag_name, settings_fields
 
     _mapping(path, "steps", steps, {section: dict for section in SECTIONS}, ())
     checked: dict[str, dict[str, Any]] = {}
     for section, values in steps.items():
-        items = {flag_name(item): item for item in settings_fields(section_class(section))}
-        checked[section] = {}
-        for key, value in values.items():
-            if key not in items:
-                raise ValueError(f"{path}: steps.{section}.{key} is not a setting of {section} (see "
-                                 f"{'pwab run' if section == AGENT else 'puma ' + section} --help)")
-            checked[section][key] = config_value(items[key], value, f"{path}: steps.{section}.{key}")
+        items = settings_fields(section_class(section))
+        flags = {item.name: flag_name(item) for item in items}
+        given = config_settings(values, items, str(path), f"steps.{section}")  # by field name
+        checked[section] = {flags[name]: value for name, value in given.items()}
     return checked
 
 
@@ -338,10 +335,9 @@ def _by_flag(step: str, settings: Mapping[str, Any]) -> dict[str, Any]:
     """A step's settings by flag name (records hold them by field name)."""
     from PersonalWAB.settings import flag_name, settings_fields
 
-    section = step
-    if section not in SECTIONS:
+    if step not in SECTIONS:
         return dict(settings)
-    names = {item.name: flag_name(item) for item in settings_fields(section_class(section))}
+    names = {item.name: flag_name(item) for item in settings_fields(section_class(step))}
     return {names.get(key, key): value for key, value in settings.items()}
 
 

@@ -137,8 +137,77 @@ def trained_on_other_data(checkpoint: Path, data: BenchmarkData) -> bool:
     return recorded is not None and recorded != data.fingerprint
 
 
-class SASRecRecommender:
-    """Top-k next-item ASINs from a SASRec checkpoint, restricted to the item map's items."""
+class SequenceRecommender:
+    """Top-k next-item ASINs restricted to an item map's items: what the PyTorch recommender and
+    the exported one (`PersonalWAB.engines.recommender.exported`) share. A backend binds the item
+    map (`_bind_items`) and gives the best `k` candidate columns of id rows (`_top_columns`)."""
+
+    _item_map: dict[str, int]
+    _candidate_asins: tuple[str, ...]
+
+    @property
+    def maxlen(self) -> int:
+        """How many of the most recent known items a sequence is cut to."""
+        raise NotImplementedError
+
+    def _bind_items(self, item_map: Mapping[str, int]) -> list[int]:
+        """Keep the item map; the candidate ids, in the column order of every score row."""
+        self._item_map = dict(item_map)
+        # An id listed under two ASINs answers with the later one, as the release's reverse map does.
+        id_to_asin = {item_id: asin for asin, item_id in item_map.items()}
+        candidate_ids = sorted(id_to_asin)
+        self._candidate_asins = tuple(id_to_asin[i] for i in candidate_ids)
+        return candidate_ids
+
+    @property
+    def candidate_asins(self) -> tuple[str, ...]:
+        """Every ASIN that can be recommended, in the column order of the scores."""
+        return self._candidate_asins
+
+    def _item_ids(self, product_sequence: Sequence[str]) -> list[int]:
+        """The known items of the sequence, the last `maxlen` of them, taken exactly as the
+        release takes them: whatever the argument is, it is iterated and each element looked
+        up, so a bare string yields its letters (none known) and an unhashable element
+        fails with Python's own message."""
+        ids = [self._item_map[asin] for asin in product_sequence if asin in self._item_map]
+        return ids[-self.maxlen :]
+
+    def _padded(self, rows: list[list[int]]) -> np.ndarray:
+        """Non-empty id rows left-padded with the padding item 0 to `maxlen`."""
+        batch = np.zeros((len(rows), self.maxlen), dtype=np.int64)
+        for r, ids in enumerate(rows):
+            batch[r, self.maxlen - len(ids) :] = ids
+        return batch
+
+    def _top_columns(self, rows: list[list[int]], k: int) -> list[list[int]]:
+        """The `k` best candidate columns of each non-empty id row, best first."""
+        raise NotImplementedError
+
+    def recommend_batch(self, sequences: Sequence[Sequence[str]], k: int = 10) -> list[list[str]]:
+        """Top-k ASINs, best first, for each sequence; [] for a sequence with no known ASIN."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        rows = [self._item_ids(sequence) for sequence in sequences]
+        scored = [i for i, ids in enumerate(rows) if ids]
+        results: list[list[str]] = [[] for _ in rows]
+        k = min(k, len(self._candidate_asins))
+        for start in range(0, len(scored), ROWS_PER_PASS):
+            chunk = scored[start : start + ROWS_PER_PASS]
+            try:
+                top = self._top_columns([rows[i] for i in chunk], k)
+            except Exception as exc:  # the model's failure, not the caller's: the sequences are read above
+                raise EngineError(f"the SASRec recommender failed: {type(exc).__name__}: {exc}") from exc
+            for i, columns in zip(chunk, top):
+                results[i] = [self._candidate_asins[c] for c in columns]
+        return results
+
+    def recommend(self, product_sequence: Sequence[str], k: int = 10) -> list[str]:
+        """Top-k next-item ASINs after `product_sequence` (time order, most recent last)."""
+        return self.recommend_batch([product_sequence], k)[0]
+
+
+class SASRecRecommender(SequenceRecommender):
+    """Top-k next-item ASINs from a SASRec checkpoint in PyTorch, restricted to the item map's items."""
 
     def __init__(
         self,
@@ -172,12 +241,7 @@ class SASRecRecommender:
         import torch
 
         self._model = model
-        self._item_map = dict(item_map)
-        # An id listed under two ASINs answers with the later one, as the release's reverse map does.
-        id_to_asin = {item_id: asin for asin, item_id in item_map.items()}
-        candidate_ids = sorted(id_to_asin)
-        self._candidate_asins = tuple(id_to_asin[i] for i in candidate_ids)
-        self._candidate_ids = torch.tensor(candidate_ids, dtype=torch.long, device=device)
+        self._candidate_ids = torch.tensor(self._bind_items(item_map), dtype=torch.long, device=device)
         self._device = device
 
     @property
@@ -185,54 +249,21 @@ class SASRecRecommender:
         """How many of the most recent known items a sequence is cut to."""
         return self._model.config.maxlen
 
-    @property
-    def candidate_asins(self) -> tuple[str, ...]:
-        """Every ASIN that can be recommended, in the column order of `score_candidates`."""
-        return self._candidate_asins
-
-    def _item_ids(self, product_sequence: Sequence[str]) -> list[int]:
-        """The known items of the sequence, the last `maxlen` of them, taken exactly as the
-        release takes them: whatever the argument is, it is iterated and each element looked
-        up, so a bare string yields its letters (none known) and an unhashable element
-        fails with Python's own message."""
-        ids = [self._item_map[asin] for asin in product_sequence if asin in self._item_map]
-        return ids[-self.maxlen :]
-
     def _score_rows(self, rows: list[list[int]]) -> torch.Tensor:
-        """Scores (len(rows), candidates) for non-empty id rows, left-padded with the padding item 0."""
+        """Scores (len(rows), candidates) for non-empty id rows."""
         import torch
 
-        batch = np.zeros((len(rows), self.maxlen), dtype=np.int64)
-        for r, ids in enumerate(rows):
-            batch[r, self.maxlen - len(ids) :] = ids
         with torch.no_grad():
-            return self._model.predict(None, torch.from_numpy(batch).to(self._device), self._candidate_ids)
+            return self._model.predict(None, torch.from_numpy(self._padded(rows)).to(self._device),
+                                       self._candidate_ids)
 
     def score_candidates(self, product_sequence: Sequence[str]) -> torch.Tensor | None:
         """Next-item score of every candidate (in `candidate_asins` order); None when no ASIN is known."""
         ids = self._item_ids(product_sequence)
         return self._score_rows([ids])[0] if ids else None
 
-    def recommend_batch(self, sequences: Sequence[Sequence[str]], k: int = 10) -> list[list[str]]:
-        """Top-k ASINs, best first, for each sequence; [] for a sequence with no known ASIN."""
+    def _top_columns(self, rows: list[list[int]], k: int) -> list[list[int]]:
         import torch
 
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
-        rows = [self._item_ids(sequence) for sequence in sequences]
-        scored = [i for i, ids in enumerate(rows) if ids]
-        results: list[list[str]] = [[] for _ in rows]
-        k = min(k, len(self._candidate_asins))
-        for start in range(0, len(scored), ROWS_PER_PASS):
-            chunk = scored[start : start + ROWS_PER_PASS]
-            try:
-                top = torch.topk(self._score_rows([rows[i] for i in chunk]), k, dim=1).indices.tolist()
-            except Exception as exc:  # the model's failure, not the caller's: the sequences are read above
-                raise EngineError(f"the SASRec recommender failed: {type(exc).__name__}: {exc}") from exc
-            for i, columns in zip(chunk, top):
-                results[i] = [self._candidate_asins[c] for c in columns]
-        return results
-
-    def recommend(self, product_sequence: Sequence[str], k: int = 10) -> list[str]:
-        """Top-k next-item ASINs after `product_sequence` (time order, most recent last)."""
-        return self.recommend_batch([product_sequence], k)[0]
+        columns: list[list[int]] = torch.topk(self._score_rows(rows), k, dim=1).indices.tolist()
+        return columns

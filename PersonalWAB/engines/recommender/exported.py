@@ -17,13 +17,14 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from PersonalWAB.digests import digest_problem, file_sha256, record_digest
+from PersonalWAB.engines.recommender.engine import SequenceRecommender
 from PersonalWAB.scratch import atomic_write_text
 
 BACKEND_ENV = "PERSONALWAB_RECOMMENDER_BACKEND"
@@ -79,53 +80,22 @@ def _session(graph: Path) -> Any:
     return onnxruntime.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
 
-class OnnxSASRec:
-    """The SASRec recommender's interface over an exported graph (`recommend`, `recommend_batch`,
-    `candidate_asins`, `maxlen`), answering as the PyTorch one does."""
+class OnnxSASRec(SequenceRecommender):
+    """The SASRec recommender over an exported graph, answering as the PyTorch one does."""
 
     def __init__(self, graph: Path, item_map: Mapping[str, int], maxlen: int):
         self._session = _session(graph)
-        self._item_map = dict(item_map)
-        id_to_asin = {item_id: asin for asin, item_id in item_map.items()}  # a repeated id: the later ASIN
-        self._candidate_asins = tuple(id_to_asin[i] for i in sorted(id_to_asin))
+        self._bind_items(item_map)
         self._maxlen = maxlen
 
     @property
     def maxlen(self) -> int:
         return self._maxlen
 
-    @property
-    def candidate_asins(self) -> tuple[str, ...]:
-        return self._candidate_asins
-
-    def recommend(self, product_sequence: Sequence[str], k: int = 10) -> list[str]:
-        return self.recommend_batch([product_sequence], k)[0]
-
-    def recommend_batch(self, sequences: Sequence[Sequence[str]], k: int = 10) -> list[list[str]]:
-        """Top-k ASINs, best first, for each sequence; [] for a sequence with no known ASIN."""
-        from PersonalWAB.engines.recommender.engine import ROWS_PER_PASS
-        from PersonalWAB.errors import EngineError
-
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
-        rows = [[self._item_map[asin] for asin in sequence if asin in self._item_map][-self._maxlen:]
-                for sequence in sequences]
-        scored = [i for i, ids in enumerate(rows) if ids]
-        results: list[list[str]] = [[] for _ in rows]
-        k = min(k, len(self._candidate_asins))
-        for start in range(0, len(scored), ROWS_PER_PASS):
-            chunk = scored[start:start + ROWS_PER_PASS]
-            batch = np.zeros((len(chunk), self._maxlen), dtype=np.int64)
-            for r, i in enumerate(chunk):
-                batch[r, self._maxlen - len(rows[i]):] = rows[i]
-            try:
-                scores = self._session.run(None, {"sequences": batch})[0]
-            except Exception as exc:  # the model's failure, not the caller's
-                raise EngineError(f"the SASRec recommender failed: {type(exc).__name__}: {exc}") from exc
-            top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-            for i, columns in zip(chunk, top):
-                results[i] = [self._candidate_asins[c] for c in columns]
-        return results
+    def _top_columns(self, rows: list[list[int]], k: int) -> list[list[int]]:
+        scores = self._session.run(None, {"sequences": self._padded(rows)})[0]
+        columns: list[list[int]] = np.argsort(-scores, axis=1, kind="stable")[:, :k].tolist()
+        return columns
 
 
 def probe_sequences(data: Any, limit: int = PROBES) -> list[list[str]]:
