@@ -23,7 +23,7 @@ from typing import Any
 from PersonalWAB.data import schema
 from PersonalWAB.data.published import count_summary, matches_published_counts
 from PersonalWAB.errors import DataError
-from PersonalWAB.gc_pause import gc_paused
+from PersonalWAB.gc_pause import exempt_from_collection, gc_paused
 from PersonalWAB.paths import (CONSTRUCTION_MANIFEST, SYNTHETIC_MANIFEST, UNREADABLE_CACHE, ArtifactPaths,
                              warn_unusable_cache)
 from PersonalWAB.schema_types import Behaviour, Product, Task, UserProfile
@@ -362,8 +362,7 @@ def _read_parsed_cache(data_dir: Path, key: list[Any]) -> BenchmarkData | None:
     cache is named in a warning and rebuilt."""
     path = ArtifactPaths.for_data_dir(data_dir).cache_dir / PARSED_CACHE
     try:
-        with gc_paused():
-            stored = marshal.loads(path.read_bytes())
+        stored = marshal.loads(path.read_bytes())
     except FileNotFoundError:
         return None
     except UNREADABLE_CACHE as exc:
@@ -402,11 +401,12 @@ def _load(data_dir: Path) -> BenchmarkData:
         )
     files = DataFiles.read(data_dir)
     key = files.cache_key()
-    data = _read_parsed_cache(data_dir, key)
-    if data is None:
-        with gc_paused():
+    with gc_paused():
+        data = _read_parsed_cache(data_dir, key)
+        if data is None:
             data = _parse_and_check(files)
-        _write_parsed_cache(data, key)
+            _write_parsed_cache(data, key)
+        exempt_from_collection(data)
     return data
 
 

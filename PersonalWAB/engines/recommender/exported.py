@@ -94,8 +94,19 @@ class OnnxSASRec(SequenceRecommender):
 
     def _top_columns(self, rows: list[list[int]], k: int) -> list[list[int]]:
         scores = self._session.run(None, {"sequences": self._padded(rows)})[0]
-        columns: list[list[int]] = np.argsort(-scores, axis=1, kind="stable")[:, :k].tolist()
-        return columns
+        return [stable_top_k(row, k) for row in scores]
+
+
+def stable_top_k(scores: np.ndarray, k: int) -> list[int]:
+    """The first `k` columns of a stable descending sort of `scores` (ties: the lower column
+    first), without sorting the whole row: the columns scoring at least the k-th best score are
+    found in linear time and only they are sorted (a full sort was a tenth of a run's time)."""
+    if k >= len(scores):
+        return np.argsort(-scores, kind="stable")[:k].tolist()
+    kth_best = np.partition(scores, len(scores) - k)[len(scores) - k]
+    candidates = np.flatnonzero(scores >= kth_best)
+    ordered: list[int] = candidates[np.argsort(-scores[candidates], kind="stable")][:k].tolist()
+    return ordered
 
 
 def probe_sequences(data: Any, limit: int = PROBES) -> list[list[str]]:

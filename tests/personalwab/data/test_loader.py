@@ -320,3 +320,27 @@ def test_a_garbage_parsed_data_cache_is_named_and_rebuilt(tiny_data_dir, tmp_pat
         assert f"warning: {cache}:" in capsys.readouterr().err
     load_benchmark_data(data_dir, reload=True)
     assert "warning" not in capsys.readouterr().err  # rewritten whole
+
+
+def test_loaded_data_stays_out_of_the_garbage_collector_until_it_is_freed(data_copy):
+    """Its objects are moved out of the collector's generations (never rescanned by a run's
+    collections) and handed back once the data object is gone, both parsed and from the cache."""
+    code = f"""
+import gc
+from pathlib import Path
+from PersonalWAB.data import loader
+for attempt in ("parsed", "cached"):
+    data = loader.load_benchmark_data({str(data_copy)!r}, reload=True)
+    frozen = gc.get_freeze_count()
+    product = next(iter(data.products.values()))
+    assert frozen > len(data.products), (attempt, frozen)
+    assert not any(item is product for item in gc.get_objects()), attempt
+    del data, product
+    loader._CACHE.clear()
+    assert gc.get_freeze_count() == 0, attempt
+    assert list(Path({str(data_copy)!r}).rglob({PARSED_CACHE!r})), "the parse leaves the cache the next load reads"
+print("ok")
+"""
+    assert not list(data_copy.rglob(PARSED_CACHE))
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -73,3 +73,16 @@ def test_an_export_that_would_recommend_otherwise_is_not_kept(built, monkeypatch
     assert exported.export_checked(torch, checkpoint, load_item_map(built.artifacts.item_map),
                                    exported.probe_sequences(built), said.append) is None
     assert not exported.graph_path(checkpoint).exists() and "stays on PyTorch" in said[0]
+
+
+def test_the_top_k_columns_are_those_of_a_stable_full_sort():
+    """Ties go to the lower column, as `argsort(kind="stable")` orders them, at every cut."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for trial in range(500):
+        size = int(rng.integers(1, 40))
+        scores = (rng.integers(0, 4, size) if trial % 2 else rng.standard_normal(size)).astype(np.float32)
+        for k in (1, 3, 10, size, size + 5):
+            assert exported.stable_top_k(scores, k) == np.argsort(-scores, kind="stable")[:k].tolist()
+    assert exported.stable_top_k(np.array([1.0, 2.0, 2.0, 0.5, 2.0], dtype=np.float32), 2) == [1, 2]
