@@ -92,44 +92,91 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+PEAK_ROWS = 16 * 313  # 16 texts of 313 tokens, by MiniLM's 384 x 1536 feed-forward weight
+
+
 def fp32_peak_flops(seconds: float = 3.0) -> float:
-    """The fastest fp32 matrix product these cores give at MiniLM's feed-forward shape (16
-    texts of 313 tokens by 384 x 1536): ONNX Runtime's, one single-threaded product per core
-    at once, as the encoder runs (FLOP/s)."""
+    """The fastest fp32 matrix product these cores give at MiniLM's feed-forward shape: ONNX
+    Runtime's (the fp32 encoder's), one single-threaded product per core at once, as the encoder
+    runs (FLOP/s)."""
     import numpy as np
     import onnxruntime
-    from concurrent.futures import ThreadPoolExecutor
     from onnx import TensorProto, helper, numpy_helper
 
     from PersonalWAB.engines.text_embedding import FEED_FORWARD, HIDDEN
 
-    rows = 16 * 313
     rng = np.random.default_rng(0)
     weight = numpy_helper.from_array(rng.standard_normal((HIDDEN, FEED_FORWARD)).astype(np.float32), "w")
     graph = helper.make_graph([helper.make_node("MatMul", ["a", "w"], ["y"])], "peak",
-                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [rows, HIDDEN])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, FEED_FORWARD])], [weight])
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [PEAK_ROWS, HIDDEN])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [PEAK_ROWS, FEED_FORWARD])],
+                              [weight])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
-    cores = os.cpu_count() or 1
-    sessions = [onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-                for _ in range(cores)]
-    inputs = {"a": rng.standard_normal((rows, HIDDEN)).astype(np.float32)}
-    for session in sessions:
-        session.run(None, inputs)
+    inputs = {"a": rng.standard_normal((PEAK_ROWS, HIDDEN)).astype(np.float32)}
 
-    def products(session: Any) -> int:
+    def product() -> Callable[[], Any]:
+        session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        return lambda: session.run(None, inputs)
+
+    return products_per_core(product, seconds)
+
+
+def bf16_peak_flops(seconds: float = 3.0) -> float | None:
+    """The same product through OpenVINO with bf16 inference precision (the bf16 encoder's
+    library and settings: one stream per core); None where the bf16 path cannot run here."""
+    import numpy as np
+
+    from PersonalWAB.engines.text_embedding import FEED_FORWARD, HIDDEN, memory_backend
+
+    try:
+        if memory_backend("bf16") != "openvino":
+            return None
+    except ValueError:
+        return None
+    import openvino
+    from openvino import opset13
+
+    rng = np.random.default_rng(0)
+    rows = opset13.parameter([PEAK_ROWS, HIDDEN], np.float32)
+    weight = opset13.constant(rng.standard_normal((HIDDEN, FEED_FORWARD)).astype(np.float32))
+    cores = os.cpu_count() or 1
+    compiled = openvino.Core().compile_model(
+        openvino.Model([opset13.matmul(rows, weight, False, False)], [rows]), "CPU",
+        {"INFERENCE_PRECISION_HINT": "bf16", "NUM_STREAMS": str(cores), "INFERENCE_NUM_THREADS": str(cores)})
+    inputs = [rng.standard_normal((PEAK_ROWS, HIDDEN)).astype(np.float32)]
+
+    def product() -> Callable[[], Any]:
+        request = compiled.create_infer_request()
+        return lambda: request.infer(inputs)
+
+    return products_per_core(product, seconds)
+
+
+def products_per_core(product: Callable[[], Callable[[], Any]], seconds: float) -> float:
+    """FLOP/s of `PEAK_ROWS` x 384 x 1536 products run for `seconds` on every core at once, each
+    core calling its own `product()` (warmed up first)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from PersonalWAB.engines.text_embedding import FEED_FORWARD, HIDDEN
+
+    cores = os.cpu_count() or 1
+    calls = [product() for _ in range(cores)]
+    for call in calls:
+        call()
+
+    def repeat(call: Callable[[], Any]) -> int:
         done, end = 0, time.perf_counter() + seconds
         while time.perf_counter() < end:
-            session.run(None, inputs)
+            call()
             done += 1
         return done
 
     start = time.perf_counter()
     with ThreadPoolExecutor(cores) as pool:
-        total = sum(pool.map(products, sessions))
-    return total * 2.0 * rows * HIDDEN * FEED_FORWARD / (time.perf_counter() - start)
+        total = sum(pool.map(repeat, calls))
+    return total * 2.0 * PEAK_ROWS * HIDDEN * FEED_FORWARD / (time.perf_counter() - start)
 
 
 def memory_cache_texts(data: Any) -> list[str]:
@@ -179,9 +226,13 @@ def memory_cache(data: Any, precision: str, build: bool, sample: int, flops: flo
         seconds, how = flops / pace, f"projected from the pace on {len(chosen)} of its texts"
     peak = (peak_before + fp32_peak_flops()) / 2
     bound_s = flops / peak
-    return {"seconds": round(seconds, 1), "how": how, "ratio_to_fp32_bound": round(seconds / bound_s, 3),
-            "fp32_bound_s": round(bound_s, 1), "fp32_peak_gflop_s": round(peak / 1e9, 1),
-            "load_average_before_after": [before, load_average()]}
+    figures = {"seconds": round(seconds, 1), "how": how, "ratio_to_fp32_bound": round(seconds / bound_s, 3),
+               "fp32_bound_s": round(bound_s, 1), "fp32_peak_gflop_s": round(peak / 1e9, 1)}
+    bf16_peak = bf16_peak_flops() if precision != "fp32" else None
+    if bf16_peak:  # how near the bf16 path is to its own library's product (what bounds it)
+        figures.update({"bf16_peak_gflop_s": round(bf16_peak / 1e9, 1),
+                        "ratio_to_bf16_bound": round(seconds * bf16_peak / flops, 3)})
+    return {**figures, "load_average_before_after": [before, load_average()]}
 
 
 def fresh_split_seconds(data_dir: Path, backend: str, concurrency: int) -> float:
@@ -379,10 +430,9 @@ def main(argv: list[str] | None = None) -> int:
 def headline(figures: dict[str, Any]) -> dict[str, Any]:
     """The figures a user waits for, each with the load average when it was taken."""
     lines: dict[str, Any] = {
-        f"memory_cache_{precision}": {"ratio_to_fp32_bound": cache["ratio_to_fp32_bound"],
-                                      "seconds": cache["seconds"], "how": cache["how"],
-                                      "fp32_bound_s": cache["fp32_bound_s"],
-                                      "load_average": cache["load_average_before_after"]}
+        f"memory_cache_{precision}": {key: cache[key] for key in (
+            "ratio_to_fp32_bound", "ratio_to_bf16_bound", "seconds", "how", "fp32_bound_s", "bf16_peak_gflop_s")
+            if key in cache} | {"load_average": cache["load_average_before_after"]}
         for precision, cache in figures["memory_cache"].items()}
     lines["startup_s"] = {"seconds": figures["startup_s"], "load_average": figures["load_average_after_startup"]}
     lines["test_split_fresh_process_s"] = {"seconds": figures["test_split_fresh_process_s"],

@@ -17,6 +17,7 @@ its first task, so a broken artefact stops the run at once, named with its rebui
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -129,9 +130,12 @@ class Engines:
         from PersonalWAB.engines.recommender import exported
         from PersonalWAB.engines.recommender.engine import SASRecRecommender, load_item_map
 
-        found = exported.usable_graph(self.checkpoint) if exported.backend() == "onnx" else None
-        if found is not None:
-            return exported.OnnxSASRec(found[0], load_item_map(self.item_map), found[1])
+        if exported.backend() == "onnx":
+            found = exported.usable_graph(self.checkpoint)
+            if found is not None:
+                return exported.OnnxSASRec(found[0], load_item_map(self.item_map), found[1])
+            print(f"note: SASRec answers on PyTorch: {self.checkpoint} has no export checked against it "
+                  "(run_args.recommender_backend names the backend asked for; the build exports it)", file=sys.stderr)
         return SASRecRecommender(self.checkpoint, self.item_map)
 
     def _check_recommender_inputs(self) -> None:

@@ -84,6 +84,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     not be executed), load the data and the records to keep; nothing is written."""
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.envs.users import get_user
+    from PersonalWAB.engines.recommender import exported as exported_recommender
     from PersonalWAB.engines.text_embedding import EXACT, default_backend, memory_backend
     from PersonalWAB.envs.pwab.scoring import grader_version
     from PersonalWAB.memory import memory_mode
@@ -99,6 +100,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     get_user(config.user_mode, config.user_model, config.user_api_base, config.seed)  # fail early on bad settings
     try:
         embedding_backend = default_backend()
+        recommender_backend = exported_recommender.backend()
         ranked = memory_mode(config.agent_memory).embeddings and config.embedding_precision != EXACT
         memory_embedding_backend = memory_backend(config.embedding_precision) if ranked else None
     except ValueError as exc:
@@ -124,7 +126,8 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     run_args = cast(RunArgs, {**config.settings(), "data_dir": str(data.data_dir), "data_source": data.source,
                 "data_fingerprint": data.fingerprint, "project_version": __version__,
                 "protocol": protocol_record(protocol, config), "protocol_texts_digest": protocol.texts_digest,
-                "embedding_backend": embedding_backend, "grader_version": grader_version()})
+                "embedding_backend": embedding_backend, "recommender_backend": recommender_backend,
+                "grader_version": grader_version()})
     if memory_embedding_backend:
         run_args["memory_embedding_backend"] = memory_embedding_backend
     if config.shard:  # which tasks of the selection the shard holds: what a merge checks the shards against

@@ -46,7 +46,7 @@ def test_the_exported_recommender_answers_as_pytorch(built, monkeypatch):
         exported.backend()
 
 
-def test_a_damaged_graph_or_another_checkpoint_falls_back_to_pytorch(built):
+def test_a_damaged_graph_or_another_checkpoint_falls_back_to_pytorch(built, capsys):
     from PersonalWAB.build import build_artifacts
 
     checkpoint = built.artifacts.checkpoint
@@ -55,6 +55,7 @@ def test_a_damaged_graph_or_another_checkpoint_falls_back_to_pytorch(built):
     content[len(content) // 2] ^= 0xFF
     graph.write_bytes(bytes(content))  # same size, other weights: the digest tells
     assert exported.usable_graph(checkpoint) is None and isinstance(recommenders(built)[0], SASRecRecommender)
+    assert f"note: SASRec answers on PyTorch: {checkpoint} has no export checked against it" in capsys.readouterr().err
     build_artifacts(built, search_backends=(), log=lambda _: None)  # the next build exports it again
     assert exported.usable_graph(checkpoint) is not None
     record = graph.with_name(graph.name + ".json")

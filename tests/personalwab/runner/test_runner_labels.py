@@ -41,3 +41,16 @@ def test_the_controls_and_the_budget_are_departures(tiny_data_dir):
     departures = protocol_departures(config)
     assert any(line.startswith("agent_memory other_user: the project's memory mode") for line in departures)
     assert any(line.startswith("memory_tokens 800") for line in departures)
+
+
+@pytest.mark.parametrize("asked", ["onnx", "torch"])
+def test_a_run_records_the_recommender_backend_asked_for(tiny_engines, tiny_data_dir, tmp_path, monkeypatch, asked):
+    """Every run and every shard records it, decided before any engine opens (so shards agree)."""
+    from PersonalWAB.engines.recommender.exported import BACKEND_ENV
+    from PersonalWAB.runner.execute import run
+
+    monkeypatch.setenv(BACKEND_ENV, asked)
+    config = RunConfig(data_dir=str(tiny_data_dir), end_index=2, shard="1/2", out=str(tmp_path / "run.json"),
+                       quiet=True)
+    header, _, _ = run(config, log=lambda _: None)
+    assert header["run_args"]["recommender_backend"] == asked
