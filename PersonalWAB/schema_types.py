@@ -179,7 +179,7 @@ class RunArgs(TypedDict, total=False):
     protocol_texts_digest: str
     embedding_backend: str
     recommender_backend: str  # SASRec's: onnx (the build's export, checked against PyTorch) or torch
-    memory_embedding_backend: str  # what computed the memory's vectors, with a bf16 --embedding_precision
+    memory_embedding_backend: str  # what computes the memory caches' vectors, where memory ranks by MiniLM
     user_simulator_note: str
     cost_note: str
     agent_settings: dict[str, Any]

@@ -12,9 +12,10 @@ local model server.
 
 The memory-embedding cache at each `--precisions` is measured against the fp32 compute bound
 of this machine: the cache's arithmetic (`minilm_flops` of its texts) over the fastest fp32
-matrix product the cores give at MiniLM's feed-forward shape (ONNX Runtime's, on every core at
-once, measured now). `--memory_build 1` builds the caches that are missing (`full` at fp32:
-~20-45 min on 2 cores); by default the pace is measured on a sample of the cache's texts and
+matrix product the cores give at MiniLM's feed-forward shape (the faster of ONNX Runtime's and
+OpenVINO's, on every core at once, measured now); a bf16 cache also against OpenVINO's bf16
+product (its bf16 bound). `--memory_build 1` builds the caches that are missing (`full` at fp32:
+~15-45 min on 2 cores); by default the pace is measured on a sample of the cache's texts and
 the build time projected from it.
 
 The headline (`headline` in the JSON, printed last) gives each figure a user waits for with
@@ -96,9 +97,9 @@ PEAK_ROWS = 16 * 313  # 16 texts of 313 tokens, by MiniLM's 384 x 1536 feed-forw
 
 
 def fp32_peak_flops(seconds: float = 3.0) -> float:
-    """The fastest fp32 matrix product these cores give at MiniLM's feed-forward shape: ONNX
-    Runtime's (the fp32 encoder's), one single-threaded product per core at once, as the encoder
-    runs (FLOP/s)."""
+    """The fastest fp32 matrix product these cores give at MiniLM's feed-forward shape: the
+    faster of ONNX Runtime's and OpenVINO's (the fp32 encoders' libraries), one single-threaded
+    product per core at once, as the encoders run (FLOP/s)."""
     import numpy as np
     import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
@@ -120,23 +121,30 @@ def fp32_peak_flops(seconds: float = 3.0) -> float:
         session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         return lambda: session.run(None, inputs)
 
-    return products_per_core(product, seconds)
+    return max(products_per_core(product, seconds), openvino_peak_flops("f32", seconds))
 
 
 def bf16_peak_flops(seconds: float = 3.0) -> float | None:
-    """The same product through OpenVINO with bf16 inference precision (the bf16 encoder's
-    library and settings: one stream per core); None where the bf16 path cannot run here."""
-    import numpy as np
-
-    from PersonalWAB.engines.text_embedding import FEED_FORWARD, HIDDEN, memory_backend
+    """The same product through OpenVINO in bf16 (the bf16 encoder's library and settings);
+    None where the bf16 path cannot run here."""
+    from PersonalWAB.engines.text_embedding import memory_backend
 
     try:
         if memory_backend("bf16") != "openvino":
             return None
     except ValueError:
         return None
+    return openvino_peak_flops("bf16", seconds)
+
+
+def openvino_peak_flops(precision: str, seconds: float) -> float:
+    """The product through OpenVINO at inference precision `precision` (f32 or bf16), one stream
+    per core."""
+    import numpy as np
     import openvino
     from openvino import opset13
+
+    from PersonalWAB.engines.text_embedding import FEED_FORWARD, HIDDEN
 
     rng = np.random.default_rng(0)
     rows = opset13.parameter([PEAK_ROWS, HIDDEN], np.float32)
@@ -144,7 +152,7 @@ def bf16_peak_flops(seconds: float = 3.0) -> float | None:
     cores = os.cpu_count() or 1
     compiled = openvino.Core().compile_model(
         openvino.Model([opset13.matmul(rows, weight, False, False)], [rows]), "CPU",
-        {"INFERENCE_PRECISION_HINT": "bf16", "NUM_STREAMS": str(cores), "INFERENCE_NUM_THREADS": str(cores)})
+        {"INFERENCE_PRECISION_HINT": precision, "NUM_STREAMS": str(cores), "INFERENCE_NUM_THREADS": str(cores)})
     inputs = [rng.standard_normal((PEAK_ROWS, HIDDEN)).astype(np.float32)]
 
     def product() -> Callable[[], Any]:
@@ -206,7 +214,7 @@ def memory_cache(data: Any, precision: str, build: bool, sample: int, flops: flo
     just before and just after it (on a shared machine it changes from minute to minute), with
     the load average."""
     from PersonalWAB.build import build_artifacts
-    from PersonalWAB.engines.text_embedding import TextEmbedder, minilm_flops, token_counts
+    from PersonalWAB.engines.text_embedding import TextEmbedder, memory_backend, minilm_flops, token_counts
     before = load_average()
     peak_before = fp32_peak_flops()
     if build:
@@ -218,7 +226,7 @@ def memory_cache(data: Any, precision: str, build: bool, sample: int, flops: flo
     else:
         texts = memory_cache_texts(data)
         chosen = texts[::max(1, len(texts) // sample)][:sample]
-        encoder = TextEmbedder(precision=precision)
+        encoder = TextEmbedder(precision=precision, backend=memory_backend(precision))  # as the build encodes
         encoder.encode(["warm up"])
         start = time.perf_counter()
         encoder.encode(chosen)
@@ -340,7 +348,7 @@ class BenchmarkSettings:
                                      "concurrency 8) against a scripted local model server")
     precisions: str = setting("fp32,bf16", "comma-separated precisions whose memory cache is measured")
     memory_build: bool = setting(False, "build the memory caches that are missing and report their build time (the "
-                                        "fp32 cache of `full` takes ~20-45 min on 2 cores); 0: project it from the "
+                                        "fp32 cache of `full` takes ~15-45 min on 2 cores); 0: project it from the "
                                         "pace on a sample of the cache's texts")
     memory_sample: int = setting(600, "texts of the memory cache timed for the projection")
     headline_only: bool = setting(False, "measure the headline figures only (memory cache, start-up, whole split "
@@ -418,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         agreement = reference_agreement(small, protocol, small.tasks["train"] + small.tasks["test"], 10,
                                         TextEmbedder(backend="torch"))
         figures["relevant_memory_reference_agreement"] = {
-            "cache_backend": shared_embedder().backend, "reference": "torch, one text at a time", **agreement}
+            "cache_backend": shared_embedder(bulk=True).backend, "reference": "torch, one text at a time", **agreement}
     if args.llm_agent:
         with tempfile.TemporaryDirectory() as tmp:
             figures["scripted_llm_function_calling_relevant"] = scripted_llm_split(

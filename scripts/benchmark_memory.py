@@ -79,7 +79,7 @@ def cache_open(data: Any) -> dict[str, Any]:
     """A fresh instance over the built cache, as a new run process would open it."""
     from PersonalWAB.engines.text_embedding import shared_embedder
 
-    encoder = CountingEncoder(shared_embedder())
+    encoder = CountingEncoder(shared_embedder(bulk=True))
     start = time.perf_counter()
     BehaviourEmbeddings(data, load_protocol(), encoder).ensure()
     return {"seconds": round(time.perf_counter() - start, 3), "texts_encoded": encoder.texts}

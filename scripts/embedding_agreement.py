@@ -11,7 +11,7 @@ build it makes, with the load average), then:
   with its 95% bootstrap interval over tasks, and the paired interval of the difference.
 
 `--end_index N` compares the first N test tasks only, encoding just their users' texts at each
-precision (timed) instead of building the whole caches (`full`'s fp32 cache is ~20-45 min of
+precision (timed) instead of building the whole caches (`full`'s fp32 cache is ~15-45 min of
 both cores).
 
 Prints a Markdown table (what docs/performance.md shows) and saves the figures as JSON.

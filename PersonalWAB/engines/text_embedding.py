@@ -6,17 +6,22 @@ offline. Embeddings are mean-pooled over the attention mask and L2-normalised;
 inputs are truncated at the tokenizer's 512-token limit (the packaged
 sentence-transformers config would cut at 256).
 
-Two backends compute the same fp32 model (`--embedding_precision fp32`, the release's, the default):
+Three backends compute the same fp32 model (`--embedding_precision fp32`, the release's, the default):
 
-- `onnx` (the default without a GPU): ONNX Runtime with the `tokenizers` library. It
-  needs neither torch nor transformers at run time, so a run that scores reviews
-  starts ~10 s sooner, and calls from several worker threads run at once. The graph is
-  exported from the packaged weights on first use (torch, ~15 s, once per checkout),
-  checked against PyTorch before it is kept in `data/cache/onnx/`.
+- `onnx` (the default without a GPU): ONNX Runtime with the `tokenizers` library over a graph
+  exported from the packaged weights on first use (torch, ~15 s, once per checkout), checked
+  against PyTorch before it is kept in `data/cache/onnx/`. It needs neither torch nor
+  transformers at run time, so a run that scores reviews starts ~10 s sooner, and calls from
+  several worker threads run at once.
+- `openvino` (the default without a GPU for memory caches, `memory_backend`): OpenVINO in fp32
+  over the same graph, checked against ONNX Runtime once per OpenVINO version and CPU (else
+  `onnx` answers, warned). It encodes batches of memory texts 1.3x faster than `onnx` on the
+  machine of docs/performance.md, but single reviews scored from two threads at once slower
+  (the `full` test split 8.1-8.4 s against 7.1 s).
 - `torch` (the default on a GPU, and the reference): PyTorch through sentence-transformers.
 
-Vectors of the two agree within 1e-6 (`tests/personalwab/engines/test_text_embedding.py`), so they share
-caches. `$PERSONALWAB_EMBEDDING_BACKEND` picks one explicitly.
+Vectors of the three agree within 1e-6 (`tests/personalwab/engines/test_text_embedding.py`), so they
+share caches. `$PERSONALWAB_EMBEDDING_BACKEND` picks one explicitly.
 
 `--embedding_precision bf16` (a departure, for the memory caches only: review scoring stays
 fp32) computes the matrix products in bfloat16 with fp32 sums:
@@ -57,12 +62,13 @@ BACKEND_ENV = "PERSONALWAB_EMBEDDING_BACKEND"
 PRECISIONS = ("fp32", "bf16")
 EXACT = "fp32"  # the release's precision
 BACKENDS = ("onnx", "torch", "openvino")
-PRECISION_BACKENDS = {"fp32": ("onnx", "torch"), "bf16": ("openvino", "torch")}
+PRECISION_BACKENDS = {"fp32": ("onnx", "openvino", "torch"), "bf16": ("openvino", "torch")}
 ONNX_EXPORT_RECIPE = "eager-attention mean-pool l2 opset17 v1"  # part of the exported file's name
 EXPORT_TOLERANCE = 1e-5  # an exported graph further than this from PyTorch is refused
+FP32_TOLERANCE = 1e-6  # OpenVINO's fp32 further than this from ONNX Runtime on the same graph is not used
 # Texts per batch, the fastest measured on 2 CPU cores (ONNX: 16 beat 64 by 15% on short
-# reviews and 20% on ~313-token behaviours; OpenVINO bf16: 8 beat 16 and 32 by 5-25% on
-# behaviours; each batch runs on one core).
+# reviews and 20% on ~313-token behaviours; OpenVINO: 8 beat 16 and 32 by 5-25% on behaviours
+# in bf16, 8% on them in fp32; each batch runs on one core).
 BATCH_SIZE = {"onnx": 16, "torch": 64, "openvino": 8}
 
 
@@ -132,9 +138,9 @@ def announce_encoding(count: int, flops: float, what: str, prebuild: str, log: C
                    count * MINILM_FLOPS_PER_S[precision] / max(flops, 1.0), prebuild, log)
 
 
-def default_backend(precision: str = EXACT) -> str:
-    """`$PERSONALWAB_EMBEDDING_BACKEND` when set, else `torch` on a GPU and on a CPU `onnx`
-    (fp32) or `openvino` (bf16)."""
+def default_backend(precision: str = EXACT, bulk: bool = False) -> str:
+    """`$PERSONALWAB_EMBEDDING_BACKEND` when set, else `torch` on a GPU, and on a CPU `onnx` for
+    fp32 texts scored one by one, `openvino` for `bulk` encodes (memory caches) and for bf16."""
     allowed = PRECISION_BACKENDS[precision]
     chosen = os.environ.get(BACKEND_ENV, "").strip()
     if chosen:
@@ -142,7 +148,9 @@ def default_backend(precision: str = EXACT) -> str:
             raise ValueError(f"${BACKEND_ENV}={chosen!r}: for {precision} embeddings expected one of "
                              f"{', '.join(allowed)}")
         return chosen
-    return "torch" if _gpu_present() else allowed[0]
+    if _gpu_present():
+        return "torch"
+    return "openvino" if bulk else allowed[0]
 
 
 def _offline_hub() -> None:
@@ -150,20 +158,26 @@ def _offline_hub() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+def _cpu_description() -> str:
+    """/proc/cpuinfo's first processor (model and flags); empty where there is none."""
+    try:
+        return Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        return ""
+
+
 def cpu_has_bf16() -> bool:
     """Whether this CPU computes in bf16 natively (avx512_bf16 or AMX), by its /proc/cpuinfo flags."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
+    flags = _cpu_description().split()
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def memory_backend(precision: str) -> str:
-    """The backend that computes `precision` vectors here; ValueError naming the fault when
-    none can (bf16 on the CPU needs its bf16 instructions: OpenVINO would compute in fp32)."""
-    backend = default_backend(precision)
-    if backend == "openvino" and not cpu_has_bf16():
+    """The backend that computes the memory caches' `precision` vectors here; ValueError naming
+    the fault when none can (bf16 on the CPU needs its bf16 instructions: OpenVINO would
+    compute in fp32)."""
+    backend = default_backend(precision, bulk=True)
+    if precision == "bf16" and backend == "openvino" and not cpu_has_bf16():
         raise ValueError("--embedding_precision bf16 needs a CPU with bf16 instructions (avx512_bf16 or AMX), "
                          "which this one lacks; use fp32")
     return backend
@@ -369,17 +383,18 @@ class OnnxMiniLM(OneCorePerCall):
 
 
 class OpenVinoMiniLM(OneCorePerCall):
-    """OpenVINO on the CPU, bf16: the exported fp32 graph compiled with bf16 inference
-    precision (matrix products in bf16 with fp32 sums, on oneDNN), one stream per core and
-    one inference request per thread."""
+    """OpenVINO on the CPU: the exported fp32 graph compiled in fp32, or with `bf16` in bf16
+    inference precision (matrix products in bf16 with fp32 sums, on oneDNN); one stream per
+    core and one inference request per thread."""
 
-    def __init__(self, model_path: Path, model_id: str, threads: int | None):
+    def __init__(self, model_path: Path, model_id: str, threads: int | None, bf16: bool = False):
         import openvino
 
-        memory_backend("bf16")  # refuses a CPU without bf16 instructions
+        if bf16:
+            memory_backend("bf16")  # refuses a CPU without bf16 instructions
         super().__init__(model_path, threads)
         core = openvino.Core()
-        config = {"INFERENCE_PRECISION_HINT": "bf16", "NUM_STREAMS": str(self.threads),
+        config = {"INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32", "NUM_STREAMS": str(self.threads),
                   "INFERENCE_NUM_THREADS": str(self.threads)}
 
         def compiled(graph: Path) -> Any:
@@ -394,12 +409,49 @@ class OpenVinoMiniLM(OneCorePerCall):
         # at once deadlock (one holds the set-up waiting for the GIL, the other the GIL waiting for
         # the set-up): one call here, before any worker thread, does it.
         self._run(["warm up"])
+        if not bf16:
+            check_fp32_openvino(onnx_model_file(model_path, model_id), self._run, self.tokenizer,
+                                openvino.get_version())
 
     def _run(self, texts: list[str]) -> Any:
         request = getattr(self._requests, "request", None)
         if request is None:
             request = self._requests.request = self.model.create_infer_request()
         return request.infer(_batch(self.tokenizer, texts))[0].copy()
+
+
+FP32_CHECK_TEXTS = ["A probe sentence.", "Another, longer probe: the battery lasts two days and charges quickly. "
+                    "I bought it for my daughter, who uses it every evening; the case feels sturdy and the screen "
+                    "stays readable outdoors."]
+
+
+class BackendMismatch(RuntimeError):
+    """A backend computes other vectors than the reference on the same graph."""
+
+
+def check_fp32_openvino(graph: Path, encode: Callable[[list[str]], Any], tokenizer: Any, version: str) -> None:
+    """Raise BackendMismatch unless OpenVINO's fp32 vectors (`encode`) are within `FP32_TOLERANCE`
+    of ONNX Runtime's on the same graph, checked once per graph, OpenVINO version and CPU (a
+    record beside the graph keeps the check; a compiler that chose other kernels would differ)."""
+    import json
+
+    import numpy as np
+
+    key = hashlib.sha256(f"{version}\n{_cpu_description()}".encode()).hexdigest()[:16]
+    record = graph.with_name(f"{graph.name}.openvino-f32-{key}.json")
+    if record.is_file():
+        return
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(graph), providers=["CPUExecutionProvider"])
+    difference = max(float(np.abs(encode([text]) - session.run(None, _batch(tokenizer, [text]))[0]).max())
+                     for text in FP32_CHECK_TEXTS)
+    if not difference <= FP32_TOLERANCE:
+        raise BackendMismatch(f"OpenVINO {version} in fp32 differs from ONNX Runtime by {difference:.1e} on {graph} "
+                              f"(> {FP32_TOLERANCE})")
+    from PersonalWAB.scratch import atomic_write_text
+
+    atomic_write_text(record, json.dumps({"openvino": version, "max_difference_to_onnxruntime": difference}))
 
 
 class TextEmbedder:
@@ -448,11 +500,20 @@ class TextEmbedder:
                 if self.backend == "torch":
                     self._model = TorchMiniLM(model_path, self.threads, bf16=self.precision == "bf16")
                 elif self.backend == "openvino":
-                    self._model = OpenVinoMiniLM(model_path, self.weights_id, self.threads)
+                    self._model = self._openvino(model_path)
                 else:
                     self._model = OnnxMiniLM(model_path, self.weights_id, self.threads)
                 self.batch_size = self.batch_size or BATCH_SIZE[self.backend]
             return self._model
+
+    def _openvino(self, model_path: Path) -> OneCorePerCall:
+        """OpenVINO at this precision; in fp32 ONNX Runtime where OpenVINO's vectors differ from its."""
+        try:
+            return OpenVinoMiniLM(model_path, self.weights_id, self.threads, bf16=self.precision == "bf16")
+        except BackendMismatch as exc:
+            print(f"warning: {exc}; MiniLM runs on ONNX Runtime", file=sys.stderr)
+            self.backend = "onnx"
+            return OnnxMiniLM(model_path, self.weights_id, self.threads)
 
     def encode(self, texts: list[str], progress: bool = False) -> Any:
         """Normalised embeddings (numpy, one row per text); `progress` shows a bar over the batches."""
@@ -544,13 +605,15 @@ def _read_vector_file(cache_file: Path) -> dict[str, Any]:
     return {} if stored is None else {str(key): vector for key, vector in zip(*stored)}
 
 
-_SHARED_EMBEDDERS: dict[str, TextEmbedder] = {}
+_SHARED_EMBEDDERS: dict[tuple[str, str], TextEmbedder] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_embedder(precision: str = EXACT) -> TextEmbedder:
-    """The process-wide MiniLM embedder of a precision (the model is loaded once)."""
+def shared_embedder(precision: str = EXACT, bulk: bool = False) -> TextEmbedder:
+    """The process-wide MiniLM embedder of a precision, for texts scored one by one or (`bulk`)
+    the memory caches' batches: one model per backend, loaded once."""
+    backend = memory_backend(precision) if bulk else default_backend(precision)
     with _SHARED_LOCK:
-        if precision not in _SHARED_EMBEDDERS:
-            _SHARED_EMBEDDERS[precision] = TextEmbedder(precision=precision)
-        return _SHARED_EMBEDDERS[precision]
+        if (precision, backend) not in _SHARED_EMBEDDERS:
+            _SHARED_EMBEDDERS[precision, backend] = TextEmbedder(precision=precision, backend=backend)
+        return _SHARED_EMBEDDERS[precision, backend]

@@ -318,7 +318,7 @@ class BehaviourEmbeddings:
         if self._encoder is None:
             from PersonalWAB.engines.text_embedding import shared_embedder
 
-            self._encoder = shared_embedder(self.precision)
+            self._encoder = shared_embedder(self.precision, bulk=True)
         return self._encoder
 
     def ensure(self, force: bool = False, log: Callable[[str], None] | None = _to_stderr) -> dict[str, float]:

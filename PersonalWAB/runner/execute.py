@@ -85,7 +85,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     from PersonalWAB.data.loader import load_benchmark_data
     from PersonalWAB.envs.users import get_user
     from PersonalWAB.engines.recommender import exported as exported_recommender
-    from PersonalWAB.engines.text_embedding import EXACT, default_backend, memory_backend
+    from PersonalWAB.engines.text_embedding import default_backend, memory_backend
     from PersonalWAB.envs.pwab.scoring import grader_version
     from PersonalWAB.memory import memory_mode
     from PersonalWAB.envs.users.offline_user import NOTE as OFFLINE_USER_NOTE
@@ -101,7 +101,7 @@ def prepare(config: RunConfig, log: Callable[[str], None] = log_line, check_keys
     try:
         embedding_backend = default_backend()
         recommender_backend = exported_recommender.backend()
-        ranked = memory_mode(config.agent_memory).embeddings and config.embedding_precision != EXACT
+        ranked = memory_mode(config.agent_memory).embeddings
         memory_embedding_backend = memory_backend(config.embedding_precision) if ranked else None
     except ValueError as exc:
         raise SettingsError(str(exc)) from None

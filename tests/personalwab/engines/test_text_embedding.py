@@ -1,5 +1,6 @@
-"""The MiniLM backends: ONNX Runtime (the CPU default) computes what PyTorch computes; a damaged
-review cache or ONNX export is named and made again."""
+"""The MiniLM backends: ONNX Runtime (the CPU default) and OpenVINO in fp32 (the CPU default for
+memory caches) compute what PyTorch computes; a damaged review cache or ONNX export is named and
+made again."""
 
 from __future__ import annotations
 
@@ -30,22 +31,25 @@ def torch_vectors():
     return TextEmbedder(backend="torch").encode(TEXTS)
 
 
-def test_onnx_equals_pytorch_batched_and_alone(torch_vectors):
-    onnx = TextEmbedder(backend="onnx", batch_size=3)  # several batches of different lengths
-    batched = onnx.encode(TEXTS)
-    alone = np.stack([onnx.encode([text])[0] for text in TEXTS])
+@pytest.mark.parametrize("backend", ["openvino", "onnx"])
+def test_the_cpu_backends_equal_pytorch_batched_and_alone(torch_vectors, backend):
+    encoder = TextEmbedder(backend=backend, batch_size=3)  # several batches of different lengths
+    batched = encoder.encode(TEXTS)
+    alone = np.stack([encoder.encode([text])[0] for text in TEXTS])
+    assert encoder.backend == backend
     assert batched.shape == (len(TEXTS), text_embedding.DIMENSION) and batched.dtype == np.float32
     assert np.abs(batched - torch_vectors).max() <= 1e-6
     assert np.abs(alone - torch_vectors).max() <= 1e-6
     assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-6)
 
 
-def test_threads_encoding_at_once_get_their_own_vectors(torch_vectors):
-    onnx = TextEmbedder(backend="onnx")
+@pytest.mark.parametrize("backend", ["openvino", "onnx"])
+def test_threads_encoding_at_once_get_their_own_vectors(torch_vectors, backend):
+    encoder = TextEmbedder(backend=backend)
     results: dict[int, np.ndarray] = {}
 
     def encode(i: int) -> None:
-        results[i] = np.stack([onnx.encode([text])[0] for text in TEXTS[i % 4:] + TEXTS[:i % 4]])
+        results[i] = np.stack([encoder.encode([text])[0] for text in TEXTS[i % 4:] + TEXTS[:i % 4]])
 
     workers = [threading.Thread(target=encode, args=(i,)) for i in range(4)]
     for worker in workers:
@@ -66,9 +70,12 @@ def test_backend_choice(monkeypatch):
         default_backend()
     monkeypatch.delenv(BACKEND_ENV)
     monkeypatch.setattr(text_embedding, "_gpu_present", lambda: False)
-    assert default_backend() == "onnx"
+    assert default_backend() == "onnx"  # reviews scored one by one, from several threads at once
+    assert default_backend(bulk=True) == text_embedding.memory_backend("fp32") == "openvino"  # memory caches
+    assert text_embedding.shared_embedder(bulk=True) is not text_embedding.shared_embedder()
+    assert text_embedding.shared_embedder(bulk=True).backend == "openvino"
     monkeypatch.setattr(text_embedding, "_gpu_present", lambda: True)
-    assert default_backend() == "torch"
+    assert default_backend() == default_backend(bulk=True) == "torch"
     with pytest.raises(ValueError, match="embedding backend"):
         TextEmbedder(backend="tensorflow")
 
@@ -79,6 +86,20 @@ def test_an_export_that_differs_from_pytorch_is_refused_and_leaves_nothing(tmp_p
     with pytest.raises(RuntimeError, match="differs from PyTorch"):
         export_onnx(text_embedding.default_model_path(), target)
     assert list(target.parent.iterdir()) == []
+
+
+def test_openvino_fp32_that_differs_from_onnx_runtime_is_not_used(torch_vectors, monkeypatch, capsys):
+    """Checked once per graph, OpenVINO version and CPU: on another CPU whose OpenVINO computes
+    other vectors (any difference, here), ONNX Runtime answers instead, with a warning."""
+    monkeypatch.setattr(text_embedding, "_cpu_description", lambda: "another CPU")
+    monkeypatch.setattr(text_embedding, "FP32_TOLERANCE", -1.0)
+    encoder = TextEmbedder()
+    monkeypatch.setattr(encoder, "backend", "openvino")
+    assert np.abs(encoder.encode(TEXTS) - torch_vectors).max() <= 1e-6
+    assert encoder.backend == "onnx"
+    err = capsys.readouterr().err
+    assert "warning: OpenVINO" in err and "in fp32 differs from ONNX Runtime by" in err
+    assert "MiniLM runs on ONNX Runtime" in err
 
 
 bf16_cpu = pytest.mark.skipif(not text_embedding.cpu_has_bf16(), reason="this CPU has no bf16 instructions")
@@ -102,7 +123,7 @@ def test_bf16_needs_a_cpu_with_bf16_instructions(monkeypatch):
     monkeypatch.setattr(text_embedding, "cpu_has_bf16", lambda: False)
     with pytest.raises(ValueError, match="--embedding_precision bf16 needs a CPU with bf16 instructions"):
         text_embedding.memory_backend("bf16")
-    assert text_embedding.memory_backend("fp32") == "onnx"
+    assert text_embedding.memory_backend("fp32") == "openvino"  # fp32 needs no bf16 instructions
     monkeypatch.setenv(BACKEND_ENV, "onnx")  # ONNX Runtime computes fp32 only
     with pytest.raises(ValueError, match="for bf16 embeddings expected one of openvino, torch"):
         text_embedding.memory_backend("bf16")

@@ -54,3 +54,15 @@ def test_a_run_records_the_recommender_backend_asked_for(tiny_engines, tiny_data
                        quiet=True)
     header, _, _ = run(config, log=lambda _: None)
     assert header["run_args"]["recommender_backend"] == asked
+
+
+@pytest.mark.parametrize(("memory", "recorded"), [("relevant", True), ("last", False)])
+def test_a_run_records_what_computes_its_memory_vectors_where_memory_ranks_by_them(
+        tiny_engines, tiny_data_dir, tmp_path, memory, recorded):
+    from PersonalWAB.engines.text_embedding import memory_backend
+    from PersonalWAB.runner.execute import run
+
+    config = RunConfig(data_dir=str(tiny_data_dir), agent_memory=memory, end_index=2, out=str(tmp_path / "run.json"),
+                       quiet=True)
+    header, _, _ = run(config, log=lambda _: None)
+    assert header["run_args"].get("memory_embedding_backend") == (memory_backend("fp32") if recorded else None)
