@@ -48,7 +48,7 @@ from pathlib import Path
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from PersonalWAB.digests import digest_problem, record_digest, write_with_digest
+from PersonalWAB.digests import digest_path, digest_problem, record_digest, write_with_digest
 from PersonalWAB.settings import setting
 
 MAX_TOKENS = 512
@@ -431,13 +431,15 @@ class BackendMismatch(RuntimeError):
 
 def check_fp32_openvino(graph: Path, encode: Callable[[list[str]], Any], tokenizer: Any, version: str) -> None:
     """Raise BackendMismatch unless OpenVINO's fp32 vectors (`encode`) are within `FP32_TOLERANCE`
-    of ONNX Runtime's on the same graph, checked once per graph, OpenVINO version and CPU (a
-    record beside the graph keeps the check; a compiler that chose other kernels would differ)."""
+    of ONNX Runtime's on the same graph, checked once per graph (by its recorded digest), OpenVINO
+    version and CPU (a record beside the graph keeps the check; a compiler that chose other kernels
+    would differ)."""
     import json
 
     import numpy as np
 
-    key = hashlib.sha256(f"{version}\n{_cpu_description()}".encode()).hexdigest()[:16]
+    graph_digest = digest_path(graph).read_text(encoding="ascii").strip()  # checked as the graph was opened
+    key = hashlib.sha256(f"{graph_digest}\n{version}\n{_cpu_description()}".encode()).hexdigest()[:16]
     record = graph.with_name(f"{graph.name}.openvino-f32-{key}.json")
     if record.is_file():
         return

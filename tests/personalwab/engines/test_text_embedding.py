@@ -37,6 +37,9 @@ def test_the_cpu_backends_equal_pytorch_batched_and_alone(torch_vectors, backend
     batched = encoder.encode(TEXTS)
     alone = np.stack([encoder.encode([text])[0] for text in TEXTS])
     assert encoder.backend == backend
+    if backend == "openvino":  # its check against ONNX Runtime is kept beside the graph
+        graph = text_embedding.onnx_model_file(text_embedding.default_model_path(), encoder.weights_id)
+        assert list(graph.parent.glob(f"{graph.name}.openvino-f32-*.json"))
     assert batched.shape == (len(TEXTS), text_embedding.DIMENSION) and batched.dtype == np.float32
     assert np.abs(batched - torch_vectors).max() <= 1e-6
     assert np.abs(alone - torch_vectors).max() <= 1e-6
