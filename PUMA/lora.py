@@ -33,10 +33,9 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields as dataclass_fields
 from pathlib import Path
 from collections.abc import Collection, Iterator
-from dataclasses import fields as dataclass_fields
 from typing import Any, Literal, cast
 
 from PersonalWAB.settings import setting
@@ -220,12 +219,13 @@ class LoRATrainingConfig:
 
         pairs = [arg.partition("=") for arg in self.trainer_args]
         known = {item.name for item in dataclass_fields(config_class)}
+        set_here = {*own, *self.trainer_arguments()}
         for name, equals, _ in pairs:
             if not equals or not name:
                 raise ValueError(f"--trainer_args {name}: expected NAME=VALUE")
             if name not in known:
                 raise ValueError(f"--trainer_args {name}=...: {config_class.__name__} has no argument {name}")
-            if name in own or name in self.trainer_arguments():
+            if name in set_here:
                 raise ValueError(f"--trainer_args {name}=...: this step sets {name} itself (see its --help for the "
                                  "setting that decides it)")
         argv = ["--output_dir", tempfile.gettempdir(), "--bf16", str(self.bf16), "--fp16", str(self.fp16)]
